@@ -1,0 +1,1 @@
+"""The HTTP edge: thin Litestar handlers, one module per endpoint family."""

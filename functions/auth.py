@@ -1,0 +1,34 @@
+"""Resolving the caller at the edge: data-plane identity and the control-plane guard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+
+from shared.errors import Unauthorized
+from shared.identity import Caller
+
+__all__ = ["caller_of", "control_plane", "mesh_of", "peer_of"]
+
+
+def mesh_of(conn: ASGIConnection[Any, Any, Any, Any]) -> Any:
+    return conn.app.state.mesh
+
+
+def peer_of(conn: ASGIConnection[Any, Any, Any, Any]) -> str:
+    client = conn.scope.get("client")
+    return str(client[0]) if client else ""
+
+
+def caller_of(conn: ASGIConnection[Any, Any, Any, Any], *, require: bool = True) -> Caller:
+    identity = mesh_of(conn).identity
+    caller = identity.caller(conn.headers.get("authorization"))
+    return identity.require(caller) if require else caller
+
+
+def control_plane(conn: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Litestar guard for control-plane routes (CONTRACT 1.5, DESIGN decision 6)."""
+    if not mesh_of(conn).identity.is_admin(conn.headers.get("authorization"), peer_of(conn)):
+        raise Unauthorized("control plane requires admin authorization")

@@ -1,0 +1,28 @@
+"""Liveness and build facts: GET /health, GET /version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, get
+
+from shared import __version__
+from shared.settings import config_id
+
+from .auth import mesh_of
+
+__all__ = ["ROUTES"]
+
+
+@get("/version", sync_to_thread=False)
+def version() -> dict[str, str]:
+    return {"version": __version__, "commit": "none", "date": "unknown"}
+
+
+@get("/health", sync_to_thread=False)
+def health(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    mesh = mesh_of(request)
+    return mesh.health(config_id(mesh.settings))
+
+
+ROUTES = [health, version]

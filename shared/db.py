@@ -1,0 +1,132 @@
+"""SQLite access: one write path per process (BEGIN IMMEDIATE), separate read connections, numbered migrations."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+try:  # a recent SQLite (FTS5 trigram, RETURNING, ...) where the wheel exists
+    import pysqlite3.dbapi2 as sqlite3  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - platform without the wheel
+    import sqlite3  # type: ignore[no-redef]
+
+__all__ = ["MIGRATIONS_DIR", "Database", "sqlite3"]
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+Row = sqlite3.Row
+IntegrityError = sqlite3.IntegrityError
+
+
+def _configure(conn: Any) -> None:
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    # NORMAL in WAL mode survives a process kill (the WAL lives in the OS page cache); only power loss can
+    # drop the last transactions, which Litestream covers.
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=5000")
+    conn.execute("PRAGMA foreign_keys=ON")
+
+
+class Database:
+    """A SQLite file shared by every worker and process of one deployment.
+
+    Writes go through `write()`, serialised in-process by a lock and across processes by `BEGIN IMMEDIATE`.
+    Reads use a per-thread connection so they never wait on the writer.
+    """
+
+    def __init__(self, path: str | Path, *, migrate: bool = True) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._write_lock = threading.RLock()
+        self._writer = self._connect()
+        self._local = threading.local()
+        if migrate:
+            self.migrate()
+
+    def _connect(self) -> Any:
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        _configure(conn)
+        return conn
+
+    @property
+    def reader(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Any]:
+        """A write transaction; committed before the block's caller sees its result."""
+        with self._write_lock:
+            conn = self._writer
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+
+    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[Any]:
+        return list(self.reader.execute(sql, params).fetchall())
+
+    def query_one(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> Any | None:
+        return self.reader.execute(sql, params).fetchone()
+
+    def execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> int:
+        """One statement in its own write transaction; returns the affected row count."""
+        with self.write() as conn:
+            return int(conn.execute(sql, params).rowcount)
+
+    def migrate(self, directory: Path = MIGRATIONS_DIR) -> list[str]:
+        """Apply numbered `NNNN_name.sql` files not yet applied, in order. Returns the names applied."""
+        applied: list[str] = []
+        with self.write() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            done = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+            for file in sorted(directory.glob("[0-9][0-9][0-9][0-9]_*.sql")):
+                if file.name in done:
+                    continue
+                for statement in _split_sql(file.read_text()):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations (name, applied_at) VALUES (?, strftime('%Y-%m-%dT%H:%M:%SZ'))",
+                    (file.name,),
+                )
+                applied.append(file.name)
+        return applied
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._writer.close()
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies (BEGIN ... END;) whole."""
+    statements: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        if line.strip().startswith("--") and not buf.strip():
+            continue
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                statements.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        statements.append(buf.strip())
+    return statements

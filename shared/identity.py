@@ -1,0 +1,125 @@
+"""Who is calling: data-plane identity from the bearer (CONTRACT 1.5) and the control-plane gate (DESIGN 6)."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import threading
+import time
+from typing import Any
+
+import jwt
+import msgspec
+
+from .errors import Unauthorized
+from .settings import Settings
+
+__all__ = ["Caller", "IdentityResolver", "is_loopback", "is_loopback_bind"]
+
+
+class Caller(msgspec.Struct, frozen=True):
+    agent_id: str
+    user_id: str = ""
+    authenticated: bool = False  # presented a credential (token or JWT), not anonymous
+    via_jwt: bool = False
+
+
+ANONYMOUS = Caller(agent_id="anonymous")
+
+
+def is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def is_loopback_bind(host: str) -> bool:
+    return host == "localhost" or is_loopback(host)
+
+
+class _Jwks:
+    """A JWKS fetched from jwks_url, refreshed at most every 5 minutes (and on an unknown kid)."""
+
+    def __init__(self, url: str) -> None:
+        self._client = jwt.PyJWKClient(url, cache_keys=True, lifespan=300, timeout=5)
+        self._lock = threading.Lock()
+
+    def key_for(self, token: str) -> Any:
+        with self._lock:
+            return self._client.get_signing_key_from_jwt(token).key
+
+
+class IdentityResolver:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        jwt_cfg = settings.auth.jwt
+        self._jwks = _Jwks(jwt_cfg.jwks_url) if jwt_cfg and jwt_cfg.jwks_url else None
+        self._admin_token = settings.auth.admin_token.encode()
+        self._cache: dict[str, tuple[float, Caller]] = {}
+
+    def caller(self, authorization: str | None) -> Caller:
+        """Data-plane identity. Raises Unauthorized per CONTRACT 1.5."""
+        token = (authorization or "").strip()
+        if token.lower().startswith("bearer "):
+            token = token[7:].strip()
+        if not token:
+            return ANONYMOUS
+        jwt_cfg = self._settings.auth.jwt
+        if jwt_cfg is None:
+            agent = token[len("agent:") :] if token.startswith("agent:") else token
+            return Caller(agent_id=agent or "anonymous", authenticated=bool(agent))
+        if token.startswith("agent:"):
+            if jwt_cfg.allow_legacy:
+                return Caller(agent_id=token[6:] or "anonymous", authenticated=bool(token[6:]))
+            raise Unauthorized("authentication required: present a valid JWT")
+        if token.count(".") != 2:
+            raise Unauthorized("authentication required: present a valid JWT")
+        return self._verify_jwt(token)
+
+    def _verify_jwt(self, token: str) -> Caller:
+        now = time.monotonic()
+        hit = self._cache.get(token)
+        if hit and hit[0] > now:
+            return hit[1]
+        jwt_cfg = self._settings.auth.jwt
+        assert jwt_cfg is not None and self._jwks is not None
+        try:
+            key = self._jwks.key_for(token)
+            claims = jwt.decode(
+                token,
+                key=key,
+                algorithms=["RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "EdDSA"],
+                audience=jwt_cfg.audience or None,
+                issuer=jwt_cfg.issuer or None,
+                options={"verify_aud": bool(jwt_cfg.audience), "require": ["exp"]},
+            )
+        except (jwt.PyJWTError, OSError) as e:
+            raise Unauthorized(f"authentication required: invalid JWT ({e})") from None
+        agent = str(claims.get(jwt_cfg.agent_claim) or "")
+        if not agent:
+            raise Unauthorized(f"authentication required: JWT lacks the {jwt_cfg.agent_claim!r} claim")
+        user = str(claims.get(jwt_cfg.user_claim) or "") if jwt_cfg.user_claim else ""
+        caller = Caller(agent_id=agent, user_id=user, authenticated=True, via_jwt=True)
+        exp = float(claims.get("exp", 0))
+        if len(self._cache) > 10000:
+            self._cache.clear()
+        self._cache[token] = (now + max(0.0, min(60.0, exp - time.time())), caller)
+        return caller
+
+    def require(self, caller: Caller) -> Caller:
+        """`require_authentication`: anonymous callers are refused on the data plane's governed routes."""
+        if self._settings.auth.require_authentication and not caller.authenticated:
+            raise Unauthorized("authentication required")
+        return caller
+
+    def is_admin(self, authorization: str | None, peer: str | None) -> bool:
+        """Control plane: the admin token (constant time) when set; otherwise loopback peers only."""
+        if self._admin_token:
+            token = (authorization or "").strip()
+            if token.lower().startswith("bearer "):
+                token = token[7:].strip()
+            return hmac.compare_digest(token.encode(), self._admin_token)
+        return is_loopback(peer)

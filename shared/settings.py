@@ -1,0 +1,348 @@
+"""Settings: config.yaml plus environment, validated once at the entry point into frozen Structs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import yaml
+
+from .durations import parse_duration
+from .errors import ConfigError
+
+__all__ = [
+    "ApprovalSettings",
+    "AuthSettings",
+    "CliCommand",
+    "CliTool",
+    "Condition",
+    "ConsoleSettings",
+    "JwtSettings",
+    "LoopDetection",
+    "McpServer",
+    "MemorySettings",
+    "OpenApiSource",
+    "Policy",
+    "RateLimit",
+    "Rule",
+    "Settings",
+    "SupervisorSettings",
+    "TlsSettings",
+    "config_id",
+    "load_policy_dir",
+    "load_settings",
+]
+
+Action = Literal["allow", "deny", "human_approval"]
+
+
+class _Frozen(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    pass
+
+
+class JwtSettings(_Frozen):
+    jwks_url: str = ""
+    issuer: str = ""
+    audience: str = ""
+    agent_claim: str = "sub"
+    user_claim: str = ""
+    allow_legacy: bool = False
+
+
+class AuthSettings(_Frozen):
+    admin_token: str = ""
+    require_authentication: bool = False
+    jwt: JwtSettings | None = None
+
+
+class TlsSettings(_Frozen):
+    cert_file: str = ""
+    key_file: str = ""
+
+
+class ApprovalSettings(_Frozen):
+    timeout_seconds: float = 300
+    notify_url: str = ""
+    channel: Literal["queue", "tty", "tty-fallback"] = "tty-fallback"
+    wait_seconds: float = 0
+
+
+class SupervisorSettings(_Frozen):
+    enabled: bool = False
+    expose_content: bool = True
+    auto_approve: bool | None = None  # None: on when memory is reachable (CONTRACT 1.2)
+    min_approvals: int = 3
+    auto_approve_writes: bool = False
+    supervisor_agents: tuple[str, ...] = ()
+
+
+class MemorySettings(_Frozen):
+    url: str = ""
+    token: str = ""
+    # flux7 additions: the in-process memory role
+    enabled: bool = True
+    dir: str = ""  # workspace root; default: beside storage_path
+    max_entries: int = 10000
+    chain_key: str = ""
+    scopes: str = ""
+    hybrid: bool = True
+    embed_url: str = ""
+    embed_model: str = ""
+    embed_provider: Literal["", "ollama", "openai"] = ""
+    embed_key: str = ""
+    rerank_url: str = ""
+    rerank_model: str = ""
+
+
+class Condition(_Frozen):
+    field: str
+    operator: str
+    value: float | str | list[float | str] | None = None
+
+
+class Rule(_Frozen):
+    tools: tuple[str, ...]
+    action: Action
+    condition: Condition | None = None
+
+
+class RateLimit(_Frozen):
+    max_per_minute: int = 0
+    max_total: int = 0
+
+
+class Policy(_Frozen):
+    name: str
+    agent: str = "*"
+    rate_limit: RateLimit | None = None
+    rules: tuple[Rule, ...] = ()
+    source_file: str = ""
+
+
+class LoopDetection(_Frozen):
+    enabled: bool = False
+    threshold: int = 3
+    window_seconds: float = 10
+
+
+class McpServer(_Frozen):
+    name: str
+    transport: Literal["stdio", "sse", "streamable-http"] = "stdio"
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = {}
+    url: str = ""
+    headers: dict[str, str] = {}
+    forward_identity: bool = False
+
+
+class CliCommand(_Frozen):
+    allowed_args: tuple[str, ...] = ()
+    timeout: str = "30s"
+
+
+class CliTool(_Frozen):
+    name: str
+    bin: str
+    default_action: Literal["", "allow", "deny", "human_approval"] = ""
+    strict: bool = False
+    working_dir: str = ""
+    env: dict[str, str] = {}
+    commands: dict[str, CliCommand] = {}
+    bare: CliCommand | None = None
+
+
+class OpenApiSource(_Frozen):
+    url: str = ""
+    file: str = ""
+    backend_url: str = ""
+
+
+class ConsoleSettings(_Frozen):
+    allowed_origins: tuple[str, ...] = ()
+    dist_dir: str = ""
+
+
+class Settings(_Frozen):
+    port: int = 9090
+    host: str = "127.0.0.1"
+    workers: int = 1
+    storage_path: str = "flux7.db"
+    trace_file: str = ""
+    otel_endpoint: str = ""
+    otel_headers: dict[str, str] = {}
+    otel_ca_cert: str = ""
+    otel_insecure_skip_verify: bool = False
+    auth: AuthSettings = AuthSettings()
+    tls: TlsSettings = TlsSettings()
+    approval: ApprovalSettings = ApprovalSettings()
+    supervisor: SupervisorSettings = SupervisorSettings()
+    memory: MemorySettings = MemorySettings()
+    policies: tuple[Policy, ...] = ()
+    policy_dir: str = ""
+    mcp_servers: tuple[McpServer, ...] = ()
+    cli_tools: tuple[CliTool, ...] = ()
+    openapi: tuple[OpenApiSource, ...] = ()
+    hide_denied_tools: bool = False
+    pin_tools: bool = False
+    loop_detection: LoopDetection = LoopDetection()
+    console: ConsoleSettings = ConsoleSettings()
+    max_body_bytes: int = 8 * 1024 * 1024
+    # Not config keys: filled by the loader.
+    config_path: str = ""
+    trace_key: str = ""
+
+    @property
+    def config_dir(self) -> Path:
+        return Path(self.config_path).parent if self.config_path else Path.cwd()
+
+    @property
+    def auto_approve_enabled(self) -> bool:
+        if self.supervisor.auto_approve is not None:
+            return self.supervisor.auto_approve
+        return bool(self.memory.url) or self.memory.enabled
+
+    def resolve_path(self, value: str) -> Path:
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else self.config_dir / p
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# Keys whose values get ${VAR} expansion (CONTRACT 1.2 marks these).
+_EXPANDED = {("otel_headers",), ("memory", "token"), ("mcp_servers", "headers"), ("auth", "admin_token")}
+
+
+def _expand(value: str, env: Mapping[str, str]) -> str:
+    return _VAR.sub(lambda m: env.get(m.group(1), ""), value)
+
+
+def _expand_tree(data: Any, env: Mapping[str, str], path: tuple[str, ...] = ()) -> Any:
+    if isinstance(data, dict):
+        return {k: _expand_tree(v, env, (*path, str(k))) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_expand_tree(v, env, path) for v in data]
+    if isinstance(data, str) and any(path[: len(e)] == e for e in _EXPANDED):
+        return _expand(data, env)
+    return data
+
+
+def _fault(file: str, err: msgspec.ValidationError) -> ConfigError:
+    text = str(err)
+    key = "$"
+    if " - at `" in text:
+        text, _, at = text.rpartition(" - at `")
+        key = at.rstrip("`")
+    return ConfigError(file, key.replace("$.", "", 1) if key != "$" else "(top level)", text)
+
+
+def _validate_policy(file: str, key: str, policy: Policy) -> None:
+    for i, rule in enumerate(policy.rules):
+        if not rule.tools:
+            raise ConfigError(file, f"{key}.rules[{i}].tools", "at least one tool glob is required")
+
+
+def _validate(file: str, s: Settings) -> None:
+    names: set[str] = set()
+    for i, p in enumerate(s.policies):
+        if p.name in names:
+            raise ConfigError(file, f"policies[{i}].name", f"duplicate policy name {p.name!r}")
+        names.add(p.name)
+        _validate_policy(file, f"policies[{i}]", p)
+    for i, cli in enumerate(s.cli_tools):
+        if cli.bare is not None and (cli.commands or cli.strict):
+            raise ConfigError(file, f"cli_tools[{i}].bare", "bare excludes commands and strict")
+        if cli.strict and not cli.commands:
+            raise ConfigError(file, f"cli_tools[{i}].strict", "strict needs at least one command")
+        for sub, cmd in {**cli.commands, **({"bare": cli.bare} if cli.bare else {})}.items():
+            try:
+                parse_duration(cmd.timeout)
+            except ValueError as e:
+                raise ConfigError(file, f"cli_tools[{i}].commands.{sub}.timeout", str(e)) from None
+    for i, o in enumerate(s.openapi):
+        if bool(o.url) == bool(o.file):
+            raise ConfigError(file, f"openapi[{i}]", "exactly one of url and file is required")
+    for i, m in enumerate(s.mcp_servers):
+        if m.transport == "stdio" and not m.command:
+            raise ConfigError(file, f"mcp_servers[{i}].command", "stdio transport needs a command")
+        if m.transport != "stdio" and not m.url:
+            raise ConfigError(file, f"mcp_servers[{i}].url", f"{m.transport} transport needs a url")
+    if s.auth.jwt is not None and not s.auth.jwt.jwks_url:
+        raise ConfigError(file, "auth.jwt.jwks_url", "required when auth.jwt is set")
+    if s.tls.cert_file and not s.tls.key_file or s.tls.key_file and not s.tls.cert_file:
+        raise ConfigError(file, "tls", "cert_file and key_file go together")
+    if s.approval.timeout_seconds <= 0:
+        raise ConfigError(file, "approval.timeout_seconds", "must be > 0")
+
+
+def load_policy_dir(directory: Path) -> list[Policy]:
+    """Each *.yaml in the directory holds one policy with a name. Raises ConfigError naming the file."""
+    policies: list[Policy] = []
+    for file in sorted(directory.glob("*.yaml")):
+        try:
+            raw = yaml.safe_load(file.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(str(file), "(yaml)", str(e).replace("\n", " ")) from None
+        if not isinstance(raw, dict):
+            raise ConfigError(str(file), "(top level)", "a policy file holds one mapping")
+        if not raw.get("name"):
+            raise ConfigError(str(file), "name", "a policy needs a name")
+        raw["source_file"] = str(file)
+        try:
+            policy = msgspec.convert(raw, Policy, strict=False)
+        except msgspec.ValidationError as e:
+            raise _fault(str(file), e) from None
+        _validate_policy(str(file), "(policy)", policy)
+        policies.append(policy)
+    return policies
+
+
+def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Read config.yaml (or defaults when path is None) and the environment; raise ConfigError on any fault."""
+    env = os.environ if env is None else env
+    raw: dict[str, Any] = {}
+    file = "(defaults)"
+    if path is not None:
+        file = str(Path(path).resolve())
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise ConfigError(file, "(file)", e.strerror or str(e)) from None
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(file, "(yaml)", str(e).replace("\n", " ")) from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(file, "(top level)", "the config must be a mapping")
+        raw = _expand_tree(loaded or {}, env)
+    for key in ("config_path", "trace_key"):
+        if key in raw:
+            raise ConfigError(file, key, "Object contains unknown field")
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    raw["config_path"] = file if path is not None else ""
+    raw["trace_key"] = env.get("MESH_TRACE_KEY", "")
+    if env.get("MESH_ADMIN_TOKEN"):
+        raw.setdefault("auth", {})
+        raw["auth"] = {**(raw["auth"] or {}), "admin_token": env["MESH_ADMIN_TOKEN"]}
+    try:
+        settings = msgspec.convert(raw, Settings, strict=False)
+    except msgspec.ValidationError as e:
+        raise _fault(file, e) from None
+    _validate(file, settings)
+    if settings.policy_dir:
+        directory = settings.resolve_path(settings.policy_dir)
+        if not directory.is_dir():
+            raise ConfigError(file, "policy_dir", f"not a directory: {directory}")
+        extra = load_policy_dir(directory)
+        settings = msgspec.structs.replace(settings, policies=(*settings.policies, *extra))
+        _validate(file, settings)
+    return settings
+
+
+def config_id(settings: Settings) -> str:
+    """The /health `config` id: a hash of the config file's absolute path (stdio relay matching)."""
+    return hashlib.sha256(settings.config_path.encode()).hexdigest()[:16]
