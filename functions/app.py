@@ -17,6 +17,8 @@ __all__ = ["create_app"]
 # Each module exports ROUTES (a list of Litestar route handlers). Add a family here when it lands.
 _ROUTE_MODULES = (
     "functions.health",
+    "functions.tools",
+    "functions.policies",
 )
 
 

@@ -8,7 +8,11 @@ from typing import Any
 
 from .db import Database
 from .identity import IdentityResolver
+from .pipeline import Pipeline
+from .policy_store import PolicyStore
 from .settings import Settings
+from .upstreams.base import ToolDef
+from .upstreams.registry import Registry
 
 __all__ = ["Mesh"]
 
@@ -22,6 +26,9 @@ class Mesh:
         self.settings = settings
         self.db = db or Database(settings.resolve_path(settings.storage_path))
         self.identity = IdentityResolver(settings)
+        self.policies = PolicyStore(settings)
+        self.registry = Registry(settings)
+        self.pipeline = Pipeline(self)
         self.extras: dict[str, Any] = {}
 
     @property
@@ -30,7 +37,74 @@ class Mesh:
 
     async def start(self) -> None:
         """Start background parts (upstream connections, exporters). Called once per worker at startup."""
+        await self.registry.start()
+        tracer = getattr(self, "tracer", None)
+        if tracer is not None:
+            await tracer.start()
 
     async def stop(self) -> None:
         """Stop background parts and flush what they hold."""
+        tracer = getattr(self, "tracer", None)
+        if tracer is not None:
+            await tracer.stop()
+        await self.registry.stop()
         self.db.close()
+
+    # -- views shared by several transports --------------------------------------------------------------
+
+    def tool_view(self, tool: ToolDef) -> dict[str, Any]:
+        return tool.view()
+
+    def health(self, config: str) -> dict[str, Any]:
+        tracer = getattr(self, "tracer", None)
+        counts = (
+            tracer.counts()
+            if tracer is not None
+            else {
+                "total": 0,
+                "allowed": 0,
+                "denied": 0,
+                "human_approval": 0,
+                "errors": 0,
+                "estimated_input_tokens": 0,
+                "estimated_output_tokens": 0,
+            }
+        )
+        from . import __version__
+
+        return {
+            "status": "ok",
+            "tools": len(self.registry.tools()),
+            "traces": counts,
+            "version": __version__,
+            "config": config,
+        }
+
+    def tool_decisions(self, agent: str) -> list[dict[str, Any]]:
+        """GET /tools/decisions: the effective action of every tool for one agent, with empty arguments."""
+        current = self.policies.current
+        pins = getattr(self, "pins", None)
+        out: list[dict[str, Any]] = []
+        for tool in self.registry.tools():
+            decision = self.pipeline.evaluate(agent, tool.name, {}, tool)
+            where = current.deciding_rule(agent, tool.name, {})
+            item: dict[str, Any] = {
+                "name": tool.name,
+                "source": tool.source,
+                "classification": tool.view()["classification"],
+                "action": decision.action,
+                "rule": decision.rule,
+                "conditional": current.conditional(agent, tool.name),
+                "rule_index": where[1] if where else -1,
+            }
+            if tool.mcp_server:
+                item["mcp_server"] = tool.mcp_server
+            if pins is not None:
+                pin = pins.status_of(tool)
+                if pin:
+                    item["pin"] = pin
+            policy = current.by_name.get(where[0]) if where else None
+            if policy is not None and policy.source_file:
+                item["source_file"] = policy.source_file
+            out.append(item)
+        return out

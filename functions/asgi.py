@@ -1,0 +1,22 @@
+"""The ASGI entry point granian workers import: config from FLUX7_CONFIG (set by `flux7 serve` / `mesh7 serve`)."""
+
+from __future__ import annotations
+
+import os
+
+from litestar import Litestar
+
+from shared.mesh import Mesh
+from shared.settings import load_settings
+
+from .app import create_app
+
+__all__ = ["app_factory"]
+
+
+def app_factory() -> Litestar:
+    overrides = {}
+    if os.environ.get("FLUX7_STORAGE_PATH"):
+        overrides["storage_path"] = os.environ["FLUX7_STORAGE_PATH"]
+    settings = load_settings(os.environ.get("FLUX7_CONFIG") or None, **overrides)
+    return create_app(Mesh(settings))

@@ -1,0 +1,79 @@
+"""Policies on the control plane: GET /policies, per-tool edits, and the policy files themselves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, get, put
+
+from shared.errors import BadRequest
+from shared.policy_edit import PolicyFiles
+
+from .auth import control_plane, mesh_of
+
+__all__ = ["ROUTES"]
+
+
+def _json(body: Any, status: int = 200) -> Response[bytes]:
+    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
+
+
+def _files(request: Request[Any, Any, Any]) -> PolicyFiles:
+    return PolicyFiles(mesh_of(request).policies)
+
+
+def _trace_edit(request: Request[Any, Any, Any], params: dict[str, Any], by: str) -> None:
+    mesh = mesh_of(request)
+    record = getattr(mesh, "record_control_event", None)
+    if record is not None:
+        record("mesh.policy_edit", params, by or "http")
+
+
+@get("/policies", guards=[control_plane])
+async def list_policies(request: Request[Any, Any, Any]) -> Response[bytes]:
+    return _json(mesh_of(request).policies.current.to_wire())
+
+
+class _ToolEdit(msgspec.Struct):
+    action: str = ""
+    by: str = ""
+
+
+@put("/policies/{agent:str}/tools/{tool:str}", guards=[control_plane])
+async def edit_tool_action(request: Request[Any, Any, Any], agent: str, tool: str) -> Response[bytes]:
+    try:
+        body = msgspec.json.decode(await request.body() or b"{}", type=_ToolEdit)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise BadRequest("invalid JSON body") from None
+    result = _files(request).set_tool_action(agent, tool, body.action)
+    if result.get("changed"):
+        _trace_edit(request, {"agent": agent, "tool": tool, "action": body.action}, body.by)
+    return _json(result)
+
+
+@get("/policy-files", guards=[control_plane])
+async def list_policy_files(request: Request[Any, Any, Any]) -> Response[bytes]:
+    return _json(_files(request).list())
+
+
+@get("/policy-files/{name:str}", guards=[control_plane])
+async def read_policy_file(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+    return _json(_files(request).read(name))
+
+
+@put("/policy-files/{name:str}", guards=[control_plane])
+async def write_policy_file(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+    raw = await request.body()
+    text = raw.decode("utf-8", errors="strict") if raw else ""
+    if request.headers.get("content-type", "").startswith("application/json"):
+        try:
+            text = str(msgspec.json.decode(raw).get("text", ""))
+        except (msgspec.DecodeError, AttributeError):
+            raise BadRequest("invalid JSON body") from None
+    result = _files(request).write(name, text)
+    _trace_edit(request, {"file": name}, request.headers.get("x-flux7-by", ""))
+    return _json(result)
+
+
+ROUTES = [list_policies, edit_tool_action, list_policy_files, read_policy_file, write_policy_file]

@@ -1,0 +1,136 @@
+"""The governed data plane: POST /tool/{name}, POST /decide, GET /tools, GET /mcp-servers, GET /tools/decisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, get, post
+
+from shared.errors import BadRequest, Forbidden
+from shared.identity import Caller
+from shared.pipeline import Call, Outcome
+from shared.tracecontext import from_headers
+
+from .auth import caller_of, control_plane, mesh_of
+
+__all__ = ["ROUTES"]
+
+_JSON = "application/json"
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response[bytes]:
+    return Response(msgspec.json.encode(body), status_code=status, media_type=_JSON, headers=headers)
+
+
+def _arguments(raw: bytes) -> Any:
+    """DESIGN decision 1: `{"params": {...}}` is canonical; a body without a top-level params key is the arguments."""
+    if not raw.strip():
+        return None
+    body = msgspec.json.decode(raw)
+    if isinstance(body, dict) and "params" in body:
+        params = body["params"]
+        if params is not None and not isinstance(params, dict):
+            raise BadRequest("params must be a JSON object")
+        return params
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    return body
+
+
+def _call(request: Request[Any, Any, Any], caller: Caller, tool: str, arguments: Any, transport: str) -> Call:
+    h = request.headers
+    return Call(
+        caller=caller,
+        tool=tool,
+        arguments=arguments,
+        trace=from_headers(h.get("traceparent"), h.get("x-trace-id")),
+        session_id=h.get("x-session-id", ""),
+        callback_url=h.get("x-callback-url", ""),
+        transport=transport,
+    )
+
+
+@post("/tool/{name:str}")
+async def call_tool(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+    raw = await request.body()
+    try:
+        arguments = _arguments(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return _json({"error": "invalid JSON body", "policy": "error", "trace_id": "", "latency_ms": 0}, 400)
+    except BadRequest as e:
+        return _json({"error": e.message, "policy": "error", "trace_id": "", "latency_ms": 0}, 400)
+    caller = caller_of(request)
+    mesh = mesh_of(request)
+    out: Outcome = await mesh.pipeline.run(_call(request, caller, name, arguments, "rest"), mode="block")
+    if out.unknown_tool:
+        return _json({"error": out.error, "policy": "error"}, 404)
+    return _json(out.rest_body(), out.status, headers={"X-Trace-Id": out.trace_id})
+
+
+class _DecideBody(msgspec.Struct):
+    tool: str = ""
+    arguments: Any = None
+    agent: str = ""
+
+
+@post("/decide")
+async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
+    raw = await request.body()
+    try:
+        body = msgspec.json.decode(raw or b"{}", type=_DecideBody)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _json({"error": "invalid JSON body"}, 400)
+    if not body.tool:
+        return _json({"error": "tool field required"}, 400)
+    caller = caller_of(request)
+    mesh = mesh_of(request)
+    if body.agent and body.agent != caller.agent_id:
+        # DESIGN decision 2: no impersonation unless the caller holds control-plane rights.
+        peer = request.scope.get("client")
+        if not mesh.identity.is_admin(request.headers.get("authorization"), peer[0] if peer else None):
+            raise Forbidden(f"agent {body.agent!r} does not match the authenticated caller {caller.agent_id!r}")
+        caller = Caller(agent_id=body.agent, authenticated=True)
+    out = await mesh.pipeline.run(_call(request, caller, body.tool, body.arguments, "decide"), mode="decide")
+    payload: dict[str, Any] = {
+        "action": out.policy if out.policy in ("allow", "deny", "human_approval") else "deny",
+        "rule": out.rule,
+        "reason": out.reason,
+        "agent": caller.agent_id,
+        "tool": body.tool,
+        "trace_id": out.trace_id,
+    }
+    if out.halted:
+        payload["halted"] = True
+    if out.policy == "rate_limited":
+        payload["error"] = out.error
+        return _json(payload, 429)
+    return _json(payload, 403 if payload["action"] == "deny" else 200)
+
+
+@get("/tools")
+async def list_tools(request: Request[Any, Any, Any]) -> Response[bytes]:
+    caller = caller_of(request)
+    mesh = mesh_of(request)
+    tools = mesh.registry.tools()
+    if mesh.settings.hide_denied_tools:
+        current = mesh.policies.current
+        tools = [t for t in tools if not current.can_only_deny(caller.agent_id, t.name)]
+    return _json([mesh.tool_view(t) for t in tools])
+
+
+@get("/mcp-servers")
+async def mcp_servers(request: Request[Any, Any, Any]) -> Response[bytes]:
+    caller_of(request)
+    return _json(mesh_of(request).registry.servers())
+
+
+@get("/tools/decisions", guards=[control_plane])
+async def tool_decisions(request: Request[Any, Any, Any]) -> Response[bytes]:
+    agent = request.query_params.get("agent", "")
+    if not agent:
+        return _json({"error": "agent query parameter required"}, 400)
+    return _json(mesh_of(request).tool_decisions(agent))
+
+
+ROUTES = [call_tool, decide, list_tools, mcp_servers, tool_decisions]

@@ -1,0 +1,506 @@
+"""The one pipeline every transport enters (DESIGN "One pipeline for every transport").
+
+halt -> lookup -> rate limit / loop -> policy + floors -> grant -> precedents -> approval queue -> upstream -> trace.
+REST, /decide and MCP (HTTP and stdio) build a `Call` and get an `Outcome`; only the approval step differs by mode."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import msgspec
+
+from .identity import Caller
+from .policy import Decision, stricter
+from .tracecontext import TraceContext
+from .upstreams.base import CallContext, ToolDef, UpstreamResult
+
+__all__ = ["ApprovalMode", "Call", "Outcome", "Pipeline"]
+
+log = logging.getLogger("flux7.pipeline")
+
+# block: wait for the resolution (REST, MCP with supervisor.enabled); claim: MCP's non-blocking claim flow;
+# decide: /decide, which never queues or forwards.
+ApprovalMode = Literal["block", "claim", "decide"]
+
+
+class Call(msgspec.Struct, kw_only=True):
+    caller: Caller
+    tool: str
+    arguments: Any
+    trace: TraceContext
+    session_id: str = ""
+    callback_url: str = ""
+    transport: str = "rest"
+
+
+class Outcome(msgspec.Struct, kw_only=True):
+    """What the pipeline decided and did. `status` is the REST status; transports shape their own replies."""
+
+    status: int
+    policy: str  # allow | deny | human_approval | rate_limited | halted | error
+    trace_id: str
+    rule: str = ""
+    reason: str = ""
+    error: str = ""
+    result: Any = None
+    has_result: bool = False
+    approval_id: str = ""
+    approval_status: str = ""  # approved | denied | timeout | pending (claim mode)
+    resolved_by: str = ""
+    latency_ms: float = 0.0
+    halted: bool = False
+    halt_message: str = ""
+    unknown_tool: bool = False
+    tool: ToolDef | None = None
+
+    def rest_body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if self.has_result:
+            body["result"] = self.result
+        body["trace_id"] = self.trace_id
+        if self.approval_id:
+            body["approval_id"] = self.approval_id
+        body["policy"] = self.policy
+        body["latency_ms"] = round(self.latency_ms, 3)
+        if self.error:
+            body["error"] = self.error
+        return body
+
+
+def _now_rfc3339() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _estimate_tokens(value: Any) -> int:
+    if value is None:
+        return 0
+    try:
+        return len(msgspec.json.encode(value)) // 4
+    except TypeError:
+        return len(str(value)) // 4
+
+
+class Pipeline:
+    def __init__(self, mesh: Any) -> None:
+        self.mesh = mesh
+
+    # -- decisions ------------------------------------------------------------------------------------
+
+    def floor_for(self, tool: ToolDef | None) -> Decision | None:
+        """Floors (CONTRACT 1.3): a CLI dispatcher's default_action, a pin's status."""
+        floors: list[Decision] = []
+        if tool is not None and tool.source == "cli" and tool.cli_meta:
+            default = str(tool.cli_meta.get("default_action") or "")
+            if tool.name.endswith(".__dispatch"):
+                action = default or "deny"
+                floors.append(Decision(action, f"cli:{tool.name}", f"cli default_action={action}"))
+        pins = getattr(self.mesh, "pins", None)
+        if pins is not None and tool is not None:
+            pin_floor = pins.floor_for(tool)
+            if pin_floor is not None:
+                floors.append(pin_floor)
+        best: Decision | None = None
+        for f in floors:
+            best = f if best is None else stricter(best, f)
+        return best
+
+    def evaluate(self, agent: str, tool_name: str, arguments: Any, tool: ToolDef | None) -> Decision:
+        decision = self.mesh.policies.current.decide(agent, tool_name, arguments)
+        return stricter(decision, self.floor_for(tool))
+
+    # -- the pipeline ------------------------------------------------------------------------------------
+
+    async def run(self, call: Call, mode: ApprovalMode = "block") -> Outcome:
+        start = time.perf_counter()
+        mesh = self.mesh
+        agent = call.caller.agent_id
+        trace_id = call.trace.trace_id
+
+        # 1. emergency stop, before everything else
+        halts = getattr(mesh, "halts", None)
+        halt = halts.active_for(agent, call.session_id) if halts is not None else None
+        if halt is not None:
+            out = Outcome(
+                status=403,
+                policy="halted",
+                trace_id=trace_id,
+                rule=f"halt:{halt.id}",
+                reason=halt.message,
+                error=halt.message,
+                halted=True,
+                halt_message=halt.message,
+            )
+            self._trace(call, out, start)
+            return out
+
+        # 2. lookup (no trace for an unknown tool)
+        tool = mesh.registry.lookup(call.tool)
+        if tool is None and mode != "decide":  # /decide governs tools the caller runs itself
+            return Outcome(
+                status=404,
+                policy="error",
+                trace_id=trace_id,
+                error=f"unknown tool: {call.tool}",
+                unknown_tool=True,
+            )
+
+        # 4 (evaluated first: limits are keyed by the deciding policy's name)
+        decision = self.evaluate(agent, call.tool, call.arguments, tool)
+        policy = mesh.policies.current.by_name.get(decision.rule)
+
+        # 3. rate limit and loop detection (on every transport, DESIGN decision 4)
+        limits = getattr(mesh, "limits", None)
+        if limits is not None and decision.action != "deny":
+            limited = limits.check(agent, policy, call.tool, call.arguments)
+            if limited:
+                out = Outcome(
+                    status=429,
+                    policy="rate_limited",
+                    trace_id=trace_id,
+                    rule=decision.rule,
+                    reason=limited,
+                    error=limited,
+                    tool=tool,
+                )
+                self._trace(call, out, start)
+                return out
+
+        if decision.action == "deny":
+            out = Outcome(
+                status=403,
+                policy="deny",
+                trace_id=trace_id,
+                rule=decision.rule,
+                reason=decision.reason,
+                error=decision.reason,
+                tool=tool,
+            )
+            self._trace(call, out, start)
+            return out
+
+        grant_id = ""
+        auto_reason = ""
+        if decision.action == "human_approval":
+            # 5. a grant lifts human_approval (never deny)
+            grants = getattr(mesh, "grants", None)
+            grant = grants.find(agent, call.tool) if grants is not None else None
+            if grant is not None:
+                grant_id = grant.id
+                decision = Decision("allow", f"grant:{grant.id}", f"grant {grant.id} covers {call.tool}")
+            else:
+                # 6. precedents from memory (level 1)
+                precedents = getattr(mesh, "precedents", None)
+                if precedents is not None:
+                    verdict = await precedents.check(agent, tool, call.arguments)
+                    if verdict is not None:
+                        auto_reason = verdict
+                        decision = Decision("allow", "supervisor:mem7", verdict)
+
+        if mode == "decide":
+            if limits is not None and decision.action == "allow":
+                limits.record(agent, policy, call.tool, call.arguments)
+            out = Outcome(
+                status=200,
+                policy=decision.action,
+                trace_id=trace_id,
+                rule=decision.rule,
+                reason=decision.reason,
+                tool=tool,
+            )
+            self._trace(call, out, start, grant_id=grant_id, decided_only=True)
+            return out
+
+        approval = None
+        if decision.action == "human_approval":
+            # 7. the approval queue
+            approvals = getattr(mesh, "approvals", None)
+            if approvals is None:
+                out = Outcome(
+                    status=403,
+                    policy="human_approval",
+                    trace_id=trace_id,
+                    rule=decision.rule,
+                    reason=decision.reason,
+                    error="approval queue not available: human_approval denies (fail closed)",
+                    tool=tool,
+                )
+                self._trace(call, out, start)
+                return out
+            if mode == "claim":
+                claimed = approvals.claim_approved(agent, call.tool, call.arguments)
+                if claimed is None:
+                    return await self._claim_flow(call, decision, tool, start)
+                approval = claimed
+            else:
+                approval, out_or_none = await self._block_flow(call, decision, tool, start)
+                if out_or_none is not None:
+                    return out_or_none
+
+        # 8. the upstream call
+        ctx = CallContext(
+            trace_id=trace_id, traceparent=call.trace.traceparent, agent_id=agent, session_id=call.session_id
+        )
+        if limits is not None:
+            limits.record(agent, policy, call.tool, call.arguments)
+        up_start = time.perf_counter()
+        try:
+            upstream = await mesh.registry.call(tool, call.arguments if call.arguments is not None else {}, ctx)
+        except Exception as e:  # an upstream fault is the call's result, never the server's
+            log.warning("upstream call %s failed: %s", call.tool, e)
+            upstream = UpstreamResult(status_code=502, error=str(e) or e.__class__.__name__)
+        upstream_ms = (time.perf_counter() - up_start) * 1000
+        metrics = getattr(mesh, "metrics", None)
+        if metrics is not None:
+            metrics.observe("upstream_latency_seconds", upstream_ms / 1000)
+
+        policy_name = "human_approval" if approval is not None else "allow"
+        if upstream.error:
+            status = upstream.status_code if tool.source == "cli" and upstream.status_code >= 400 else 502
+        else:
+            status = 200
+        out = Outcome(
+            status=status,
+            policy=policy_name,
+            trace_id=trace_id,
+            rule=decision.rule,
+            reason=auto_reason or decision.reason,
+            error=upstream.error,
+            result=upstream.result,
+            has_result=upstream.result is not None or not upstream.error,
+            approval_id=approval.id if approval is not None else "",
+            approval_status="approved" if approval is not None else "",
+            resolved_by=approval.resolved_by if approval is not None else "",
+            tool=tool,
+        )
+        if approval is not None and mode != "claim":
+            self._trace_update_after_approval(call, out, approval, upstream, start)
+        else:
+            self._trace(call, out, start, grant_id=grant_id, upstream=upstream, approval=approval)
+        return out
+
+    async def _block_flow(
+        self, call: Call, decision: Decision, tool: ToolDef, start: float
+    ) -> tuple[Any, Outcome | None]:
+        mesh = self.mesh
+        approvals = mesh.approvals
+        settings = approvals.effective_settings() if hasattr(approvals, "effective_settings") else None
+        timeout = float(getattr(settings, "timeout_seconds", mesh.settings.approval.timeout_seconds))
+        approval = approvals.submit(
+            agent=call.caller.agent_id,
+            tool=call.tool,
+            arguments=call.arguments,
+            trace_id=call.trace.trace_id,
+            policy_rule=decision.rule,
+            policy_version=mesh.policies.current.version,
+            session_id=call.session_id,
+            callback_url=call.callback_url,
+        )
+        pending = Outcome(
+            status=202,
+            policy="human_approval",
+            trace_id=call.trace.trace_id,
+            rule=decision.rule,
+            reason=decision.reason,
+            approval_id=approval.id,
+            tool=tool,
+        )
+        self._trace(call, pending, start)
+        resolved = await approvals.wait(approval.id, timeout)
+        if resolved.status == "approved":
+            return resolved, None
+        if resolved.status == "denied":
+            out = Outcome(
+                status=403,
+                policy="human_approval",
+                trace_id=call.trace.trace_id,
+                rule=decision.rule,
+                reason=decision.reason,
+                error=f"approval denied by {resolved.resolved_by}",
+                approval_id=resolved.id,
+                approval_status="denied",
+                resolved_by=resolved.resolved_by,
+                tool=tool,
+            )
+        else:
+            out = Outcome(
+                status=408,
+                policy="human_approval",
+                trace_id=call.trace.trace_id,
+                rule=decision.rule,
+                reason=decision.reason,
+                error="approval timed out",
+                approval_id=resolved.id,
+                approval_status="timeout",
+                resolved_by=resolved.resolved_by,
+                tool=tool,
+            )
+        self._trace_update_after_approval(call, out, resolved, None, start)
+        return resolved, out
+
+    async def _claim_flow(self, call: Call, decision: Decision, tool: ToolDef, start: float) -> Outcome:
+        """MCP, non-blocking: a denied claim, an existing pending request, or a new one (CONTRACT 1.14)."""
+        mesh = self.mesh
+        approvals = mesh.approvals
+        agent = call.caller.agent_id
+        denied = approvals.find_denied(agent, call.tool, call.arguments)
+        if denied is not None:
+            return Outcome(
+                status=403,
+                policy="human_approval",
+                trace_id=call.trace.trace_id,
+                rule=decision.rule,
+                reason=decision.reason,
+                approval_id=denied.id,
+                approval_status="denied",
+                resolved_by=denied.resolved_by,
+                tool=tool,
+            )
+        pending = approvals.find_pending(agent, call.tool, call.arguments)
+        if pending is None:
+            pending = approvals.submit(
+                agent=agent,
+                tool=call.tool,
+                arguments=call.arguments,
+                trace_id=call.trace.trace_id,
+                policy_rule=decision.rule,
+                policy_version=mesh.policies.current.version,
+                session_id=call.session_id,
+                callback_url=call.callback_url,
+            )
+            out = Outcome(
+                status=202,
+                policy="human_approval",
+                trace_id=call.trace.trace_id,
+                rule=decision.rule,
+                reason=decision.reason,
+                approval_id=pending.id,
+                approval_status="pending",
+                tool=tool,
+            )
+            self._trace(call, out, start)
+            settings = approvals.effective_settings() if hasattr(approvals, "effective_settings") else None
+            wait_s = float(getattr(settings, "wait_seconds", mesh.settings.approval.wait_seconds))
+            if wait_s > 0:
+                resolved = await approvals.wait_briefly(pending.id, wait_s)
+                if resolved is not None and resolved.status == "approved":
+                    again = approvals.claim_approved(agent, call.tool, call.arguments)
+                    if again is not None:
+                        return await self.run(call, mode="claim")
+                if resolved is not None and resolved.status == "denied":
+                    out.approval_status = "denied"
+                    out.status = 403
+                    out.resolved_by = resolved.resolved_by
+            return out
+        return Outcome(
+            status=202,
+            policy="human_approval",
+            trace_id=call.trace.trace_id,
+            rule=decision.rule,
+            reason=decision.reason,
+            approval_id=pending.id,
+            approval_status="pending",
+            tool=tool,
+        )
+
+    # -- traces ---------------------------------------------------------------------------------------------
+
+    def _entry(self, call: Call, out: Outcome, start: float, **extra: Any) -> Any:
+        from .tracing import TraceEntry
+
+        latency = (time.perf_counter() - start) * 1000
+        out.latency_ms = latency
+        fields: dict[str, Any] = {
+            "trace_id": call.trace.trace_id,
+            "session_id": call.session_id,
+            "agent_id": call.caller.agent_id,
+            "user_id": call.caller.user_id,
+            "tool": call.tool,
+            "params": call.arguments,
+            "policy": out.policy,
+            "policy_rule": out.rule,
+            "status_code": out.status,
+            "latency_ms": round(latency, 3),
+            "error": out.error,
+            "timestamp": _now_rfc3339(),
+            "span_id": call.trace.span_id,
+            "parent_span_id": call.trace.parent_span_id,
+            "approval_id": out.approval_id,
+            "estimated_input_tokens": _estimate_tokens(call.arguments),
+            "estimated_output_tokens": _estimate_tokens(out.result) if out.has_result else 0,
+            "tokens_source": "estimate",
+        }
+        fields.update({k: v for k, v in extra.items() if v not in (None, "")})
+        return TraceEntry(**fields)
+
+    def _trace(
+        self,
+        call: Call,
+        out: Outcome,
+        start: float,
+        *,
+        grant_id: str = "",
+        upstream: UpstreamResult | None = None,
+        approval: Any = None,
+        decided_only: bool = False,
+    ) -> None:
+        tracer = getattr(self.mesh, "tracer", None)
+        extra: dict[str, Any] = {}
+        if grant_id:
+            extra["grant_id"] = grant_id
+        if upstream is not None and upstream.exit_code is not None:
+            extra["exit_code"] = upstream.exit_code
+        if upstream is not None and upstream.status_code and out.policy in ("allow", "human_approval"):
+            extra["status_code"] = upstream.status_code if not upstream.error else out.status
+        if approval is not None:
+            extra.update(
+                approval_id=approval.id,
+                approval_status=approval.status,
+                approved_by=approval.resolved_by,
+            )
+        metrics = getattr(self.mesh, "metrics", None)
+        if metrics is not None:
+            metrics.inc("calls_total", {"action": out.policy})
+        if tracer is None:
+            out.latency_ms = (time.perf_counter() - start) * 1000
+            return
+        try:
+            tracer.record(self._entry(call, out, start, **extra))
+        except Exception:  # a trace failure is logged, the decision stands
+            log.exception("trace write failed for %s", call.trace.trace_id)
+
+    def _trace_update_after_approval(
+        self, call: Call, out: Outcome, approval: Any, upstream: UpstreamResult | None, start: float
+    ) -> None:
+        out.latency_ms = (time.perf_counter() - start) * 1000
+        tracer = getattr(self.mesh, "tracer", None)
+        if tracer is None:
+            return
+        changes: dict[str, Any] = {
+            "status_code": out.status,
+            "latency_ms": round(out.latency_ms, 3),
+            "approval_status": approval.status if approval.status != "pending" else "",
+            "approved_by": approval.resolved_by or "",
+            "error": out.error,
+        }
+        if getattr(approval, "resolved_at", None) and getattr(approval, "created_at", None):
+            try:
+                created = datetime.fromisoformat(str(approval.created_at).replace("Z", "+00:00"))
+                resolved = datetime.fromisoformat(str(approval.resolved_at).replace("Z", "+00:00"))
+                changes["approval_ms"] = int((resolved - created).total_seconds() * 1000)
+            except ValueError:
+                pass
+        if getattr(approval, "reasoning", ""):
+            changes["supervisor_reasoning"] = approval.reasoning
+        if getattr(approval, "confidence", None) is not None:
+            changes["supervisor_confidence"] = approval.confidence
+        if upstream is not None:
+            changes["estimated_output_tokens"] = _estimate_tokens(upstream.result)
+            if upstream.exit_code is not None:
+                changes["exit_code"] = upstream.exit_code
+        try:
+            tracer.update(call.trace.trace_id, **changes)
+        except Exception:
+            log.exception("trace update failed for %s", call.trace.trace_id)

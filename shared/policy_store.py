@@ -1,0 +1,99 @@
+"""Hot reload of policies: the config file's `policies` and every `policy_dir/*.yaml`, re-read when they change.
+
+Each worker checks file fingerprints at most once a second on use; a broken edit keeps the last good set."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from pathlib import Path
+
+from .errors import ConfigError
+from .policy import PolicySet
+from .settings import Settings, load_settings
+
+__all__ = ["PolicyStore"]
+
+log = logging.getLogger("flux7.policy")
+
+
+class PolicyStore:
+    CHECK_INTERVAL = 1.0
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._fingerprint = self._files_fingerprint()
+        self._current = PolicySet(settings.policies, version=self._fingerprint)
+        self._next_check = time.monotonic() + self.CHECK_INTERVAL
+        self.last_error = ""
+
+    @property
+    def policy_dir(self) -> Path | None:
+        s = self._settings
+        return s.resolve_path(s.policy_dir) if s.policy_dir else None
+
+    def _files(self) -> list[Path]:
+        files = [Path(self._settings.config_path)] if self._settings.config_path else []
+        if self.policy_dir is not None and self.policy_dir.is_dir():
+            files.extend(sorted(self.policy_dir.glob("*.yaml")))
+        return files
+
+    def _files_fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for f in self._files():
+            try:
+                st = f.stat()
+            except OSError:
+                continue
+            h.update(f"{f}:{st.st_mtime_ns}:{st.st_size};".encode())
+        return h.hexdigest()[:16]
+
+    @property
+    def current(self) -> PolicySet:
+        now = time.monotonic()
+        if now >= self._next_check:
+            self._next_check = now + self.CHECK_INTERVAL
+            self.reload_if_changed()
+        return self._current
+
+    def reload_if_changed(self, *, force: bool = False) -> bool:
+        with self._lock:
+            fp = self._files_fingerprint()
+            if fp == self._fingerprint and not force:
+                return False
+            self._fingerprint = fp
+            try:
+                fresh = load_settings(self._settings.config_path or None) if self._settings.config_path else None
+                if fresh is not None:
+                    policies = fresh.policies
+                else:
+                    from .settings import load_policy_dir
+
+                    directory = self.policy_dir
+                    policies = tuple(load_policy_dir(directory)) if directory else ()
+                    policies = (*self._settings.policies, *policies) if not directory else policies
+                names = [p.name for p in policies]
+                if len(names) != len(set(names)):
+                    dup = next(n for n in names if names.count(n) > 1)
+                    raise ConfigError(self._settings.config_path or "policy_dir", "policies", f"duplicate {dup!r}")
+            except ConfigError as e:
+                self.last_error = str(e)
+                log.error("policy reload failed, keeping the last good set: %s", e)
+                return False
+            self.last_error = ""
+            self._current = PolicySet(policies, version=fp)
+            log.info("policies reloaded: %d policies", len(policies))
+            return True
+
+    def validate_text(self, text: str, name: str) -> None:
+        """Validate one policy file's text as the loader would; raises ConfigError."""
+        import tempfile
+
+        from .settings import load_policy_dir
+
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / f"{name}.yaml").write_text(text)
+            load_policy_dir(Path(tmp))

@@ -1,0 +1,49 @@
+"""W3C trace context: the caller's trace id from Traceparent or X-Trace-Id, else a new one."""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+import msgspec
+
+__all__ = ["TraceContext", "new_span_id", "new_trace_id", "parse_traceparent"]
+
+_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+
+
+def new_trace_id() -> str:
+    return secrets.token_hex(16)
+
+
+def new_span_id() -> str:
+    return secrets.token_hex(8)
+
+
+class TraceContext(msgspec.Struct, frozen=True):
+    trace_id: str
+    span_id: str
+    parent_span_id: str = ""
+
+    @property
+    def traceparent(self) -> str:
+        return f"00-{self.trace_id}-{self.span_id}-01"
+
+
+def parse_traceparent(value: str | None) -> tuple[str, str] | None:
+    """(trace_id, parent span id) of a valid W3C traceparent, or None."""
+    if not value:
+        return None
+    m = _TRACEPARENT.match(value.strip().lower())
+    if not m or m.group(1) == "ff" or m.group(2) == "0" * 32 or m.group(3) == "0" * 16:
+        return None
+    return m.group(2), m.group(3)
+
+
+def from_headers(traceparent: str | None, x_trace_id: str | None) -> TraceContext:
+    parsed = parse_traceparent(traceparent)
+    if parsed:
+        return TraceContext(trace_id=parsed[0], span_id=new_span_id(), parent_span_id=parsed[1])
+    if x_trace_id and re.fullmatch(r"[0-9A-Za-z_.:-]{1,128}", x_trace_id.strip()):
+        return TraceContext(trace_id=x_trace_id.strip(), span_id=new_span_id())
+    return TraceContext(trace_id=new_trace_id(), span_id=new_span_id())
