@@ -1,0 +1,202 @@
+"""A JSON-RPC 2.0 session with an upstream MCP server, over any transport (CONTRACT 1.15).
+
+The session does not know its transport: each transport delivers decoded messages to `on_message` and reports
+its end to `on_close`; the session matches responses to requests by id and answers the server's own requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+__all__ = [
+    "CLIENT_INFO",
+    "PROTOCOL_VERSION",
+    "ConnectionLost",
+    "McpSession",
+    "RpcError",
+    "Transport",
+    "TransportError",
+]
+
+log = logging.getLogger("flux7.upstreams.mcp")
+
+PROTOCOL_VERSION = "2024-11-05"
+CLIENT_INFO = {"name": "flux7-mesh", "version": "0.1.0"}
+
+OnMessage = Callable[[Any], None]
+OnClose = Callable[[str], None]
+
+
+class TransportError(Exception):
+    """The transport could not carry a message (process gone, HTTP failure)."""
+
+
+class ConnectionLost(Exception):
+    """The connection ended while a request waited, or before it was sent."""
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answered by the upstream."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"MCP error {code}: {message}")
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class Transport(Protocol):
+    # True when send() returns only after the server's answer to that request was delivered (streamable HTTP).
+    answers_inline: bool
+
+    async def open(self, on_message: OnMessage, on_close: OnClose) -> None: ...
+
+    async def send(self, message: dict[str, Any]) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class McpSession:
+    def __init__(
+        self, transport: Transport, *, name: str, on_tools_changed: Callable[[], None] | None = None
+    ) -> None:
+        self.transport = transport
+        self.name = name
+        self.closed = asyncio.Event()
+        self.close_reason = ""
+        self.server_info: dict[str, Any] = {}
+        self.protocol_version = ""
+        self._on_tools_changed = on_tools_changed
+        self._pending: dict[int, tuple[str, asyncio.Future[Any]]] = {}
+        self._next_id = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def open(self) -> None:
+        await self.transport.open(self._on_message, self._on_close)
+
+    async def initialize(self, timeout: float) -> None:
+        result = await self.request(
+            "initialize",
+            {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": dict(CLIENT_INFO)},
+            timeout,
+        )
+        if isinstance(result, dict):
+            self.server_info = result.get("serverInfo") or {}
+            self.protocol_version = str(result.get("protocolVersion") or "")
+        await self.notify("notifications/initialized")
+
+    async def list_tools(self, timeout: float) -> list[dict[str, Any]]:
+        tools: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(1000):  # a server that pages forever must not hang the connection
+            result = await self.request("tools/list", {"cursor": cursor} if cursor else None, timeout)
+            if not isinstance(result, dict):
+                raise TransportError("tools/list: the result is not an object")
+            tools.extend(
+                t for t in result.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)
+            )
+            cursor = result.get("nextCursor")
+            if not cursor:
+                break
+        return tools
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        await self.transport.send(msg)
+
+    async def request(self, method: str, params: dict[str, Any] | None, timeout: float) -> Any:
+        if self.closed.is_set():
+            raise ConnectionLost(f"connection lost: {self.close_reason}")
+        self._next_id += 1
+        rid = self._next_id
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = (method, fut)
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        try:
+            return await asyncio.wait_for(self._roundtrip(msg, fut, method), timeout)
+        except TimeoutError:
+            if not self.closed.is_set():
+                self._spawn(self._cancel_upstream(rid))
+            raise TimeoutError(f"{method} timed out after {timeout:g}s") from None
+        finally:
+            self._pending.pop(rid, None)
+
+    async def _roundtrip(self, msg: dict[str, Any], fut: asyncio.Future[Any], method: str) -> Any:
+        await self.transport.send(msg)
+        if self.transport.answers_inline and not fut.done():
+            raise ConnectionLost(f"{method}: the server answered without a response")
+        return await fut
+
+    async def _cancel_upstream(self, rid: int) -> None:
+        with contextlib.suppress(TransportError, OSError):
+            await self.notify("notifications/cancelled", {"requestId": rid, "reason": "timeout"})
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_message(self, msg: Any) -> None:
+        if isinstance(msg, list):  # a batch
+            for item in msg:
+                self._on_message(item)
+            return
+        if not isinstance(msg, dict):
+            return
+        method = msg.get("method")
+        if isinstance(method, str):
+            if "id" in msg:
+                self._spawn(self._answer(msg["id"], method))
+            elif method == "notifications/tools/list_changed" and self._on_tools_changed is not None:
+                self._on_tools_changed()
+            return
+        entry = self._pending.get(msg.get("id"))  # type: ignore[arg-type]
+        if entry is None or entry[1].done():
+            return
+        err = msg.get("error")
+        if isinstance(err, dict):
+            code = err.get("code")
+            entry[1].set_exception(
+                RpcError(
+                    code if isinstance(code, int) else -32603, str(err.get("message", "")), err.get("data")
+                )
+            )
+        else:
+            entry[1].set_result(msg.get("result"))
+
+    async def _answer(self, rid: Any, method: str) -> None:
+        # The server may ping us; we offer no other client capability (sampling, roots, elicitation).
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
+        if method == "ping":
+            reply["result"] = {}
+        else:
+            reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
+        try:
+            await self.transport.send(reply)
+        except (TransportError, OSError) as e:
+            log.debug("mcp %s: could not answer %s: %s", self.name, method, e)
+
+    def _on_close(self, reason: str) -> None:
+        if self.closed.is_set():
+            return
+        self.close_reason = reason or "closed"
+        self.closed.set()
+        for method, fut in list(self._pending.values()):
+            if not fut.done():
+                fut.set_exception(
+                    ConnectionLost(f"connection lost while waiting for {method}: {self.close_reason}")
+                )
+
+    async def close(self) -> None:
+        self._on_close("closed by the mesh")
+        for task in list(self._tasks):
+            task.cancel()
+        await self.transport.close()

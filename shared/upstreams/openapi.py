@@ -1,0 +1,322 @@
+"""OpenAPI 2.0/3.x specs as tools, forwarded to their HTTP backend (CONTRACT 1.7 "Forwarding")."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote, urljoin
+
+import httpx
+import msgspec
+import yaml
+
+from ..errors import ConfigError
+from ..settings import OpenApiSource, Settings
+from .base import CallContext, Param, Timings, ToolDef, UpstreamResult
+from .classify import classify
+
+__all__ = ["OpenApiUpstream", "parse_spec", "tools_from_spec"]
+
+log = logging.getLogger("flux7.upstreams.openapi")
+
+_METHODS = ("get", "put", "post", "delete", "patch")  # the reference skips HEAD, OPTIONS and TRACE
+_QUERY_METHODS = frozenset({"GET", "DELETE"})
+
+
+def _snake(operation_id: str) -> str:
+    # The reference's rule, kept for name compatibility: "_" before every capital but the first.
+    out: list[str] = []
+    for i, c in enumerate(operation_id):
+        if "A" <= c <= "Z":
+            if i > 0:
+                out.append("_")
+            out.append(c.lower())
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _tool_name(method: str, path: str, op: dict[str, Any]) -> str:
+    op_id = op.get("operationId")
+    if isinstance(op_id, str) and op_id:
+        return _snake(op_id)
+    clean = path.replace("/", "_").replace("{", "").replace("}", "").replace("-", "_").strip("_")
+    return f"{method.lower()}_{clean}"
+
+
+def _str(node: dict[str, Any], key: str, default: str = "") -> str:
+    value = node.get(key)
+    return value if isinstance(value, str) else default
+
+
+def _resolve(spec: dict[str, Any], node: Any, depth: int = 0) -> Any:
+    """Follow a local `$ref` ("#/components/..."); remote refs are left as they are."""
+    while isinstance(node, dict) and isinstance(node.get("$ref"), str) and depth < 16:
+        ref: str = node["$ref"]
+        if not ref.startswith("#/"):
+            return node
+        target: Any = spec
+        for part in ref[2:].split("/"):
+            part = part.replace("~1", "/").replace("~0", "~")
+            if not isinstance(target, dict) or part not in target:
+                return node
+            target = target[part]
+        node, depth = target, depth + 1
+    return node
+
+
+def _schema_type(schema: Any, default: str = "string") -> str:
+    if isinstance(schema, dict):
+        t = schema.get("type")
+        if isinstance(t, str):
+            return t
+        if isinstance(t, list):
+            return next((x for x in t if isinstance(x, str) and x != "null"), default)
+    return default
+
+
+def _params(spec: dict[str, Any], path_item: dict[str, Any], op: dict[str, Any]) -> list[Param]:
+    merged: dict[tuple[str, str], Param] = {}
+    # Path-level parameters apply to every operation; an operation's own ones override them.
+    for raw in [*(path_item.get("parameters") or []), *(op.get("parameters") or [])]:
+        p = _resolve(spec, raw)
+        if not isinstance(p, dict) or not isinstance(p.get("name"), str) or not p["name"]:
+            continue
+        where = _str(p, "in", "query")
+        if where == "body":  # OpenAPI 2 body parameter: its schema's properties are the body fields
+            merged.update(
+                {(b.name, "body"): b for b in _body_params(spec, p.get("schema"), bool(p.get("required")))}
+            )
+            continue
+        ptype = _schema_type(_resolve(spec, p.get("schema")), _schema_type(p))
+        merged[(p["name"], where)] = Param(
+            name=p["name"], in_=where, type=ptype, required=p.get("required") is True
+        )
+    body = _resolve(spec, op.get("requestBody"))
+    if isinstance(body, dict):
+        content = body.get("content") if isinstance(body.get("content"), dict) else {}
+        media: Any = (content.get("application/json") or next(iter(content.values()), {})) if content else {}
+        schema = media.get("schema") if isinstance(media, dict) else None
+        merged.update({(b.name, "body"): b for b in _body_params(spec, schema, body.get("required") is True)})
+    return list(merged.values())
+
+
+def _body_params(spec: dict[str, Any], schema: Any, required: bool) -> list[Param]:
+    schema = _resolve(spec, schema)
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict) or not props:
+        # Not an object with fields: one opaque "body" parameter, as the reference lists it.
+        return [Param(name="body", in_="body", type=_schema_type(schema, "object"), required=True)]
+    needed = set(schema.get("required") or []) if required else set()
+    return [
+        Param(name=k, in_="body", type=_schema_type(_resolve(spec, v)), required=k in needed)
+        for k, v in props.items()
+    ]
+
+
+def _base_url(spec: dict[str, Any], spec_url: str) -> str:
+    servers = spec.get("servers")
+    if isinstance(servers, list) and servers and isinstance(servers[0], dict):
+        url = servers[0].get("url")
+        if isinstance(url, str) and url:
+            return urljoin(spec_url, url) if spec_url else url
+    host = spec.get("host") if isinstance(spec.get("host"), str) else "localhost"
+    schemes = spec.get("schemes")
+    scheme = schemes[0] if isinstance(schemes, list) and schemes and isinstance(schemes[0], str) else "https"
+    base_path = spec.get("basePath") if isinstance(spec.get("basePath"), str) else ""
+    return f"{scheme}://{host}{base_path}"
+
+
+def _input_schema(params: list[Param]) -> dict[str, Any]:
+    # CONTRACT 1.14: local params get a shallow {type, description:"<p> parameter (<in>)"}.
+    props = {
+        p.name: {"type": p.type or "string", "description": f"{p.name} parameter ({p.in_})"} for p in params
+    }
+    schema: dict[str, Any] = {"type": "object", "properties": props}
+    required = [p.name for p in params if p.required]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def parse_spec(text: str | bytes, origin: str) -> dict[str, Any]:
+    """A spec document (JSON or YAML) as a mapping; ValueError naming `origin` otherwise."""
+    try:
+        spec = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        try:
+            spec = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ValueError(f"{origin}: not JSON or YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("paths"), dict):
+        raise ValueError(f"{origin}: no paths found in spec")
+    return spec
+
+
+def tools_from_spec(spec: dict[str, Any], backend_url: str, spec_url: str = "") -> list[ToolDef]:
+    base = (backend_url or _base_url(spec, spec_url)).rstrip("/")
+    tools: list[ToolDef] = []
+    for path, item in spec["paths"].items():
+        item = _resolve(spec, item)
+        if not isinstance(path, str) or not isinstance(item, dict):
+            continue
+        for method in _METHODS:
+            op = item.get(method)
+            if not isinstance(op, dict):
+                continue
+            params = _params(spec, item, op)
+            description = _str(op, "summary") or _str(op, "description")
+            own = _str(op, "operationId")
+            tools.append(
+                ToolDef(
+                    name=_tool_name(method, path, op),
+                    description=description,
+                    method=method.upper(),
+                    path=path,
+                    base_url=base,
+                    params=params,
+                    source="openapi",
+                    classification=classify(own_name=own or path, params=params, method=method),
+                    input_schema=_input_schema(params),
+                )
+            )
+    return tools
+
+
+def _text(value: Any) -> str:
+    """Go's %v for the scalars a URL carries: true/false, integers without a decimal point."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, int | float | str):
+        return str(value)
+    return msgspec.json.encode(value).decode()
+
+
+class OpenApiUpstream:
+    """One `openapi:` entry. A spec file that cannot be read stops the start (a config fault); a spec URL that
+    does not answer is retried in the background, and its tools appear when it does."""
+
+    def __init__(
+        self,
+        cfg: OpenApiSource,
+        settings: Settings,
+        http: Callable[[], httpx.AsyncClient],
+        timings: Timings,
+        on_change: Callable[[], None],
+    ) -> None:
+        self.cfg = cfg
+        self.name = cfg.url or cfg.file
+        self._settings = settings
+        self._http = http
+        self._timings = timings
+        self._on_change = on_change
+        self._tools: list[ToolDef] = []
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        self.error = ""
+
+    def tools(self) -> list[ToolDef]:
+        return self._tools
+
+    def load_file(self) -> None:
+        path = self._settings.resolve_path(self.cfg.file)
+        where = self._settings.config_path or "(settings)"
+        try:
+            text = path.read_bytes()
+        except OSError as e:
+            raise ConfigError(where, "openapi.file", f"{path}: {e.strerror or e}") from None
+        try:
+            spec = parse_spec(text, str(path))
+        except ValueError as e:
+            raise ConfigError(where, "openapi.file", str(e)) from None
+        self._tools = tools_from_spec(spec, self.cfg.backend_url)
+
+    async def _fetch(self) -> None:
+        resp = await self._http().get(self.cfg.url, timeout=self._timings.http_timeout)
+        resp.raise_for_status()
+        spec = parse_spec(resp.content, self.cfg.url)
+        self._tools = tools_from_spec(spec, self.cfg.backend_url, spec_url=str(resp.url))
+        self.error = ""
+        self._on_change()
+
+    async def start(self) -> None:
+        if self.cfg.file:
+            self.load_file()
+            return
+        try:
+            await self._fetch()
+        except (httpx.HTTPError, ValueError) as e:
+            self.error = str(e) or e.__class__.__name__
+            log.warning("openapi %s: %s; retrying in the background", self.cfg.url, self.error)
+            self._task = asyncio.create_task(self._retry(), name=f"openapi-retry:{self.name}")
+
+    async def _retry(self) -> None:
+        wait = self._timings.retry_first
+        while not self._stopping.is_set():
+            try:
+                await asyncio.wait_for(self._stopping.wait(), wait)
+                return
+            except TimeoutError:
+                pass
+            try:
+                await self._fetch()
+                log.info("openapi %s: loaded after retry", self.cfg.url)
+                return
+            except (httpx.HTTPError, ValueError) as e:
+                self.error = str(e) or e.__class__.__name__
+            wait = min(wait * 2, self._timings.retry_max)
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def call(self, tool: ToolDef, arguments: dict[str, Any], ctx: CallContext) -> UpstreamResult:
+        url = tool.base_url + tool.path
+        used: set[str] = set()
+        for key, value in arguments.items():
+            placeholder = "{" + key + "}"
+            if placeholder in url:
+                url = url.replace(placeholder, quote(_text(value), safe=""), 1)
+                used.add(key)
+        headers = {"Content-Type": "application/json", "X-Trace-Id": ctx.trace_id}
+        headers["Traceparent"] = ctx.traceparent or f"00-{ctx.trace_id}-{secrets.token_hex(8)}-01"
+        query: list[tuple[str, str | int | float | bool | None]] | None = None
+        content: bytes | None = None
+        if tool.method in _QUERY_METHODS:
+            # Sorted like Go's url.Values.Encode; a list repeats its key (OpenAPI's form/explode default).
+            query = []
+            for key in sorted(arguments):
+                if key in used:
+                    continue
+                value = arguments[key]
+                items = value if isinstance(value, list) else [value]
+                query.extend((key, _text(v)) for v in items)
+        else:
+            content = msgspec.json.encode(arguments)
+        try:
+            resp = await self._http().request(
+                tool.method,
+                url,
+                params=query or None,
+                content=content,
+                headers=headers,
+                timeout=self._timings.http_timeout,
+            )
+        except httpx.HTTPError as e:
+            return UpstreamResult(status_code=502, error=f"backend error: {e or e.__class__.__name__}")
+        body = resp.content
+        result: Any
+        try:
+            result = msgspec.json.decode(body)
+        except msgspec.DecodeError:
+            result = body.decode("utf-8", errors="replace")
+        return UpstreamResult(result=result, status_code=resp.status_code)

@@ -1,0 +1,163 @@
+"""The registry: every configured upstream behind one interface — lookup by name, list, call, status."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import msgspec
+
+from ..settings import Settings
+from .base import CallContext, Source, Timings, ToolDef, UpstreamResult
+from .cli import CliUpstream
+from .mcp_upstream import McpUpstream
+from .openapi import OpenApiUpstream
+
+__all__ = ["Registry"]
+
+log = logging.getLogger("flux7.upstreams")
+
+_DISPATCH = ".__dispatch"
+_DERIVED_CACHE = 4096
+
+
+class Registry:
+    """Tools of all sources, in a stable order: MCP servers, CLI tools, OpenAPI specs, each in config order.
+
+    A name two sources both offer goes to the first one (a warning is logged). OpenAPI spec files are read
+    here, so a bad file raises ConfigError at construction; MCP tools appear once their server answers.
+    """
+
+    def __init__(self, settings: Settings, *, timings: Timings | None = None) -> None:
+        self.settings = settings
+        self.timings = timings or Timings()
+        self._client: httpx.AsyncClient | None = None
+        self._listeners: list[Callable[[], None]] = []
+        self._started = False
+        self.mcp = [McpUpstream(m, self.http, self.timings, self._changed) for m in settings.mcp_servers]
+        self.cli = [CliUpstream(c, settings) for c in settings.cli_tools]
+        self.openapi = [
+            OpenApiUpstream(o, settings, self.http, self.timings, self._changed) for o in settings.openapi
+        ]
+        for o in self.openapi:
+            if o.cfg.file:
+                o.load_file()
+        self._sources: list[Source] = [*self.mcp, *self.cli, *self.openapi]
+        self._index: dict[str, ToolDef] = {}
+        self._owner: dict[str, Source] = {}
+        self._ordered: list[ToolDef] = []
+        self._derived: dict[str, ToolDef] = {}
+        self._rebuild()
+
+    def http(self) -> httpx.AsyncClient:
+        """The one keep-alive client all HTTP upstreams share (made on first use, in the running loop)."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=self.timings.http_timeout,
+                limits=httpx.Limits(
+                    max_connections=None, max_keepalive_connections=64, keepalive_expiry=30.0
+                ),
+                follow_redirects=False,  # a redirect could hand arguments to another origin
+                trust_env=False,  # settings are the only configuration (no proxy variables)
+            )
+        return self._client
+
+    # -- lifecycle
+
+    async def start(self) -> None:
+        """Connect every source in parallel; return once each has had its first try (at most
+        start_timeout). Sources that failed keep retrying in the background."""
+        if self._started:
+            return
+        self._started = True
+        starts = [asyncio.ensure_future(s.start()) for s in self._sources]
+        if starts:
+            done, pending = await asyncio.wait(starts, timeout=self.timings.start_timeout + 1.0)
+            for task in pending:  # still trying: it goes on in the background
+                task.cancel()
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    log.error("upstream start failed: %s", task.exception())
+        self._changed()
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(s.stop() for s in self._sources), return_exceptions=True)
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        self._started = False
+
+    # -- the tool set
+
+    def add_listener(self, fn: Callable[[], None]) -> None:
+        self._listeners.append(fn)
+
+    def _changed(self) -> None:
+        self._rebuild()
+        for fn in list(self._listeners):
+            try:
+                fn()
+            except Exception:
+                log.exception("tool-set listener failed")
+
+    def _rebuild(self) -> None:
+        index: dict[str, ToolDef] = {}
+        owner: dict[str, Source] = {}
+        ordered: list[ToolDef] = []
+        for source in self._sources:
+            for tool in source.tools():
+                if tool.name in index:
+                    log.warning(
+                        "tool %s is offered twice; keeping the first (%s)", tool.name, owner[tool.name].name
+                    )
+                    continue
+                index[tool.name] = tool
+                owner[tool.name] = source
+                ordered.append(tool)
+        self._index, self._owner, self._ordered, self._derived = index, owner, ordered, {}
+
+    def lookup(self, name: str) -> ToolDef | None:
+        """Exact name first, then the CLI catch-all: `<cli>.<sub>` is `<cli>.__dispatch` running `<sub>`."""
+        tool = self._index.get(name)
+        if tool is not None:
+            return tool
+        derived = self._derived.get(name)
+        if derived is not None:
+            return derived
+        start = 0
+        while (dot := name.find(".", start)) > 0:
+            dispatcher = self._index.get(name[:dot] + _DISPATCH)
+            sub = name[dot + 1 :]
+            if dispatcher is not None and dispatcher.source == "cli" and sub:
+                derived = msgspec.structs.replace(dispatcher, upstream_name=sub)
+                if len(self._derived) >= _DERIVED_CACHE:
+                    self._derived.clear()
+                self._derived[name] = derived
+                return derived
+            start = dot + 1
+        return None
+
+    def tools(self) -> list[ToolDef]:
+        return list(self._ordered)
+
+    def servers(self) -> list[dict[str, Any]]:
+        """GET /mcp-servers: `[{name, transport, status, error?, tools:[names without prefix]}]`."""
+        return [m.view() for m in self.mcp]
+
+    def server(self, name: str) -> McpUpstream | None:
+        return next((m for m in self.mcp if m.name == name), None)
+
+    # -- calls
+
+    async def call(self, tool: ToolDef, arguments: dict[str, Any], ctx: CallContext) -> UpstreamResult:
+        if not isinstance(arguments, dict):
+            return UpstreamResult(status_code=400, error="arguments must be a JSON object")
+        source = self._owner.get(tool.name)
+        if source is None:
+            return UpstreamResult(
+                status_code=502, error=f"tool {tool.name} is no longer offered by any upstream"
+            )
+        return await source.call(tool, arguments, ctx)
