@@ -1,0 +1,139 @@
+"""Approvals over HTTP (CONTRACT 1.6, 1.8, 1.13): the queue a supervisor or a human works.
+All control plane."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Request, get, post, put
+
+from shared.audit import record_event
+from shared.errors import BadRequest
+
+from .auth import control_plane, mesh_of, peer_of
+
+__all__ = ["ROUTES", "json_object", "remote_actor"]
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    """An optional JSON object body: empty means {} (the SDK's approve() posts none)."""
+    if not body.strip():
+        return {}
+    try:
+        value = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        raise BadRequest("invalid JSON body") from None
+    if not isinstance(value, dict):
+        raise BadRequest("the body must be a JSON object")
+    return value
+
+
+def remote_actor(request: Request[Any, Any, Any]) -> str:
+    """`http:<remote addr>`, as Go writes RemoteAddr (host:port, IPv6 in brackets)."""
+    client = request.scope.get("client")
+    host = peer_of(request)
+    if not client:
+        return "http:unknown"
+    host = f"[{host}]" if ":" in host else host
+    return f"http:{host}:{client[1]}"
+
+
+def _text(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadRequest(f"{key} must be a string")
+    return value
+
+
+@get("/approvals", guards=[control_plane], sync_to_thread=True)
+def list_approvals(
+    request: Request[Any, Any, Any], status: str = "pending", tool: str = ""
+) -> list[dict[str, Any]]:
+    queue = mesh_of(request).approvals
+    return [a.view(queue.expose_content) for a in queue.query(status=status, tool=tool)]
+
+
+@get("/approvals/settings", guards=[control_plane], sync_to_thread=True)
+def get_settings(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    mesh = mesh_of(request)
+    store = mesh.approvals.settings_store
+    effective = msgspec.structs.asdict(store.effective())
+    return {
+        "settings": effective,
+        "config": mesh.settings.config_path,
+        "defaults": msgspec.structs.asdict(store.configured()),
+        "overrides": store.overrides(),
+        "editable": True,
+        "precedent": {
+            "enabled": effective["auto_approve"],
+            "min_approvals": effective["min_approvals"],
+            "auto_approve_writes": effective["auto_approve_writes"],
+        },
+    }
+
+
+@put("/approvals/settings", guards=[control_plane], sync_to_thread=True)
+def put_settings(request: Request[Any, Any, Any], body: bytes) -> dict[str, Any]:
+    mesh = mesh_of(request)
+    changes = json_object(body)
+    by = _text(changes, "by") or remote_actor(request)
+    changes.pop("by", None)
+    changed = mesh.approvals.settings_store.update(changes, by=by)
+    if changed:
+        record_event(
+            mesh,
+            tool="mesh.approval_settings",
+            agent_id=by,
+            params={k: changes[k] for k in changed},
+            policy_rule="approval_settings",
+        )
+    return {"changed": changed}
+
+
+@get("/approvals/{approval_id:str}", guards=[control_plane], sync_to_thread=True)
+def approval_detail(request: Request[Any, Any, Any], approval_id: str) -> dict[str, Any]:
+    mesh = mesh_of(request)
+    approval = mesh.approvals.get(approval_id)
+    out = approval.view(mesh.approvals.expose_content)
+    tracer = getattr(mesh, "tracer", None)
+    if tracer is not None:
+        from shared.tracing import entry_to_wire
+
+        recent = [entry_to_wire(e) for e in tracer.query(agent=approval.agent_id, limit=10)]
+        if recent:
+            out["recent_traces"] = recent
+    grants = [g.view() for g in mesh.grants.active_for_agent(approval.agent_id)]
+    if grants:
+        out["active_grants"] = grants
+    return out
+
+
+def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, decision: str) -> dict[str, Any]:
+    fields = json_object(body)
+    confidence = fields.get("confidence")
+    if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, int | float)):
+        raise BadRequest("confidence must be a number")
+    approval = mesh_of(request).approvals.resolve(
+        approval_id,
+        decision,
+        resolved_by=_text(fields, "resolved_by") or remote_actor(request),
+        reasoning=_text(fields, "reasoning"),
+        confidence=float(confidence) if confidence is not None else None,
+    )
+    return {"status": approval.status, "id": approval.id}
+
+
+@post("/approvals/{approval_id:str}/approve", guards=[control_plane], status_code=200, sync_to_thread=True)
+def approve(request: Request[Any, Any, Any], approval_id: str, body: bytes) -> dict[str, Any]:
+    return _resolve(request, approval_id, body, "approve")
+
+
+@post("/approvals/{approval_id:str}/deny", guards=[control_plane], status_code=200, sync_to_thread=True)
+def deny(request: Request[Any, Any, Any], approval_id: str, body: bytes) -> dict[str, Any]:
+    return _resolve(request, approval_id, body, "deny")
+
+
+ROUTES = [list_approvals, get_settings, put_settings, approval_detail, approve, deny]

@@ -1,0 +1,65 @@
+"""Grants over HTTP (CONTRACT 1.9): list the active ones, create, revoke. All control plane."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, Response, delete, get, post
+
+from shared.durations import parse_duration
+from shared.errors import BadRequest
+
+from .approvals import json_object, remote_actor
+from .auth import control_plane, mesh_of
+
+__all__ = ["ROUTES"]
+
+_REQUIRED = "agent, tools, and duration are required"
+
+
+def _str(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if isinstance(value, list) and len(value) == 1:  # a one-glob list is the glob
+        value = value[0]
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadRequest(f"{key} must be a string")
+    return value.strip()
+
+
+@get("/grants", guards=[control_plane], sync_to_thread=True)
+def list_grants(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
+    return [g.view() for g in mesh_of(request).grants.active()]
+
+
+@post("/grants", guards=[control_plane], sync_to_thread=True)
+def create_grant(request: Request[Any, Any, Any], body: bytes) -> Response[dict[str, Any]]:
+    fields = json_object(body)
+    agent, tools, duration = _str(fields, "agent"), _str(fields, "tools"), _str(fields, "duration")
+    if not agent or not tools or not duration:
+        raise BadRequest(_REQUIRED)
+    try:
+        seconds = parse_duration(duration)
+    except ValueError as e:
+        raise BadRequest(f"invalid duration: {e}") from None
+    if seconds <= 0:
+        raise BadRequest(f'invalid duration: "{duration}" is not positive')
+    grant = mesh_of(request).grants.create(
+        agent,
+        tools,
+        seconds,
+        granted_by=remote_actor(request),
+        approval_id=_str(fields, "approval_id"),
+        trace_id=_str(fields, "trace_id"),
+    )
+    return Response(grant.view(), status_code=201)
+
+
+@delete("/grants/{grant_id:str}", guards=[control_plane], status_code=200, sync_to_thread=True)
+def revoke_grant(request: Request[Any, Any, Any], grant_id: str) -> dict[str, str]:
+    grant = mesh_of(request).grants.revoke(grant_id, by=remote_actor(request))
+    return {"status": "revoked", "id": grant.id}
+
+
+ROUTES = [list_grants, create_grant, revoke_grant]

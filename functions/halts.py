@@ -1,0 +1,61 @@
+"""The emergency stop over HTTP (CONTRACT 1.10): list, stop, resume. All control plane."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request, Response, get, post
+
+from shared.errors import BadRequest
+
+from .approvals import json_object, remote_actor
+from .auth import control_plane, mesh_of
+
+__all__ = ["ROUTES"]
+
+
+def _str(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadRequest(f"{key} must be a string")
+    return value.strip()
+
+
+@get("/halts", guards=[control_plane], sync_to_thread=True)
+def list_halts(request: Request[Any, Any, Any], status: str = "active") -> list[dict[str, Any]]:
+    """Stops in force, newest first; `?status=all` adds the resumed ones."""
+    registry = mesh_of(request).halts
+    halts = registry.all() if status == "all" else registry.active()
+    return [h.view() for h in halts]
+
+
+@post("/halts", guards=[control_plane], sync_to_thread=True)
+def create_halt(request: Request[Any, Any, Any], body: bytes) -> Response[dict[str, Any]]:
+    fields = json_object(body)
+    result = mesh_of(request).halts.create(
+        _str(fields, "scope"),
+        _str(fields, "target"),
+        _str(fields, "reason"),
+        _str(fields, "by") or remote_actor(request),
+    )
+    payload: dict[str, Any] = {
+        "halt": result.halt.view(),
+        "revoked_grants": result.revoked_grants,
+        "denied_approvals": result.denied_approvals,
+    }
+    if result.already_active:
+        payload["already_active"] = True
+        return Response(payload, status_code=200)
+    return Response(payload, status_code=201)
+
+
+@post("/halts/{halt_id:str}/resume", guards=[control_plane], status_code=200, sync_to_thread=True)
+def resume_halt(request: Request[Any, Any, Any], halt_id: str, body: bytes) -> dict[str, Any]:
+    fields = json_object(body)
+    result = mesh_of(request).halts.resume(halt_id, _str(fields, "by") or remote_actor(request))
+    return {"halt": result.halt.view(), "restored_grants": result.restored_grants}
+
+
+ROUTES = [list_halts, create_halt, resume_halt]

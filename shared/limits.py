@@ -1,0 +1,123 @@
+"""Rate limits and loop detection (CONTRACT 1.4, DESIGN decision 3).
+
+Limits come from the deciding policy's `rate_limit`; the counts are per agent (not per policy) and live in
+SQLite, so every worker counts the same calls. Loop detection runs wherever a policy has `rate_limit`, as the
+reference does, and on every call when the top-level `loop_detection` block enables it. Only allowed or
+approved calls are recorded: denied ones never count."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from typing import Any
+
+from .db import Database
+from .durations import format_duration
+from .gofmt import go_v
+from .settings import Policy, RateLimit, Settings
+
+__all__ = ["RateLimiter", "params_key"]
+
+RECENT_CAP = 50  # the calls loop detection looks back over, per agent
+MAX_AGENTS = 50_000  # running totals kept; the least recently active agents go first
+GC_INTERVAL = 60.0
+MINUTE = 60.0
+
+
+def params_key(arguments: Any) -> str:
+    """The reference compares the Go `%v` of the params map; a digest of it keeps the rows small."""
+    return hashlib.sha256(go_v(arguments).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+class RateLimiter:
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self._db = db
+        self._settings = settings
+        self._gc_lock = threading.Lock()
+        self._next_gc = 0.0
+
+    def _loop_rule(self, policy: Policy | None) -> tuple[int, float] | None:
+        """(threshold, window seconds) when loop detection applies to this call, else None."""
+        cfg = self._settings.loop_detection
+        if cfg.enabled:
+            return max(1, cfg.threshold), cfg.window_seconds
+        if policy is not None and policy.rate_limit is not None:
+            return 3, 10.0
+        return None
+
+    def _applies(self, policy: Policy | None) -> tuple[RateLimit | None, tuple[int, float] | None]:
+        return (policy.rate_limit if policy is not None else None), self._loop_rule(policy)
+
+    def check(self, agent: str, policy: Policy | None, tool: str, arguments: Any) -> str | None:
+        """The error text of the first limit this call breaks, in the contract's order; None within limits."""
+        limit, loop = self._applies(policy)
+        if limit is None and loop is None:
+            return None
+        now = time.time()
+        if limit is not None and limit.max_total > 0:
+            row = self._db.query_one("SELECT total FROM rate_totals WHERE agent_id = ?", (agent,))
+            if row is not None and row[0] >= limit.max_total:
+                return f'rate_limit: agent "{agent}" exceeded total budget ({limit.max_total} calls)'
+        if limit is not None and limit.max_per_minute > 0:
+            row = self._db.query_one(
+                "SELECT COUNT(*) FROM rate_events WHERE agent_id = ? AND at > ?", (agent, now - MINUTE)
+            )
+            if row is not None and row[0] >= limit.max_per_minute:
+                return f'rate_limit: agent "{agent}" exceeded {limit.max_per_minute} calls/min'
+        if loop is not None:
+            threshold, window = loop
+            key = params_key(arguments)
+            recent = self._db.query(
+                "SELECT tool, params_key, at FROM rate_events WHERE agent_id = ? ORDER BY at DESC LIMIT ?",
+                (agent, RECENT_CAP),
+            )
+            same = sum(1 for r in recent if r[0] == tool and r[1] == key and r[2] > now - window)
+            if same >= threshold:
+                return (
+                    f'loop_detected: agent "{agent}" called {tool} with same params {same} times '
+                    f"in {format_duration(window)}"
+                )
+        return None
+
+    def record(self, agent: str, policy: Policy | None, tool: str, arguments: Any) -> None:
+        """Count an allowed or approved call (only where a limit or loop detection applies to it)."""
+        limit, loop = self._applies(policy)
+        if limit is None and loop is None:
+            return
+        now = time.time()
+        with self._db.write() as conn:
+            conn.execute(
+                "INSERT INTO rate_events (agent_id, tool, params_key, at) VALUES (?, ?, ?, ?)",
+                (agent, tool, params_key(arguments), now),
+            )
+            conn.execute(
+                "INSERT INTO rate_totals (agent_id, total, last_at) VALUES (?, 1, ?) "
+                "ON CONFLICT(agent_id) DO UPDATE SET total = total + 1, last_at = excluded.last_at",
+                (agent, now),
+            )
+        self._maybe_gc(now)
+
+    def _maybe_gc(self, now: float) -> None:
+        with self._gc_lock:
+            if now < self._next_gc:
+                return
+            self._next_gc = now + GC_INTERVAL
+        keep = max(MINUTE, self._settings.loop_detection.window_seconds, 10.0)
+        with self._db.write() as conn:
+            conn.execute("DELETE FROM rate_events WHERE at < ?", (now - keep,))
+            conn.execute(
+                "DELETE FROM rate_totals WHERE agent_id IN (SELECT agent_id FROM rate_totals "
+                "ORDER BY last_at DESC LIMIT -1 OFFSET ?)",
+                (MAX_AGENTS,),
+            )
+
+    def reset(self, agent: str | None = None) -> None:
+        """Forget the counts (of one agent, or all): an operator's reset after raising a budget."""
+        with self._db.write() as conn:
+            if agent is None:
+                conn.execute("DELETE FROM rate_events")
+                conn.execute("DELETE FROM rate_totals")
+            else:
+                conn.execute("DELETE FROM rate_events WHERE agent_id = ?", (agent,))
+                conn.execute("DELETE FROM rate_totals WHERE agent_id = ?", (agent,))
