@@ -19,6 +19,9 @@ _ROUTE_MODULES = (
     "functions.health",
     "functions.tools",
     "functions.policies",
+    "functions.approvals",
+    "functions.grants",
+    "functions.halts",
 )
 
 

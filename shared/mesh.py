@@ -6,8 +6,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from .approvals import ApprovalQueue
+from .callbacks import Notifier
 from .db import Database
+from .grants import GrantStore
+from .halts import HaltRegistry
 from .identity import IdentityResolver
+from .limits import RateLimiter
 from .pipeline import Pipeline
 from .policy_store import PolicyStore
 from .settings import Settings
@@ -29,6 +34,12 @@ class Mesh:
         self.policies = PolicyStore(settings)
         self.registry = Registry(settings)
         self.pipeline = Pipeline(self)
+        self.approvals = ApprovalQueue(
+            self.db, settings, owner=self, notifier=Notifier(), policy_version=lambda: self.policies.current.version
+        )
+        self.grants = GrantStore(self.db, owner=self)
+        self.halts = HaltRegistry(self.db, self.grants, self.approvals, owner=self)
+        self.limits = RateLimiter(self.db, settings)
         self.extras: dict[str, Any] = {}
 
     @property
