@@ -1,0 +1,164 @@
+"""The trace entry (CONTRACT 1.11): one governed tool call as the JSONL line and the HTTP API carry it."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "TraceEntry",
+    "decode_entry",
+    "encode_entry",
+    "entry_to_wire",
+    "format_timestamp",
+    "normalise",
+    "parse_timestamp",
+]
+
+
+class TraceEntry(msgspec.Struct, kw_only=True):
+    """Field order is the wire order. Zero values of the `?` fields are dropped on the wire (Go omitempty);
+    `params` is always written, `null` when absent."""
+
+    trace_id: str = ""
+    session_id: str = ""
+    agent_id: str = ""
+    user_id: str = ""
+    tool: str = ""
+    params: Any = None
+    policy: str = ""  # allow | deny | human_approval | rate_limited | halted
+    policy_rule: str = ""
+    status_code: int = 0
+    latency_ms: int = 0
+    error: str = ""
+    timestamp: str = ""  # RFC3339Nano, UTC
+    exit_code: int | None = None  # a pointer in Go: 0 is kept, only "absent" is dropped
+    grant_id: str = ""
+    parent_trace_id: str = ""
+    span_id: str = ""
+    parent_span_id: str = ""
+    approval_id: str = ""
+    approval_status: str = ""  # approved | denied | timeout
+    approved_by: str = ""
+    approval_ms: int = 0
+    supervisor_reasoning: str = ""
+    supervisor_confidence: float = 0.0
+    estimated_input_tokens: int = 0
+    estimated_output_tokens: int = 0
+    tokens_source: str = ""  # real | estimate
+    revision: int = 0
+
+
+_ALWAYS = frozenset(
+    {
+        "trace_id",
+        "agent_id",
+        "tool",
+        "params",
+        "policy",
+        "policy_rule",
+        "status_code",
+        "latency_ms",
+        "timestamp",
+    }
+)
+_FIELDS = TraceEntry.__struct_fields__
+_INTS = (
+    "status_code",
+    "latency_ms",
+    "approval_ms",
+    "estimated_input_tokens",
+    "estimated_output_tokens",
+    "revision",
+)
+
+
+def entry_to_wire(entry: TraceEntry) -> dict[str, Any]:
+    """The JSON object of an entry, in wire order, with omitempty applied."""
+    out: dict[str, Any] = {}
+    for name in _FIELDS:
+        value = getattr(entry, name)
+        if name in _ALWAYS:
+            out[name] = value
+        elif name == "exit_code":
+            if value is not None:
+                out[name] = value
+        elif value:
+            out[name] = value
+    return out
+
+
+def normalise(entry: TraceEntry) -> TraceEntry:
+    """Coerce numbers to the wire types (callers may hand float milliseconds) and fill id and time."""
+    changes: dict[str, Any] = {}
+    for name in _INTS:
+        value = getattr(entry, name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            changes[name] = round(float(value or 0))
+    if entry.exit_code is not None and not isinstance(entry.exit_code, int):
+        changes["exit_code"] = int(entry.exit_code)
+    if not isinstance(entry.supervisor_confidence, float):
+        changes["supervisor_confidence"] = float(entry.supervisor_confidence or 0)
+    if not entry.trace_id:
+        changes["trace_id"] = secrets.token_hex(16)
+    if not entry.timestamp:
+        changes["timestamp"] = format_timestamp(time.time_ns())
+    return msgspec.structs.replace(entry, **changes) if changes else entry
+
+
+def encode_entry(entry: TraceEntry) -> bytes:
+    """Compact JSON of the entry. Params that cannot be encoded are kept as their repr, never lost."""
+    wire = entry_to_wire(entry)
+    try:
+        return msgspec.json.encode(wire)
+    except (TypeError, ValueError, UnicodeEncodeError, msgspec.EncodeError):
+        wire["params"] = {"_unencodable": repr(entry.params)}
+        return msgspec.json.encode(wire)
+
+
+_decoder = msgspec.json.Decoder(TraceEntry)
+
+
+def decode_entry(data: bytes | str) -> TraceEntry:
+    """Decode an entry (or a whole chained line: the envelope keys are ignored)."""
+    return _decoder.decode(data)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9})\d*)?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def format_timestamp(ns: int) -> str:
+    """Go's time.RFC3339Nano in UTC: nanoseconds with trailing zeros trimmed, no fraction when zero."""
+    seconds, frac = divmod(ns, 1_000_000_000)
+    base = (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+    if frac:
+        return f"{base}.{frac:09d}".rstrip("0") + "Z"
+    return base + "Z"
+
+
+def parse_timestamp(text: str) -> int | None:
+    """Nanoseconds since the epoch of an RFC3339 timestamp (any offset), or None when it is not one."""
+    m = _RFC3339.match(text.strip())
+    if not m:
+        return None
+    year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
+    try:
+        dt = datetime(year, month, day, hour, minute, min(second, 59), tzinfo=UTC)
+    except ValueError:
+        return None
+    tz = m.group(8)
+    offset = 0
+    if tz not in ("Z", "z"):
+        sign = 1 if tz[0] == "+" else -1
+        offset = sign * (int(tz[1:3]) * 3600 + int(tz[4:6]) * 60)
+    frac = int((m.group(7) or "0").ljust(9, "0"))
+    whole = (dt - _EPOCH) // timedelta(seconds=1) - offset
+    return whole * 1_000_000_000 + frac

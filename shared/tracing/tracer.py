@@ -1,0 +1,186 @@
+"""The Tracer: what the pipeline and the HTTP edge use — record, update, read, verify, export."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from ..db import Database
+from ..settings import Settings
+from .chain import JsonlAppender, Verifier, verify_files
+from .entry import TraceEntry, format_timestamp
+from .otlp import OtlpExporter, entries_to_otlp, entry_to_span
+from .store import TraceStore
+
+__all__ = ["MAX_FILE_BYTES", "Tracer"]
+
+log = logging.getLogger("flux7.tracing")
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+
+
+class Tracer:
+    """Built once per worker. Every worker of a deployment shares the SQLite file and the trace file, and they
+    extend one chain: the head is taken inside the write transaction that stores the line."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        *,
+        max_file_bytes: int = MAX_FILE_BYTES,
+        exporter: OtlpExporter | None = None,
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.key = settings.trace_key.encode() if settings.trace_key else None
+        self.trace_file: Path | None = (
+            settings.resolve_path(settings.trace_file) if settings.trace_file else None
+        )
+        appender = JsonlAppender(self.trace_file, max_file_bytes) if self.trace_file else None
+        self.store = TraceStore(db, key=self.key, appender=appender)
+        self.store.adopt_file_head()
+        self.exporter = exporter if exporter is not None else self._exporter_from(settings)
+
+    @staticmethod
+    def _exporter_from(settings: Settings) -> OtlpExporter | None:
+        endpoint = settings.otel_endpoint
+        if not endpoint:
+            return None
+        if endpoint != "stdout" and not endpoint.startswith(("http://", "https://")):
+            endpoint = str(settings.resolve_path(endpoint))
+        ca = str(settings.resolve_path(settings.otel_ca_cert)) if settings.otel_ca_cert else ""
+        return OtlpExporter(
+            endpoint,
+            headers=settings.otel_headers,
+            ca_cert=ca,
+            insecure_skip_verify=settings.otel_insecure_skip_verify,
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        seq, head = self.store.head()
+        log.info("trace store ready (seq=%d head=%s file=%s)", seq, head, self.trace_file or "-")
+        if self.exporter is not None:
+            await self.exporter.start()
+
+    async def stop(self) -> None:
+        if self.exporter is not None:
+            await self.exporter.stop()
+        seq, head = self.store.head()
+        # Logged so an external log holds a point to compare a verified head against (a truncated tail).
+        log.info("trace chain closed (seq=%d head=%s)", seq, head)
+
+    # -- writing ---------------------------------------------------------------------------------------------
+
+    def record(self, entry: TraceEntry) -> TraceEntry:
+        """Durable on return: the row and the chained line are committed, the line is in the trace file.
+        Returns the entry as stored (trace_id and timestamp filled when they were empty)."""
+        stored = self.store.record(entry)
+        if self.exporter is not None:
+            try:
+                self.exporter.export(entry_to_span(stored, self._parent_span(stored)))
+            except Exception:  # the export is best effort; the trace is already durable
+                log.exception("otel export failed for %s", stored.trace_id)
+        return stored
+
+    def update(self, trace_id: str, **changes: Any) -> TraceEntry | None:
+        """Append a new revision (approval outcome, backend status, latency) of the newest call with this id.
+        Returns it, or None when no such trace exists. Updates are not re-exported to OTLP."""
+        return self.store.update(trace_id, **changes)
+
+    def _parent_span(self, entry: TraceEntry) -> str:
+        if not entry.parent_trace_id or entry.parent_span_id:
+            return ""
+        parent = self.store.get(entry.parent_trace_id)
+        return parent.span_id if parent is not None else ""
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    def get(self, trace_id: str) -> TraceEntry | None:
+        return self.store.get(trace_id)
+
+    def query(self, agent: str = "", tool: str = "", trace: str = "", limit: int = 100) -> list[TraceEntry]:
+        """Newest first; exact-match filters; limit defaults to 100 and is capped at 1000."""
+        limit = 100 if limit <= 0 else min(limit, 1000)
+        return self.store.query(agent=agent, tool=tool, trace=trace, limit=limit)
+
+    def counts(self) -> dict[str, int]:
+        return self.store.counts()
+
+    def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
+        return self.store.sessions(50 if limit <= 0 else min(limit, 1000))
+
+    def session(self, session_id: str, limit: int = 200) -> list[TraceEntry]:
+        return self.store.query(session=session_id, limit=200 if limit <= 0 else min(limit, 1000))
+
+    def why(self, trace_id: str, depth: int = 10) -> list[TraceEntry]:
+        return self.store.why(trace_id, 10 if depth <= 0 else min(depth, 50))
+
+    def otlp(self, agent: str = "", tool: str = "", limit: int = 200) -> dict[str, Any]:
+        entries = self.store.query(agent=agent, tool=tool, limit=200 if limit <= 0 else min(limit, 1000))
+        parents: dict[str, str] = {}
+        for e in entries:
+            if e.parent_trace_id and not e.parent_span_id and e.parent_trace_id not in parents:
+                parent = self.store.get(e.parent_trace_id)
+                if parent is not None and parent.span_id:
+                    parents[e.parent_trace_id] = parent.span_id
+        return entries_to_otlp(entries, parents)
+
+    # -- integrity -------------------------------------------------------------------------------------------
+
+    def verify(self) -> dict[str, Any]:
+        """The /traces/verify report. With a trace file, the file (and its `.old`) is walked, and a file that
+        ends before the database's head is a break (a truncated tail). Without one, the chain stored in SQLite
+        is walked."""
+        head_seq, _ = self.store.head()  # read first: lines written during the walk only lengthen the file
+        out: dict[str, Any] = {"persistent": True}
+        appender = self.store.appender
+        if appender is not None:
+            files = appender.files()
+            out["files"] = [str(p) for p in files]
+            try:
+                v = verify_files(files, self.key)
+            except OSError as e:
+                # A file rotated away between listing and reading: walk again once.
+                log.info("trace verify: %s; retrying", e)
+                files = appender.files()
+                out["files"] = [str(p) for p in files]
+                v = verify_files(files, self.key)
+            self._check_tail(v, head_seq, files)
+        else:
+            v = self.store.verify_stored(f"{self.db.path}#trace_lines")
+            if v.brk is None and v.last_seq < head_seq:
+                v.fail_at_end(
+                    f"{self.db.path}#trace_lines",
+                    v.lines + 1,
+                    f"stored chain ends at seq {v.last_seq}, head is seq {head_seq}",
+                )
+        out["hmac"] = self.key is not None
+        out["verified_at"] = format_timestamp(time.time_ns())
+        out.update(v.report())
+        return out
+
+    @staticmethod
+    def _check_tail(v: Verifier, head_seq: int, files: list[Path]) -> None:
+        # SQLite knows the head, so a truncated tail (which the chain alone cannot show) is caught here.
+        if v.brk is not None or head_seq == 0 or v.last_seq >= head_seq:
+            return
+        if not files:
+            v.fail_at_end("", 0, f"no trace file, but the store's head is seq {head_seq}")
+            return
+        with open(files[-1], "rb") as f:
+            lines = sum(1 for _ in f)
+        v.fail_at_end(
+            str(files[-1]),
+            lines + 1,
+            f"file ends at seq {v.last_seq} but the store's head is seq {head_seq}"
+            " (lines missing at the end)",
+        )
+
+    def export_jsonl(self, path: str | Path) -> int:
+        """Re-create the chained JSONL from SQLite (after a restore). Returns the number of lines written."""
+        return self.store.export_jsonl(path)

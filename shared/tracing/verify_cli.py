@@ -1,0 +1,81 @@
+"""`mesh7 trace verify [--json] files…`: exit 0 when the chain holds, 1 at a break, 2 on usage/I/O errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+from .chain import verify_files
+
+__all__ = ["main"]
+
+USAGE = (
+    "usage: mesh7 trace verify [--json] [--key-env NAME] <file>..."
+    " (oldest first, e.g. traces.jsonl.old traces.jsonl)"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _UsageError(message)
+
+
+class _UsageError(Exception):
+    pass
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """argv: the arguments after `mesh7 trace verify`. The HMAC key is MESH_TRACE_KEY's (or --key-env's)."""
+    env = os.environ if env is None else env
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = _Parser(prog="mesh7 trace verify", add_help=False)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--key-env", default="MESH_TRACE_KEY")
+    parser.add_argument("-h", "--help", action="store_true")
+    parser.add_argument("files", nargs="*")
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except _UsageError as e:
+        print(f"mesh7 trace verify: {e}\n{USAGE}", file=err)
+        return 2
+    if args.help:
+        print(USAGE, file=out)
+        return 0
+    if not args.files:
+        print(f"mesh7 trace verify: no file given\n{USAGE}", file=err)
+        return 2
+    key = env.get(args.key_env, "").encode() or None
+    try:
+        v = verify_files(args.files, key)
+    except OSError as e:
+        print(f"mesh7 trace verify: {e.filename or ''}: {e.strerror or e}", file=err)
+        return 2
+    report = v.report()
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False), file=out)
+    else:
+        print(f"lines {v.lines} · chained {v.chained} · unchained (before the chain) {v.unchained}", file=out)
+        if v.chained:
+            print(f"seq {v.first_seq} → {v.last_seq} · alg {v.alg}\nhead {v.head}", file=out)
+            if v.anchor:
+                print(f"anchor {v.anchor} (last hash of the previous file)", file=out)
+        if v.brk is not None:
+            b = v.brk
+            print(f"BROKEN {b['file']}:{b['line']} seq {b.get('seq', 0)}: {b['reason']}", file=out)
+        elif v.chained:
+            print("OK", file=out)
+    return 1 if v.brk is not None else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import json
+
+from shared.tracing import TraceEntry, encode_entry, entry_to_wire, format_timestamp, parse_timestamp
+from shared.tracing.entry import decode_entry, normalise
+
+
+def test_zero_optional_fields_are_dropped_and_required_ones_kept() -> None:
+    wire = json.loads(
+        encode_entry(
+            TraceEntry(trace_id="t1", agent_id="a", tool="x", policy="deny", timestamp="2026-10-01T10:00:00Z")
+        )
+    )
+    assert list(wire) == [
+        "trace_id",
+        "agent_id",
+        "tool",
+        "params",
+        "policy",
+        "policy_rule",
+        "status_code",
+        "latency_ms",
+        "timestamp",
+    ]
+    assert wire["params"] is None
+    assert wire["status_code"] == 0 and wire["latency_ms"] == 0 and wire["policy_rule"] == ""
+
+
+def test_set_optional_fields_appear_in_contract_order() -> None:
+    entry = TraceEntry(
+        trace_id="t",
+        session_id="s",
+        agent_id="a",
+        user_id="u",
+        tool="x",
+        params={"k": 1},
+        policy="human_approval",
+        policy_rule="r",
+        status_code=200,
+        latency_ms=5,
+        error="e",
+        timestamp="2026-10-01T10:00:00Z",
+        exit_code=0,
+        grant_id="g",
+        parent_trace_id="p",
+        span_id="s1",
+        parent_span_id="s0",
+        approval_id="ap",
+        approval_status="approved",
+        approved_by="me",
+        approval_ms=9,
+        supervisor_reasoning="ok",
+        supervisor_confidence=0.9,
+        estimated_input_tokens=3,
+        estimated_output_tokens=4,
+        tokens_source="estimate",
+        revision=2,
+    )
+    wire = entry_to_wire(entry)
+    assert list(wire) == list(TraceEntry.__struct_fields__)
+    assert wire["exit_code"] == 0  # a pointer in Go: zero is a value, only absence is dropped
+    assert decode_entry(encode_entry(entry)) == entry
+
+
+def test_float_milliseconds_become_integers_and_id_and_time_are_filled() -> None:
+    entry = normalise(TraceEntry(agent_id="a", tool="x", policy="allow", latency_ms=12.6))  # type: ignore[arg-type]
+    assert entry.latency_ms == 13 and isinstance(entry.latency_ms, int)
+    assert len(entry.trace_id) == 32 and int(entry.trace_id, 16) >= 0
+    assert parse_timestamp(entry.timestamp) is not None
+
+
+def test_timestamps_are_go_rfc3339nano_in_utc() -> None:
+    assert format_timestamp(1_700_000_000_000_000_000) == "2023-11-14T22:13:20Z"
+    assert format_timestamp(1_700_000_000_120_000_000) == "2023-11-14T22:13:20.12Z"
+    assert format_timestamp(1_700_000_000_000_000_001) == "2023-11-14T22:13:20.000000001Z"
+    ns = 1_700_000_000_123_456_789
+    assert parse_timestamp(format_timestamp(ns)) == ns
+    assert parse_timestamp("2023-11-14T23:13:20.5+01:00") == 1_700_000_000_500_000_000
+    assert parse_timestamp("yesterday") is None

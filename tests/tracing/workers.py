@@ -1,0 +1,34 @@
+"""Functions run in child processes by the multi-process tests (importable under the spawn start method)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def append_traces(
+    storage: str, trace_file: str, worker: int, count: int, max_file_bytes: int, start: Any
+) -> None:
+    from shared.db import Database
+    from shared.settings import load_settings
+    from shared.tracing import TraceEntry, Tracer
+
+    settings = load_settings(None, env={}, storage_path=storage, trace_file=trace_file)
+    db = Database(storage)
+    tracer = Tracer(settings, db, max_file_bytes=max_file_bytes)
+    start.wait(30)  # both processes begin together, so their writes interleave
+    for i in range(count):
+        tracer.record(TraceEntry(agent_id=f"worker-{worker}", tool="t.call", params={"i": i}, policy="allow"))
+    db.close()
+
+
+def bump_counters(storage: str, count: int, start: Any) -> None:
+    from shared.db import Database
+    from shared.metrics import Metrics
+
+    db = Database(storage)
+    metrics = Metrics(db)
+    start.wait(30)
+    for _ in range(count):
+        metrics.inc("mem7_writes_attempted_total")
+        metrics.observe("upstream_latency_seconds", 0.2)
+    db.close()
