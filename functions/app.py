@@ -19,6 +19,8 @@ _ROUTE_MODULES = (
     "functions.health",
     "functions.tools",
     "functions.policies",
+    "functions.traces",
+    "functions.metrics",
     "functions.approvals",
     "functions.grants",
     "functions.halts",

@@ -13,9 +13,11 @@ from .grants import GrantStore
 from .halts import HaltRegistry
 from .identity import IdentityResolver
 from .limits import RateLimiter
+from .metrics import Metrics
 from .pipeline import Pipeline
 from .policy_store import PolicyStore
 from .settings import Settings
+from .tracing import Tracer
 from .upstreams.base import ToolDef
 from .upstreams.registry import Registry
 
@@ -34,6 +36,8 @@ class Mesh:
         self.policies = PolicyStore(settings)
         self.registry = Registry(settings)
         self.pipeline = Pipeline(self)
+        self.tracer = Tracer(settings, self.db)
+        self.metrics = Metrics(self.db)
         self.approvals = ApprovalQueue(
             self.db, settings, owner=self, notifier=Notifier(), policy_version=lambda: self.policies.current.version
         )
