@@ -1,0 +1,146 @@
+import { useEffect, useRef, useState, type ReactNode } from "react";
+import { useApprovals, useHealth } from "./api/queries";
+import { HaltBanner } from "./components/HaltBanner";
+import { AgentDetailPage, AgentsPage } from "./pages/Agents";
+import { ApprovalDetailPage, ApprovalsPage } from "./pages/Approvals";
+import { GrantsPage } from "./pages/Grants";
+import { HaltsPage } from "./pages/Halts";
+import { MemoryPage } from "./pages/Memory";
+import { OtelPage } from "./pages/Otel";
+import { OverviewPage } from "./pages/Overview";
+import { PoliciesPage } from "./pages/Policies";
+import { SessionDetailPage, SessionsPage } from "./pages/Sessions";
+import { SettingsPage } from "./pages/Settings";
+import { SupervisorPage } from "./pages/Supervisor";
+import { ToolsPage } from "./pages/Tools";
+import { TracesPage } from "./pages/Traces";
+import { Link, match, useLocation } from "./router";
+import { meshBase, useSettings } from "./settings";
+import { useTheme } from "./theme";
+
+const NAV: { to: string; label: string }[] = [
+  { to: "/", label: "Overview" },
+  { to: "/approvals", label: "Approvals" },
+  { to: "/agents", label: "Agents" },
+  { to: "/traces", label: "Traces" },
+  { to: "/sessions", label: "Sessions" },
+  { to: "/otel", label: "OTEL waterfall" },
+  { to: "/policies", label: "Policies" },
+  { to: "/tools", label: "Tools" },
+  { to: "/grants", label: "Grants" },
+  { to: "/memory", label: "Memory" },
+  { to: "/supervisor", label: "Supervisor" },
+  { to: "/halts", label: "Emergency stop" },
+  { to: "/settings", label: "Settings" },
+];
+
+type Route = [pattern: string, render: (p: Record<string, string>) => ReactNode, title: string];
+
+const ROUTES: Route[] = [
+  ["/", () => <OverviewPage />, "Overview"],
+  ["/agents", () => <AgentsPage />, "Agents"],
+  ["/agents/:id", (p) => <AgentDetailPage id={p.id!} />, "Agent"],
+  ["/traces", () => <TracesPage />, "Traces"],
+  ["/sessions", () => <SessionsPage />, "Sessions"],
+  ["/sessions/:id", (p) => <SessionDetailPage id={p.id!} />, "Session"],
+  ["/otel", () => <OtelPage />, "OTEL waterfall"],
+  ["/policies", () => <PoliciesPage />, "Policies"],
+  ["/approvals", () => <ApprovalsPage />, "Approvals"],
+  ["/approvals/:id", (p) => <ApprovalDetailPage id={p.id!} />, "Approval"],
+  ["/supervisor", () => <SupervisorPage />, "Supervisor"],
+  ["/grants", () => <GrantsPage />, "Grants"],
+  ["/tools", () => <ToolsPage />, "Tools"],
+  ["/memory", () => <MemoryPage />, "Memory"],
+  ["/halts", () => <HaltsPage />, "Emergency stop"],
+  ["/settings", () => <SettingsPage />, "Settings"],
+];
+
+function resolve(path: string): { node: ReactNode; title: string } {
+  for (const [pattern, render, title] of ROUTES) {
+    const params = match(pattern, path);
+    if (params) return { node: render(params), title };
+  }
+  return {
+    node: (
+      <div className="note note-empty">
+        There is no page at <code>{path}</code>. <Link to="/">Go to the overview</Link>.
+      </div>
+    ),
+    title: "Not found",
+  };
+}
+
+function isCurrent(to: string, path: string): boolean {
+  return to === "/" ? path === "/" : path === to || path.startsWith(to + "/");
+}
+
+function PendingCount() {
+  const q = useApprovals("pending");
+  const n = q.data?.length ?? 0;
+  return n ? <span className="count" aria-label={`${n} pending`}>{n}</span> : null;
+}
+
+function ConnectionDot() {
+  const s = useSettings();
+  const health = useHealth();
+  const ok = health.data?.status === "ok";
+  const label = health.isPending ? "connecting" : ok ? `connected, ${health.data?.version ?? ""}` : "unreachable";
+  return (
+    <Link to="/settings" className="conn" title={`${meshBase(s)} — ${label}`}>
+      <span className={`dot ${health.isPending ? "dot-wait" : ok ? "dot-ok" : "dot-bad"}`} aria-hidden="true" />
+      <span className="conn-text">{label}</span>
+    </Link>
+  );
+}
+
+export function App() {
+  const loc = useLocation();
+  const [theme, nextTheme] = useTheme();
+  const [menuOpen, setMenuOpen] = useState(false);
+  const { node, title } = resolve(loc.path);
+  const mainRef = useRef<HTMLElement>(null);
+
+  useEffect(() => {
+    document.title = `${title} · flux7 console`;
+    setMenuOpen(false);
+  }, [title, loc.path]);
+
+  return (
+    <div className="shell">
+      <a href="#main" className="skip" onClick={(e) => { e.preventDefault(); mainRef.current?.focus(); }}>
+        Skip to content
+      </a>
+      <header className="topbar">
+        <button type="button" className="menu-button" aria-expanded={menuOpen} aria-controls="nav" onClick={() => setMenuOpen((o) => !o)}>
+          <span aria-hidden="true">☰</span>
+          <span className="sr-only">Menu</span>
+        </button>
+        <Link to="/" className="brand">flux7<span className="brand-sub"> console</span></Link>
+        <div className="topbar-right">
+          <ConnectionDot />
+          <button type="button" className="ghost" onClick={nextTheme} title="Switch theme: system, dark, light">
+            Theme: {theme}
+          </button>
+        </div>
+      </header>
+      <div className="body">
+        <nav id="nav" className={`nav ${menuOpen ? "nav-open" : ""}`} aria-label="Pages">
+          <ul>
+            {NAV.map((n) => (
+              <li key={n.to}>
+                <Link to={n.to} aria-current={isCurrent(n.to, loc.path) ? "page" : undefined}>
+                  {n.label}
+                  {n.to === "/approvals" ? <PendingCount /> : null}
+                </Link>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <main id="main" ref={mainRef} tabIndex={-1}>
+          <HaltBanner />
+          {node}
+        </main>
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,170 @@
+// Every poll of the console in one place, at CONTRACT 4's intervals. Queries refetch in the background
+// (never a page reload) and keep showing the last good data while a refetch is in flight.
+import { useQuery } from "@tanstack/react-query";
+import { mesh, seg, supervisor } from "./client";
+import type {
+  ApprovalDetail,
+  ApprovalSettings,
+  ApprovalView,
+  GrantView,
+  Halt,
+  Health,
+  McpServer,
+  OtlpExport,
+  Pin,
+  Policy,
+  Precedents,
+  SessionSummary,
+  SupervisorDecision,
+  SupervisorStatus,
+  Tool,
+  ToolDecision,
+  TraceEntry,
+  TraceVerify,
+  WhyChain,
+} from "./types";
+
+export const POLL = {
+  health: 10_000,
+  traces: 5_000,
+  otel: 5_000,
+  approvals: 3_000,
+  sessions: 10_000,
+  session: 5_000,
+  catalog: 15_000,
+  grants: 10_000,
+  halts: 5_000,
+  supervisor: 5_000,
+} as const;
+
+const arr = <T,>(v: T[] | null | undefined): T[] => (Array.isArray(v) ? v : []);
+
+export interface TraceFilter {
+  agent?: string;
+  tool?: string;
+  trace?: string;
+  limit?: number;
+}
+
+export const useHealth = () =>
+  useQuery({ queryKey: ["health"], queryFn: ({ signal }) => mesh.get<Health>("/health", undefined, signal), refetchInterval: POLL.health });
+
+export const useTraces = (f: TraceFilter = {}) =>
+  useQuery({
+    queryKey: ["traces", f],
+    queryFn: ({ signal }) => mesh.get<TraceEntry[] | null>("/traces", { agent: f.agent, tool: f.tool, trace: f.trace, limit: f.limit ?? 100 }, signal).then(arr),
+    refetchInterval: POLL.traces,
+  });
+
+export const useTraceVerify = () =>
+  useQuery({ queryKey: ["traces-verify"], queryFn: ({ signal }) => mesh.get<TraceVerify>("/traces/verify", undefined, signal), refetchInterval: 60_000 });
+
+export const useWhy = (id: string) =>
+  useQuery({
+    queryKey: ["why", id],
+    queryFn: ({ signal }) => mesh.get<WhyChain>(`/traces/${seg(id)}/why`, { depth: 10 }, signal),
+    enabled: !!id,
+    refetchInterval: POLL.traces,
+  });
+
+export const useOtel = (f: { agent?: string; tool?: string; limit?: number }) =>
+  useQuery({
+    queryKey: ["otel", f],
+    queryFn: ({ signal }) => mesh.get<OtlpExport>("/otel-traces", { agent: f.agent, tool: f.tool, limit: f.limit ?? 200 }, signal),
+    refetchInterval: POLL.otel,
+  });
+
+export const useSessions = (limit = 50) =>
+  useQuery({
+    queryKey: ["sessions", limit],
+    queryFn: ({ signal }) => mesh.get<SessionSummary[] | null>("/sessions", { limit }, signal).then(arr),
+    refetchInterval: POLL.sessions,
+  });
+
+export const useSession = (id: string, limit = 200) =>
+  useQuery({
+    queryKey: ["session", id, limit],
+    queryFn: ({ signal }) => mesh.get<TraceEntry[] | null>(`/sessions/${seg(id)}`, { limit }, signal).then(arr),
+    refetchInterval: POLL.session,
+  });
+
+export const useApprovals = (status: "pending" | "all", tool?: string) =>
+  useQuery({
+    queryKey: ["approvals", status, tool ?? ""],
+    queryFn: ({ signal }) => mesh.get<ApprovalView[] | null>("/approvals", { status, tool }, signal).then(arr),
+    refetchInterval: POLL.approvals,
+  });
+
+export const useApproval = (id: string) =>
+  useQuery({
+    queryKey: ["approval", id],
+    queryFn: ({ signal }) => mesh.get<ApprovalDetail>(`/approvals/${seg(id)}`, undefined, signal),
+    refetchInterval: POLL.approvals,
+  });
+
+export const usePrecedents = () =>
+  useQuery({ queryKey: ["precedents"], queryFn: ({ signal }) => mesh.get<Precedents>("/approvals/precedents", undefined, signal), refetchInterval: POLL.catalog });
+
+// Not polled: a background refetch must not overwrite a form the operator is editing.
+export const useApprovalSettings = () =>
+  useQuery({ queryKey: ["approval-settings"], queryFn: ({ signal }) => mesh.get<ApprovalSettings>("/approvals/settings", undefined, signal), refetchInterval: false });
+
+export const useGrants = () =>
+  useQuery({
+    queryKey: ["grants"],
+    queryFn: ({ signal }) => mesh.get<GrantView[] | null>("/grants", undefined, signal).then(arr),
+    refetchInterval: POLL.grants,
+  });
+
+export const usePolicies = () =>
+  useQuery({ queryKey: ["policies"], queryFn: ({ signal }) => mesh.get<Policy[] | null>("/policies", undefined, signal).then(arr), refetchInterval: POLL.catalog });
+
+export const useTools = () =>
+  useQuery({ queryKey: ["tools"], queryFn: ({ signal }) => mesh.get<Tool[] | null>("/tools", undefined, signal).then(arr), refetchInterval: POLL.catalog });
+
+export const useToolDecisions = (agent: string) =>
+  useQuery({
+    queryKey: ["tool-decisions", agent],
+    queryFn: ({ signal }) => mesh.get<ToolDecision[] | null>("/tools/decisions", { agent }, signal).then(arr),
+    enabled: !!agent,
+    refetchInterval: POLL.catalog,
+  });
+
+export const useMcpServers = () =>
+  useQuery({ queryKey: ["mcp-servers"], queryFn: ({ signal }) => mesh.get<McpServer[] | null>("/mcp-servers", undefined, signal).then(arr), refetchInterval: POLL.catalog });
+
+export const usePins = () =>
+  useQuery({ queryKey: ["pins"], queryFn: ({ signal }) => mesh.get<Pin[] | null>("/tools/pins", undefined, signal).then(arr), refetchInterval: POLL.catalog });
+
+/** GET /halts may answer a list or `{halts: [...]}`; a stop is in force until it has been resumed. */
+export function normalizeHalts(body: unknown): Halt[] {
+  const list = Array.isArray(body) ? body : body && typeof body === "object" && Array.isArray((body as { halts?: unknown }).halts) ? (body as { halts: Halt[] }).halts : [];
+  return list as Halt[];
+}
+
+export const isActiveHalt = (h: Halt) => h.active !== false && !h.resumed_at;
+
+export const useHalts = () =>
+  useQuery({ queryKey: ["halts"], queryFn: ({ signal }) => mesh.get<unknown>("/halts", undefined, signal).then(normalizeHalts), refetchInterval: POLL.halts });
+
+export const useSupervisorStatus = (enabled: boolean) =>
+  useQuery({
+    queryKey: ["sup7-status"],
+    queryFn: ({ signal }) => supervisor.get<SupervisorStatus>("/status", undefined, signal),
+    enabled,
+    refetchInterval: POLL.supervisor,
+  });
+
+export function normalizeDecisions(body: unknown): SupervisorDecision[] {
+  if (Array.isArray(body)) return body as SupervisorDecision[];
+  if (body && typeof body === "object" && Array.isArray((body as { decisions?: unknown }).decisions)) return (body as { decisions: SupervisorDecision[] }).decisions;
+  return [];
+}
+
+export const useSupervisorDecisions = (enabled: boolean) =>
+  useQuery({
+    queryKey: ["sup7-decisions"],
+    queryFn: ({ signal }) => supervisor.get<unknown>("/decisions", { limit: 30 }, signal).then(normalizeDecisions),
+    enabled,
+    refetchInterval: POLL.supervisor * 2,
+  });

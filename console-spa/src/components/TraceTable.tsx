@@ -1,0 +1,133 @@
+import { Fragment, useState } from "react";
+import type { TraceEntry } from "../api/types";
+import { Link, pathSeg } from "../router";
+import { Badge, Params, Resolver, Time, TraceLink } from "./bits";
+
+/** Trace entries, newest first, each expandable to its params and approval outcome. */
+export function TraceTable({ traces, hideAgent, caption }: { traces: TraceEntry[]; hideAgent?: boolean; caption?: string }) {
+  const [open, setOpen] = useState<string | null>(null);
+  return (
+    <div className="table-wrap">
+      <table>
+        {caption ? <caption className="sr-only">{caption}</caption> : null}
+        <thead>
+          <tr>
+            <th scope="col">When</th>
+            {hideAgent ? null : <th scope="col">Agent</th>}
+            <th scope="col">Tool</th>
+            <th scope="col">Outcome</th>
+            <th scope="col" className="hide-narrow">Rule</th>
+            <th scope="col" className="hide-narrow num">Status</th>
+            <th scope="col" className="hide-narrow num">ms</th>
+            <th scope="col">Trace</th>
+            <th scope="col"><span className="sr-only">Details</span></th>
+          </tr>
+        </thead>
+        <tbody>
+          {traces.map((t, i) => {
+            const key = `${t.trace_id}:${t.revision ?? 0}:${i}`;
+            const isOpen = open === key;
+            return (
+              <Fragment key={key}>
+                <tr className={t.error ? "row-error" : undefined}>
+                  <td><Time ts={t.timestamp} /></td>
+                  {hideAgent ? null : (
+                    <td><Link to={`/agents/${pathSeg(t.agent_id || "anonymous")}`}>{t.agent_id || "anonymous"}</Link></td>
+                  )}
+                  <td className="mono">{t.tool}</td>
+                  <td>
+                    <Badge value={t.policy} />
+                    {t.approval_status ? <> <Badge value={t.approval_status} /></> : null}
+                  </td>
+                  <td className="hide-narrow mono small">{t.policy_rule}</td>
+                  <td className="hide-narrow num">{t.status_code ?? ""}</td>
+                  <td className="hide-narrow num">{t.latency_ms ?? ""}</td>
+                  <td><TraceLink id={t.trace_id} /></td>
+                  <td>
+                    <button type="button" className="link-button" aria-expanded={isOpen} onClick={() => setOpen(isOpen ? null : key)}>
+                      {isOpen ? "Hide" : "Details"}
+                    </button>
+                  </td>
+                </tr>
+                {isOpen ? (
+                  <tr className="row-detail">
+                    <td colSpan={hideAgent ? 8 : 9}>
+                      <TraceDetail t={t} />
+                    </td>
+                  </tr>
+                ) : null}
+              </Fragment>
+            );
+          })}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+export function TraceDetail({ t }: { t: TraceEntry }) {
+  return (
+    <div className="trace-detail">
+      <dl className="facts">
+        <dt>Trace</dt>
+        <dd className="mono">{t.trace_id}</dd>
+        <dt>Rule</dt>
+        <dd className="mono">{t.policy_rule || "–"}</dd>
+        {t.session_id ? (
+          <>
+            <dt>Session</dt>
+            <dd><Link to={`/sessions/${pathSeg(t.session_id)}`} className="mono">{t.session_id}</Link></dd>
+          </>
+        ) : null}
+        {t.error ? (
+          <>
+            <dt>Error</dt>
+            <dd className="text-bad">{t.error}</dd>
+          </>
+        ) : null}
+        {t.approval_id ? (
+          <>
+            <dt>Approval</dt>
+            <dd>
+              <Link to={`/approvals/${pathSeg(t.approval_id)}`} className="mono">{t.approval_id.slice(0, 8)}</Link>{" "}
+              {t.approval_status ? <Badge value={t.approval_status} /> : null} {t.approved_by ? <Resolver by={t.approved_by} /> : null}
+              {t.approval_ms != null ? <span className="muted"> after {Math.round(t.approval_ms / 1000)}s</span> : null}
+            </dd>
+          </>
+        ) : null}
+        {t.supervisor_reasoning ? (
+          <>
+            <dt>Reasoning</dt>
+            <dd>
+              {t.supervisor_reasoning}
+              {t.supervisor_confidence != null ? <span className="muted"> (confidence {t.supervisor_confidence})</span> : null}
+            </dd>
+          </>
+        ) : null}
+        {t.grant_id ? (
+          <>
+            <dt>Grant</dt>
+            <dd className="mono">{t.grant_id}</dd>
+          </>
+        ) : null}
+        {t.parent_trace_id ? (
+          <>
+            <dt>Parent</dt>
+            <dd><TraceLink id={t.parent_trace_id} /></dd>
+          </>
+        ) : null}
+        {t.estimated_input_tokens || t.estimated_output_tokens ? (
+          <>
+            <dt>Tokens</dt>
+            <dd>
+              {t.estimated_input_tokens ?? 0} in / {t.estimated_output_tokens ?? 0} out{" "}
+              <span className="muted">({t.tokens_source ?? "estimate"})</span>
+            </dd>
+          </>
+        ) : null}
+      </dl>
+      <h3 className="h-small">Params</h3>
+      <Params value={t.params} />
+    </div>
+  );
+}

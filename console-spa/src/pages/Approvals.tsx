@@ -1,0 +1,418 @@
+import { useEffect, useState } from "react";
+import { useAction } from "../api/actions";
+import { ApiError, mesh, seg } from "../api/client";
+import { useApproval, useApprovals, useApprovalSettings, usePrecedents } from "../api/queries";
+import type { ApprovalSettingsValues, ApprovalView } from "../api/types";
+import { Badge, Countdown, Params, Resolver, Section, Time, TraceLink } from "../components/bits";
+import { ErrorNote, QueryState } from "../components/states";
+import { TraceTable } from "../components/TraceTable";
+import { Link, navigate, pathSeg, useLocation } from "../router";
+
+const TABS = [
+  ["pending", "Pending"],
+  ["history", "History"],
+  ["precedents", "Precedents"],
+  ["settings", "Settings"],
+] as const;
+
+export function Tabs({ tabs, current, base }: { tabs: readonly (readonly [string, string])[]; current: string; base: string }) {
+  return (
+    <div className="tabs" role="tablist" aria-label="Views">
+      {tabs.map(([id, label]) => (
+        <a key={id} role="tab" aria-selected={current === id} href={`#${base}?tab=${id}`} className={current === id ? "tab tab-on" : "tab"}>
+          {label}
+        </a>
+      ))}
+    </div>
+  );
+}
+
+export function ApprovalsPage() {
+  const loc = useLocation();
+  const tab = loc.query.get("tab") ?? "pending";
+  return (
+    <>
+      <h1>Approvals</h1>
+      <Tabs tabs={TABS} current={tab} base="/approvals" />
+      {tab === "history" ? <History /> : tab === "precedents" ? <PrecedentsView /> : tab === "settings" ? <SettingsView /> : <Pending />}
+    </>
+  );
+}
+
+/** Approve or deny with an optional reasoning; the mesh records it on the trace. */
+export function ResolveForm({ id, compact, onDone }: { id: string; compact?: boolean; onDone?: () => void }) {
+  const [reasoning, setReasoning] = useState("");
+  const act = useAction(
+    (decision: "approve" | "deny") => mesh.post<{ status: string; id: string }>(`/approvals/${seg(id)}/${decision}`, reasoning.trim() ? { reasoning: reasoning.trim() } : {}),
+    [["approvals"], ["approval"], ["traces"], ["health"]],
+    () => {
+      setReasoning("");
+      onDone?.();
+    },
+  );
+  const err = act.error;
+  return (
+    <form className={compact ? "resolve resolve-compact" : "resolve"} onSubmit={(e) => e.preventDefault()}>
+      <label className={compact ? "sr-only" : undefined} htmlFor={`reason-${id}`}>
+        Reasoning (optional, recorded on the trace)
+      </label>
+      {compact ? (
+        <input id={`reason-${id}`} placeholder="reasoning (optional)" value={reasoning} onChange={(e) => setReasoning(e.target.value)} />
+      ) : (
+        <textarea id={`reason-${id}`} rows={3} value={reasoning} onChange={(e) => setReasoning(e.target.value)} />
+      )}
+      <div className="row">
+        <button type="button" className="btn btn-ok" disabled={act.isPending} onClick={() => act.mutate("approve")}>
+          Approve
+        </button>
+        <button type="button" className="btn btn-bad" disabled={act.isPending} onClick={() => act.mutate("deny")}>
+          Deny
+        </button>
+      </div>
+      {err ? (
+        err instanceof ApiError && err.status === 409 ? (
+          <p className="note note-warn" role="alert">Someone resolved this approval already.</p>
+        ) : (
+          <ErrorNote error={err} />
+        )
+      ) : act.data ? (
+        <p className="note note-ok" role="status">
+          {act.data.status === "approved" ? "Approved" : "Denied"}.
+        </p>
+      ) : null}
+    </form>
+  );
+}
+
+export function PendingTable({ items, fetchedAt }: { items: ApprovalView[]; fetchedAt: number }) {
+  return (
+    <div className="table-wrap">
+      <table>
+        <thead>
+          <tr>
+            <th scope="col">Approval</th>
+            <th scope="col">Agent</th>
+            <th scope="col">Tool</th>
+            <th scope="col" className="hide-narrow">Rule</th>
+            <th scope="col">Left</th>
+            <th scope="col">Decide</th>
+          </tr>
+        </thead>
+        <tbody>
+          {items.map((a) => (
+            <tr key={a.id}>
+              <td>
+                <Link to={`/approvals/${pathSeg(a.id)}`} className="mono">{a.id.slice(0, 8)}</Link>
+                {a.injection_risk ? <> <span className="badge badge-bad" title="the params look like a prompt injection">injection risk</span></> : null}
+                <div className="muted small"><Time ts={a.created_at} /></div>
+              </td>
+              <td><Link to={`/agents/${pathSeg(a.agent_id)}`}>{a.agent_id}</Link></td>
+              <td className="mono">{a.tool}</td>
+              <td className="hide-narrow mono small">{a.policy_rule}</td>
+              <td><Countdown remaining={a.remaining} fetchedAt={fetchedAt} /></td>
+              <td><ResolveForm id={a.id} compact /></td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function Pending() {
+  const q = useApprovals("pending");
+  return (
+    <Section title="Waiting for a decision">
+      <QueryState query={q} what="pending approvals" isEmpty={(d) => d.length === 0} empty="Nothing is waiting. Calls that a policy sends to human_approval appear here within 3 seconds.">
+        {(items) => <PendingTable items={items} fetchedAt={q.dataUpdatedAt} />}
+      </QueryState>
+    </Section>
+  );
+}
+
+function History() {
+  const q = useApprovals("all");
+  return (
+    <Section title="Resolved approvals">
+      <QueryState query={q} what="approvals" isEmpty={(d) => !d.some((a) => a.status !== "pending")} empty="No approval has been resolved yet.">
+        {(items) => (
+          <div className="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Approval</th>
+                  <th scope="col">Agent</th>
+                  <th scope="col">Tool</th>
+                  <th scope="col">Outcome</th>
+                  <th scope="col">By</th>
+                  <th scope="col" className="hide-narrow">Reasoning</th>
+                  <th scope="col">When</th>
+                </tr>
+              </thead>
+              <tbody>
+                {items
+                  .filter((a) => a.status !== "pending")
+                  .map((a) => (
+                    <tr key={a.id}>
+                      <td><Link to={`/approvals/${pathSeg(a.id)}`} className="mono">{a.id.slice(0, 8)}</Link></td>
+                      <td>{a.agent_id}</td>
+                      <td className="mono">{a.tool}</td>
+                      <td><Badge value={a.status} /></td>
+                      <td><Resolver by={a.resolved_by} /></td>
+                      <td className="hide-narrow small">
+                        {a.reasoning}
+                        {a.confidence != null ? <span className="muted"> ({a.confidence})</span> : null}
+                      </td>
+                      <td><Time ts={a.resolved_at ?? a.created_at} /></td>
+                    </tr>
+                  ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </QueryState>
+    </Section>
+  );
+}
+
+function PrecedentsView() {
+  const q = usePrecedents();
+  const forget = useAction(
+    (p: { tool: string; agent: string }) => mesh.post<{ result: unknown }>("/approvals/precedents/forget", p),
+    [["precedents"]],
+  );
+  return (
+    <Section title="Precedents from memory">
+      <p className="muted">
+        Past human decisions per tool and agent. With auto-approve on, a read tool with enough human approvals and no
+        refusal is approved without asking. Forget erases that history for one pair.
+      </p>
+      {forget.error ? (
+        forget.error instanceof ApiError && forget.error.status === 409 ? (
+          <p className="note note-warn" role="alert">Auto-approve is off, so there is nothing to forget.</p>
+        ) : (
+          <ErrorNote error={forget.error} />
+        )
+      ) : forget.data ? (
+        <p className="note note-ok" role="status">Forgotten.</p>
+      ) : null}
+      <QueryState query={q} what="precedents" isEmpty={(d) => !d.enabled || d.precedents.length === 0} empty={q.data && !q.data.enabled ? `Precedents are off: ${q.data.reason ?? "auto-approve is disabled"}.` : "No precedent yet: decisions appear here after humans resolve approvals."}>
+        {(d) => (
+          <>
+            <p className="small">Auto-approve after {d.min_approvals ?? "?"} human approvals.</p>
+            <div className="table-wrap">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Tool</th>
+                    <th scope="col">Agent</th>
+                    <th scope="col" className="num">Human ✓</th>
+                    <th scope="col" className="num hide-narrow">Other ✓</th>
+                    <th scope="col" className="num">Refused</th>
+                    <th scope="col" className="num hide-narrow">Untagged</th>
+                    <th scope="col">Auto</th>
+                    <th scope="col">Last</th>
+                    <th scope="col"><span className="sr-only">Actions</span></th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {d.precedents.map((p) => (
+                    <tr key={`${p.tool}\u0000${p.agent}`}>
+                      <td className="mono">{p.tool}</td>
+                      <td>{p.agent}</td>
+                      <td className="num">{p.human_approved}</td>
+                      <td className="num hide-narrow">{p.other_approved}</td>
+                      <td className="num">{p.refused}</td>
+                      <td className="num hide-narrow">{p.untagged}</td>
+                      <td>
+                        {p.would_auto_approve ? <Badge value="allow" title="the next call would be auto-approved" /> : p.auto_approvable ? <span className="muted small">eligible</span> : <span className="muted small">no</span>}
+                      </td>
+                      <td><Time ts={p.last} /></td>
+                      <td>
+                        <button
+                          type="button"
+                          className="btn btn-small"
+                          disabled={forget.isPending}
+                          onClick={() => {
+                            if (window.confirm(`Forget the decisions for ${p.tool} by ${p.agent}?`)) forget.mutate({ tool: p.tool, agent: p.agent });
+                          }}
+                        >
+                          Forget
+                        </button>
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          </>
+        )}
+      </QueryState>
+    </Section>
+  );
+}
+
+const SETTING_FIELDS: { key: keyof ApprovalSettingsValues; label: string; kind: "number" | "bool"; help: string }[] = [
+  { key: "timeout_seconds", label: "Timeout (seconds)", kind: "number", help: "An approval not decided by then is denied." },
+  { key: "wait_seconds", label: "MCP wait (seconds)", kind: "number", help: "How long an MCP call waits for an automatic decision." },
+  { key: "auto_approve", label: "Auto-approve from precedents", kind: "bool", help: "Approve calls that humans approved before." },
+  { key: "min_approvals", label: "Human approvals needed", kind: "number", help: "Precedents needed before auto-approving." },
+  { key: "auto_approve_writes", label: "Auto-approve write tools too", kind: "bool", help: "Otherwise only read tools." },
+];
+
+function SettingsView() {
+  const q = useApprovalSettings();
+  const [form, setForm] = useState<ApprovalSettingsValues | null>(null);
+  useEffect(() => {
+    if (q.data && form === null) setForm({ ...q.data.settings });
+  }, [q.data, form]);
+  const save = useAction(
+    (v: ApprovalSettingsValues) => mesh.put<{ changed: string[]; backup?: string }>("/approvals/settings", { ...v, by: "console" }),
+    [["approval-settings"], ["precedents"]],
+  );
+  const editable = q.data?.editable !== false;
+  return (
+    <Section title="Approval settings">
+      <QueryState query={q} what="approval settings">
+        {() =>
+          form ? (
+            <form
+              className="form"
+              onSubmit={(e) => {
+                e.preventDefault();
+                save.mutate(form);
+              }}
+            >
+              {!editable ? <p className="note note-warn">These settings are read-only on this server (set in config.yaml).</p> : null}
+              {SETTING_FIELDS.map((f) => (
+                <div key={f.key} className="field">
+                  {f.kind === "bool" ? (
+                    <label className="check">
+                      <input type="checkbox" disabled={!editable} checked={!!form[f.key]} onChange={(e) => setForm({ ...form, [f.key]: e.target.checked })} />
+                      {f.label}
+                    </label>
+                  ) : (
+                    <>
+                      <label htmlFor={`set-${f.key}`}>{f.label}</label>
+                      <input
+                        id={`set-${f.key}`}
+                        type="number"
+                        min={0}
+                        disabled={!editable}
+                        value={form[f.key] === undefined ? "" : String(form[f.key])}
+                        onChange={(e) => setForm({ ...form, [f.key]: e.target.value === "" ? undefined : Number(e.target.value) })}
+                      />
+                    </>
+                  )}
+                  <span className="help">{f.help}</span>
+                </div>
+              ))}
+              <div className="row">
+                <button type="submit" className="btn" disabled={!editable || save.isPending}>Save</button>
+                <button type="button" className="btn btn-ghost" onClick={() => { setForm(null); void q.refetch(); }}>
+                  Reload
+                </button>
+              </div>
+              {save.error ? (
+                save.error instanceof ApiError && save.error.status === 501 ? (
+                  <p className="note note-warn" role="alert">Editing approval settings is not available on this server.</p>
+                ) : (
+                  <ErrorNote error={save.error} />
+                )
+              ) : save.data ? (
+                <p className="note note-ok" role="status">
+                  Saved{save.data.changed.length ? `: ${save.data.changed.join(", ")}` : " (nothing changed)"}.
+                  {save.data.backup ? ` Backup: ${save.data.backup}` : ""}
+                </p>
+              ) : null}
+            </form>
+          ) : null
+        }
+      </QueryState>
+    </Section>
+  );
+}
+
+export function ApprovalDetailPage({ id }: { id: string }) {
+  const q = useApproval(id);
+  return (
+    <>
+      <p><Link to="/approvals">← Approvals</Link></p>
+      <h1>Approval <span className="mono">{id.slice(0, 8)}</span></h1>
+      <QueryState query={q} what="the approval">
+        {(a) => (
+          <>
+            {a.injection_risk ? (
+              <div className="note note-error" role="alert">
+                <strong>Injection risk.</strong> The params contain text that tries to steer a reviewer (for example
+                “ignore previous instructions” or “pre-approved”). Read them before approving.
+              </div>
+            ) : null}
+            <div className="grid-2">
+              <Section title="Request">
+                <dl className="facts">
+                  <dt>Status</dt>
+                  <dd><Badge value={a.status} /> {a.status === "pending" ? <Countdown remaining={a.remaining} fetchedAt={q.dataUpdatedAt} /> : null}</dd>
+                  <dt>Agent</dt>
+                  <dd><Link to={`/agents/${pathSeg(a.agent_id)}`}>{a.agent_id}</Link></dd>
+                  <dt>Tool</dt>
+                  <dd className="mono">{a.tool}</dd>
+                  <dt>Rule</dt>
+                  <dd className="mono">{a.policy_rule}</dd>
+                  <dt>Trace</dt>
+                  <dd><TraceLink id={a.trace_id} /></dd>
+                  <dt>Created</dt>
+                  <dd><Time ts={a.created_at} /></dd>
+                  <dt>Id</dt>
+                  <dd className="mono small">{a.id}</dd>
+                  {a.resolved_by ? (
+                    <>
+                      <dt>Resolved by</dt>
+                      <dd><Resolver by={a.resolved_by} /> <Time ts={a.resolved_at} /></dd>
+                    </>
+                  ) : null}
+                  {a.reasoning ? (
+                    <>
+                      <dt>Reasoning</dt>
+                      <dd>{a.reasoning}{a.confidence != null ? <span className="muted"> (confidence {a.confidence})</span> : null}</dd>
+                    </>
+                  ) : null}
+                </dl>
+              </Section>
+              <Section title="Decide">
+                {a.status === "pending" ? (
+                  <ResolveForm id={a.id} />
+                ) : (
+                  <p className="muted">This approval is {a.status}; nothing to decide.</p>
+                )}
+              </Section>
+            </div>
+            <Section title="Params">
+              <Params value={a.params} />
+            </Section>
+            <Section title="Active grants for this agent">
+              {a.active_grants?.length ? (
+                <ul className="plain">
+                  {a.active_grants.map((g) => (
+                    <li key={g.id}>
+                      <span className="mono">{g.tools}</span> for <span className="mono">{g.agent}</span>, {g.remaining} left{" "}
+                      <span className="muted">(by {g.granted_by})</span>
+                    </li>
+                  ))}
+                </ul>
+              ) : (
+                <p className="muted">None. <Link to="/grants">Create a grant</Link> to let this agent use a tool without asking for a while.</p>
+              )}
+            </Section>
+            <Section title="The agent's recent calls">
+              {a.recent_traces?.length ? <TraceTable traces={a.recent_traces} hideAgent /> : <p className="muted">No earlier calls.</p>}
+            </Section>
+          </>
+        )}
+      </QueryState>
+      {q.error instanceof ApiError && q.error.status === 404 ? (
+        <p><button type="button" className="btn" onClick={() => navigate("/approvals")}>Back to the list</button></p>
+      ) : null}
+    </>
+  );
+}

@@ -1,0 +1,115 @@
+import { useState } from "react";
+import { CONSOLE_BY, useAction } from "../api/actions";
+import { mesh, seg } from "../api/client";
+import { isActiveHalt, useHalts } from "../api/queries";
+import type { Halt, HaltCreated } from "../api/types";
+import { Badge, Section, Time } from "../components/bits";
+import { ErrorNote, QueryState } from "../components/states";
+
+const SCOPES: { value: Halt["scope"]; label: string; help: string }[] = [
+  { value: "all", label: "Everything", help: "Blocks every agent, revokes every grant and denies every pending approval." },
+  { value: "agent", label: "One agent (id or glob)", help: "Blocks that agent only, with its grants and pending approvals." },
+  { value: "session", label: "One session", help: "Blocks calls of that session only." },
+];
+
+function revokedCount(h: Halt): number {
+  return Array.isArray(h.revoked_grants) ? h.revoked_grants.length : typeof h.revoked_grants === "number" ? h.revoked_grants : 0;
+}
+
+export function HaltsPage() {
+  const q = useHalts();
+  const [form, setForm] = useState<{ scope: Halt["scope"]; target: string; reason: string }>({ scope: "all", target: "", reason: "" });
+  const stop = useAction(
+    (v: typeof form) => mesh.post<HaltCreated>("/halts", { scope: v.scope, target: v.scope === "all" ? "" : v.target.trim(), reason: v.reason.trim(), by: CONSOLE_BY }),
+    [["halts"], ["grants"], ["approvals"]],
+    () => setForm({ scope: "all", target: "", reason: "" }),
+  );
+  const resume = useAction((id: string) => mesh.post<unknown>(`/halts/${seg(id)}/resume`, { by: CONSOLE_BY }), [["halts"], ["grants"]]);
+  const scope = SCOPES.find((s) => s.value === form.scope)!;
+  return (
+    <>
+      <h1>Emergency stop</h1>
+      <Section title="Stop now">
+        <form
+          className="form"
+          onSubmit={(e) => {
+            e.preventDefault();
+            const what = form.scope === "all" ? "EVERY agent" : `${form.scope} ${form.target}`;
+            if (window.confirm(`Stop ${what}? Tool calls will be refused until you resume.`)) stop.mutate(form);
+          }}
+        >
+          <fieldset>
+            <legend>Scope</legend>
+            {SCOPES.map((s) => (
+              <label key={s.value} className="check">
+                <input type="radio" name="scope" value={s.value} checked={form.scope === s.value} onChange={() => setForm({ ...form, scope: s.value })} />
+                {s.label}
+              </label>
+            ))}
+            <span className="help">{scope.help}</span>
+          </fieldset>
+          {form.scope !== "all" ? (
+            <div className="field">
+              <label htmlFor="h-target">{form.scope === "agent" ? "Agent id or glob" : "Session id"}</label>
+              <input id="h-target" required value={form.target} onChange={(e) => setForm({ ...form, target: e.target.value })} />
+            </div>
+          ) : null}
+          <div className="field">
+            <label htmlFor="h-reason">Reason</label>
+            <input id="h-reason" value={form.reason} onChange={(e) => setForm({ ...form, reason: e.target.value })} placeholder="what went wrong" />
+          </div>
+          <div className="row">
+            <button type="submit" className="btn btn-bad btn-big" disabled={stop.isPending}>Stop</button>
+          </div>
+        </form>
+        {stop.error ? <ErrorNote error={stop.error} /> : stop.data ? (
+          <p className="note note-warn" role="status">
+            {stop.data.already_active ? "That stop was already in force." : "Stopped."} {stop.data.revoked_grants} grant(s) revoked, {stop.data.denied_approvals} pending approval(s) denied.
+          </p>
+        ) : null}
+      </Section>
+      <Section title="Stops">
+        {resume.error ? <ErrorNote error={resume.error} /> : null}
+        <QueryState query={q} what="stops" isEmpty={(d) => d.length === 0} empty="No stop is in force. Agents' calls go through their policies as usual.">
+          {(d) => (
+            <div className="table-wrap">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Scope</th>
+                    <th scope="col">Reason</th>
+                    <th scope="col">By</th>
+                    <th scope="col">Since</th>
+                    <th scope="col">State</th>
+                    <th scope="col"><span className="sr-only">Actions</span></th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {d.map((h) => (
+                    <tr key={h.id} className={isActiveHalt(h) ? "row-halt" : undefined}>
+                      <td>{h.scope === "all" ? "everything" : <>{h.scope} <span className="mono">{h.target}</span></>}</td>
+                      <td>{h.reason || <span className="muted">–</span>}</td>
+                      <td className="small">{h.created_by}</td>
+                      <td><Time ts={h.created_at} /></td>
+                      <td>
+                        {isActiveHalt(h) ? <Badge value="halted" /> : <span className="muted small">resumed <Time ts={h.resumed_at} /></span>}
+                        {revokedCount(h) ? <div className="small muted">{revokedCount(h)} grant(s) held</div> : null}
+                      </td>
+                      <td>
+                        {isActiveHalt(h) ? (
+                          <button type="button" className="btn btn-small btn-ok" disabled={resume.isPending} onClick={() => resume.mutate(h.id)}>
+                            Resume
+                          </button>
+                        ) : null}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+        </QueryState>
+      </Section>
+    </>
+  );
+}

@@ -1,0 +1,75 @@
+// A tiny hash router: `#/path?query`. Hash routing needs no server rewrites, so dist works under /console/.
+import { useSyncExternalStore, type AnchorHTMLAttributes, type ReactNode } from "react";
+
+export interface Location {
+  path: string;
+  query: URLSearchParams;
+}
+
+export function parseHash(hash: string): Location {
+  let h = hash.startsWith("#") ? hash.slice(1) : hash;
+  if (!h.startsWith("/")) h = "/" + h;
+  const q = h.indexOf("?");
+  const path = q < 0 ? h : h.slice(0, q);
+  return { path: path.length > 1 ? path.replace(/\/+$/, "") : path, query: new URLSearchParams(q < 0 ? "" : h.slice(q + 1)) };
+}
+
+function subscribe(cb: () => void): () => void {
+  window.addEventListener("hashchange", cb);
+  return () => window.removeEventListener("hashchange", cb);
+}
+
+export function useLocation(): Location {
+  const hash = useSyncExternalStore(subscribe, () => window.location.hash);
+  return parseHash(hash);
+}
+
+/** Builds `#/path?query`, dropping empty query values. */
+export function href(path: string, query?: Record<string, string | undefined | null>): string {
+  const params = new URLSearchParams();
+  for (const [k, v] of Object.entries(query ?? {})) if (v) params.set(k, v);
+  const s = params.toString();
+  return `#${path}${s ? `?${s}` : ""}`;
+}
+
+export function navigate(path: string, query?: Record<string, string | undefined | null>): void {
+  window.location.hash = href(path, query).slice(1);
+}
+
+/** Matches "/agents/:id" style patterns; returns decoded params or null. */
+export function match(pattern: string, path: string): Record<string, string> | null {
+  const ps = pattern.split("/");
+  const xs = path.split("/");
+  if (ps.length !== xs.length) return null;
+  const out: Record<string, string> = {};
+  for (let i = 0; i < ps.length; i++) {
+    const p = ps[i]!;
+    const x = xs[i]!;
+    if (p.startsWith(":")) {
+      if (!x) return null;
+      try {
+        out[p.slice(1)] = decodeURIComponent(x);
+      } catch {
+        out[p.slice(1)] = x;
+      }
+    } else if (p !== x) return null;
+  }
+  return out;
+}
+
+type LinkProps = Omit<AnchorHTMLAttributes<HTMLAnchorElement>, "href"> & {
+  to: string;
+  query?: Record<string, string | undefined | null>;
+  children: ReactNode;
+};
+
+export function Link({ to, query, children, ...rest }: LinkProps) {
+  return (
+    <a href={href(to, query)} {...rest}>
+      {children}
+    </a>
+  );
+}
+
+/** Encodes one path segment of a hash route. */
+export const pathSeg = (s: string) => encodeURIComponent(s);
