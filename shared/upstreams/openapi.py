@@ -87,9 +87,7 @@ def _params(spec: dict[str, Any], path_item: dict[str, Any], op: dict[str, Any])
             continue
         where = _str(p, "in", "query")
         if where == "body":  # OpenAPI 2 body parameter: its schema's properties are the body fields
-            merged.update(
-                {(b.name, "body"): b for b in _body_params(spec, p.get("schema"), bool(p.get("required")))}
-            )
+            merged.update({(b.name, "body"): b for b in _body_params(spec, p.get("schema"))})
             continue
         ptype = _schema_type(_resolve(spec, p.get("schema")), _schema_type(p))
         merged[(p["name"], where)] = Param(
@@ -100,17 +98,18 @@ def _params(spec: dict[str, Any], path_item: dict[str, Any], op: dict[str, Any])
         content = body.get("content") if isinstance(body.get("content"), dict) else {}
         media: Any = (content.get("application/json") or next(iter(content.values()), {})) if content else {}
         schema = media.get("schema") if isinstance(media, dict) else None
-        merged.update({(b.name, "body"): b for b in _body_params(spec, schema, body.get("required") is True)})
+        merged.update({(b.name, "body"): b for b in _body_params(spec, schema)})
     return list(merged.values())
 
 
-def _body_params(spec: dict[str, Any], schema: Any, required: bool) -> list[Param]:
+def _body_params(spec: dict[str, Any], schema: Any) -> list[Param]:
     schema = _resolve(spec, schema)
     props = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(props, dict) or not props:
         # Not an object with fields: one opaque "body" parameter, as the reference lists it.
         return [Param(name="body", in_="body", type=_schema_type(schema, "object"), required=True)]
-    needed = set(schema.get("required") or []) if required else set()
+    # A field the schema requires is required of the call: the params map is the body.
+    needed = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
     return [
         Param(name=k, in_="body", type=_schema_type(_resolve(spec, v)), required=k in needed)
         for k, v in props.items()
