@@ -1,0 +1,206 @@
+"""mem7's HTTP edge (CONTRACT 2.1): /rpc, /healthz, /memory/*, the deprecated /sse + /messages, and, for
+`mem7 serve` alone, the sessionless Streamable HTTP /mcp. Handlers parse, authorise, call the service."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+from litestar import Litestar, Request, Response, get, route
+from litestar.enums import HttpMethod
+from litestar.response import Stream
+
+from shared.memory.jsonrpc import RpcAnswer, dispatch, error_answer
+from shared.memory.service import MemoryService
+
+from .errors import EXCEPTION_HANDLERS
+
+__all__ = ["MCP_ROUTES", "ROUTES", "create_memory_app"]
+
+RPC_BODY_LIMIT = 8 * 1024 * 1024
+KEEPALIVE_SECONDS = 30.0
+_OTHER_METHODS = [HttpMethod.GET, HttpMethod.PUT, HttpMethod.PATCH, HttpMethod.DELETE]
+
+
+def _service(request: Request[Any, Any, Any]) -> MemoryService | None:
+    state = request.app.state
+    service = state.get("memory")
+    if service is None and state.get("mesh") is not None:
+        service = getattr(state.mesh, "memory", None)
+    return service
+
+
+def _text(text: str, status: int, headers: dict[str, str] | None = None) -> Response[str]:
+    return Response(text, status_code=status, media_type="text/plain; charset=utf-8", headers=headers)
+
+
+def _not_allowed(allow: str) -> Response[str]:
+    return _text("method not allowed\n", 405, {"Allow": allow})
+
+
+_NOT_FOUND = _text("404 page not found\n", 404)
+
+
+def _authenticated(request: Request[Any, Any, Any], service: MemoryService) -> bool | None:
+    """True when the request carries the token, False when no token is set, None when it is refused."""
+    if not service.token:
+        return False
+    offered = request.headers.get("authorization", "")
+    return True if hmac.compare_digest(offered.encode(), f"Bearer {service.token}".encode()) else None
+
+
+async def _body(request: Request[Any, Any, Any]) -> bytes | None:
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > RPC_BODY_LIMIT:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _answer(request: Request[Any, Any, Any], service: MemoryService, authenticated: bool) -> RpcAnswer:
+    body = await _body(request)
+    if body is None:
+        return error_answer(-32700, "parse error: http: request body too large")
+    return await asyncio.to_thread(dispatch, service, body, authenticated=authenticated)
+
+
+def _json(body: Any, status: int = 200) -> Response[bytes]:
+    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
+
+
+@route("/rpc", http_method=[HttpMethod.POST, *_OTHER_METHODS], request_max_body_size=None)
+async def rpc(request: Request[Any, Any, Any]) -> Response[Any]:
+    """JSON-RPC 2.0; always HTTP 200 once authorised, protocol errors included."""
+    service = _service(request)
+    if service is None:
+        return _NOT_FOUND
+    if request.method != "POST":
+        return _not_allowed("POST")
+    authenticated = _authenticated(request, service)
+    if authenticated is None:
+        return _text("unauthorized\n", 401)
+    return _json((await _answer(request, service, authenticated)).body)
+
+
+@route("/mcp", http_method=[HttpMethod.POST, *_OTHER_METHODS], request_max_body_size=None)
+async def mcp(request: Request[Any, Any, Any]) -> Response[Any]:
+    """Streamable HTTP without sessions: /rpc's answers, and 202 with no body for a notification."""
+    service = _service(request)
+    if service is None:
+        return _NOT_FOUND
+    if request.method != "POST":
+        return _not_allowed("POST")
+    authenticated = _authenticated(request, service)
+    if authenticated is None:
+        return _text("unauthorized\n", 401)
+    answer = await _answer(request, service, authenticated)
+    if answer.parsed and not answer.has_id:
+        return Response(b"", status_code=202)
+    return _json(answer.body)
+
+
+@route("/healthz", http_method=[*_OTHER_METHODS, HttpMethod.POST])
+async def healthz(request: Request[Any, Any, Any]) -> Response[Any]:
+    service = _service(request)
+    if service is None:
+        return _NOT_FOUND
+    if request.method != "GET":
+        return _not_allowed("GET")
+    return _json({"status": "ok", "version": service.config.version})
+
+
+@route("/memory/snapshot_reminder", http_method=[HttpMethod.POST, *_OTHER_METHODS])
+async def snapshot_reminder(request: Request[Any, Any, Any]) -> Response[Any]:
+    service = _service(request)
+    if service is None:
+        return _NOT_FOUND
+    if request.method != "POST":
+        return _not_allowed("POST")
+    if _authenticated(request, service) is None:
+        return _text("unauthorized\n", 401)
+    return _json(await asyncio.to_thread(service.snapshot_reminder))
+
+
+@get("/memory/chain")
+async def chain(request: Request[Any, Any, Any]) -> Response[Any]:
+    service = _service(request)
+    if service is None:
+        return _NOT_FOUND
+    if _authenticated(request, service) is None:
+        return _text("unauthorized\n", 401)
+    return _json(await asyncio.to_thread(service.chain))
+
+
+@get("/sse")
+async def sse(request: Request[Any, Any, Any]) -> Response[Any]:
+    service = _service(request)
+    if service is None:
+        return _NOT_FOUND
+    if _authenticated(request, service) is None:
+        return _text("unauthorized\n", 401)
+    session, queue = await asyncio.to_thread(service.sse.open)
+
+    async def events() -> AsyncIterator[bytes]:
+        yield f"event: endpoint\ndata: /messages?sessionId={session}\n\n".encode()
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        try:
+            while True:
+                try:
+                    payloads = [await asyncio.wait_for(queue.get(), timeout=0.25)]
+                except TimeoutError:
+                    payloads = await asyncio.to_thread(service.sse.drain, session)
+                for payload in payloads:
+                    yield b"event: message\ndata: " + payload + b"\n\n"
+                    quiet_since = loop.time()
+                if loop.time() - quiet_since >= KEEPALIVE_SECONDS:
+                    yield b": keepalive\n\n"
+                    quiet_since = loop.time()
+        finally:
+            await asyncio.to_thread(service.sse.close, session)
+
+    return Stream(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+@route("/messages", http_method=[HttpMethod.POST], request_max_body_size=None)
+async def messages(request: Request[Any, Any, Any]) -> Response[Any]:
+    service = _service(request)
+    if service is None:
+        return _NOT_FOUND
+    authenticated = _authenticated(request, service)
+    if authenticated is None:
+        return _text("unauthorized\n", 401)
+    session = request.query_params.get("sessionId", "")
+    if not session or not await asyncio.to_thread(service.sse.exists, session):
+        return _text("unknown session\n", 400)
+    answer = await _answer(request, service, authenticated)
+    if answer.has_id:
+        await asyncio.to_thread(service.sse.deliver, session, msgspec.json.encode(answer.body))
+    return Response(b"", status_code=202)
+
+
+ROUTES = [rpc, healthz, snapshot_reminder, chain, sse, messages]
+MCP_ROUTES = [mcp]
+
+
+def create_memory_app(service: MemoryService) -> Litestar:
+    """`mem7 serve`: memory alone, with the reference's routes (its /mcp is memory)."""
+
+    async def _stop() -> None:
+        service.close()
+
+    app = Litestar(
+        route_handlers=[*ROUTES, *MCP_ROUTES],
+        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        on_shutdown=[_stop],
+        request_max_body_size=RPC_BODY_LIMIT,
+        openapi_config=None,
+        debug=False,
+    )
+    app.state.memory = service
+    return app

@@ -1,0 +1,147 @@
+"""The hash chain over the workspace (CONTRACT 2.5): canonical text, seals, and verification."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import unicodedata
+from pathlib import Path
+
+import msgspec
+
+from .times import rfc3339
+from .workspace import Entry, list_daily_files, parse_entries
+
+__all__ = ["CHAIN_VERSION", "ChainBreak", "ChainReport", "canonical", "go_quote", "seal", "verify_chain"]
+
+CHAIN_VERSION = "mem7-chain-v1"
+
+_NAMED = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+_PRINTABLE_CATEGORIES = ("L", "M", "N", "P", "S")
+
+
+def _go_printable(ch: str) -> bool:
+    """Go's unicode.IsPrint: letters, marks, numbers, punctuation, symbols and the ASCII space."""
+    return ch == " " or unicodedata.category(ch)[0] in _PRINTABLE_CATEGORIES
+
+
+def go_quote(text: str) -> str:
+    """Go's strconv.Quote. Printable non-ASCII stays raw; surrogate escapes are the file's invalid bytes."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif 0x20 <= code < 0x7F:
+            out.append(ch)
+        elif ch in _NAMED:
+            out.append(_NAMED[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\\ufffd")
+        elif _go_printable(ch):
+            out.append(ch)
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def canonical(e: Entry, prev: str) -> str:
+    """What a seal covers: the parsed fields in a fixed order, after the previous seal.
+
+    The bitemporal fields come last and only when present, so entries without them seal exactly as the
+    reference's v1 chain does.
+    """
+
+    def ts(moment: int | None) -> str:
+        return "" if moment is None else rfc3339(moment)
+
+    fields = [
+        ("v", CHAIN_VERSION),
+        ("prev", prev),
+        ("op", e.op),
+        ("entity", e.entity),
+        ("predicate", e.predicate),
+        ("agent", e.agent),
+        ("trace", e.trace),
+        ("tags", ",".join(e.tags)),
+        ("ttl", str(e.ttl)),
+        ("created", ts(e.created)),
+        ("updated", ts(e.updated)),
+        ("deleted", ts(e.deleted)),
+        ("body", e.body),
+    ]
+    if e.valid_from is not None:
+        fields.append(("valid_from", ts(e.valid_from)))
+    if e.valid_to is not None:
+        fields.append(("valid_to", ts(e.valid_to)))
+    return "".join(f"{name}={go_quote(value)}\n" for name, value in fields)
+
+
+def seal(key: bytes, e: Entry, prev: str) -> str:
+    text = canonical(e, prev).encode("utf-8", "surrogateescape")
+    if key:
+        return hmac.new(key, text, hashlib.sha256).hexdigest()
+    return hashlib.sha256(text).hexdigest()
+
+
+class ChainBreak(msgspec.Struct):
+    file: str
+    line: int
+    entity: str
+    reason: str
+
+
+class ChainReport(msgspec.Struct):
+    entries: int = 0
+    legacy: int = 0
+    sealed: int = 0
+    keyed: bool = False
+    # `break` is a Python keyword: the wire name is set by `rename`.
+    brk: ChainBreak | None = msgspec.field(default=None, name="break")
+
+    @property
+    def holds(self) -> bool:
+        return self.brk is None
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = msgspec.to_builtins(self)
+        return out
+
+
+def verify_chain(workspace: Path, key: bytes) -> ChainReport:
+    """Walk every entry in order; stop at the first place the chain does not vouch for."""
+    report = ChainReport(keyed=bool(key))
+    head, started = "", False
+    for name in list_daily_files(workspace):
+        path = workspace / name
+        for e in parse_entries(path.read_bytes(), name).entries:
+            report.entries += 1
+            reason = ""
+            if not e.hash:
+                if not started:
+                    report.legacy += 1
+                    continue
+                reason = "entry without a seal after the chain started"
+            elif started and e.prev != head:
+                reason = (
+                    "does not follow the previous seal: an entry was removed, added or reordered before it"
+                )
+            elif not started and e.prev:
+                reason = "the first sealed entry points to a predecessor that is missing"
+            elif not hmac.compare_digest(seal(key, e, e.prev), e.hash):
+                reason = "content changed since it was sealed"
+                if not key:
+                    reason += " (or it was sealed with a key: set MEM7_CHAIN_KEY)"
+            if reason:
+                report.brk = ChainBreak(file=str(path), line=e.line, entity=e.entity, reason=reason)
+                return report
+            started, head = True, e.hash
+            report.sealed += 1
+    return report

@@ -1,0 +1,178 @@
+"""memory_search's ranking: BM25 (+ recency), optionally fused with cosine candidates by RRF (k=60), then
+sequential neighbours woven in beside their hit (CONTRACT 2.3)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import msgspec
+
+from shared.db import Database, sqlite3
+from shared.errors import BadRequest
+
+from .index import Fact, FactIndex, ReadFilter
+from .query import naturalize, neighbour_keys, parse_sequential_key, sanitize
+
+__all__ = ["RRF_K", "SearchRequest", "Searcher", "VectorSlot", "VectorSource", "default_vectors", "rrf"]
+
+log = logging.getLogger("flux7.memory")
+
+RRF_K = 60
+
+
+class VectorSource(Protocol):
+    """shared.memory.vectors.VectorIndex, as this module uses it."""
+
+    def upsert(self, key: str, text: str) -> None: ...
+    def delete(self, key: str) -> None: ...
+    def search(self, query: str, k: int) -> list[tuple[str, float]]: ...
+    def clear(self) -> None: ...
+
+
+class SearchRequest(msgspec.Struct, kw_only=True):
+    query: str
+    mode: str = "raw"
+    limit: int = 10
+    include_neighbors: bool = False
+    neighbor_radius: int = 1
+
+
+def rrf(*rankings: Sequence[str], k: int = RRF_K) -> list[str]:
+    """Reciprocal Rank Fusion: sum of 1/(k + rank) over the lists; ties keep first-seen order."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking, start=1):
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+    return sorted(scores, key=lambda key: -scores[key])
+
+
+class VectorSlot:
+    """The vector index, built on first use (the model is heavy) and absent when it cannot be built."""
+
+    def __init__(
+        self, db: Database, enabled: bool, factory: Callable[[Database], VectorSource | None] | None = None
+    ) -> None:
+        self._db = db
+        self._enabled = enabled
+        self._factory = factory or default_vectors
+        self._lock = threading.Lock()
+        self._source: VectorSource | None = None
+        self._tried = False
+
+    def get(self) -> VectorSource | None:
+        if not self._enabled:
+            return None
+        with self._lock:
+            if not self._tried:
+                self._tried = True
+                try:
+                    self._source = self._factory(self._db)
+                except Exception:  # hybrid degrades to BM25, never fails a call
+                    log.exception("vector index unavailable; memory search stays BM25-only")
+                    self._source = None
+            return self._source
+
+    def run(self, what: str, fn: Callable[[VectorSource], Any]) -> Any:
+        source = self.get()
+        if source is None:
+            return None
+        try:
+            return fn(source)
+        except Exception:
+            log.exception("vector index %s failed", what)
+            return None
+
+
+def default_vectors(
+    db: Database, *, url: str = "", model: str = "", provider: str = "", key: str = ""
+) -> VectorSource | None:
+    """The embedding model + vector index, or None when no model is available (BM25 alone then)."""
+    try:
+        from shared.memory.embed import default_embedder
+        from shared.memory.vectors import VectorIndex
+    except ImportError:
+        return None
+    embedder = default_embedder(url or None, model or None, provider or None, key or None)
+    if embedder is None:
+        return None
+    return VectorIndex(db, embedder)
+
+
+class Searcher:
+    def __init__(self, index: FactIndex, vectors: VectorSlot) -> None:
+        self.index = index
+        self.vectors = vectors
+
+    def search(self, req: SearchRequest, flt: ReadFilter) -> list[Fact]:
+        text = naturalize(req.query) if req.mode == "natural" else req.query
+        fts = sanitize(text)
+        source = self.vectors.get()
+        try:
+            if source is None:
+                results = self.index.search(fts, flt, limit=req.limit)
+            else:
+                results = self._hybrid(source, req, fts, flt)
+        except sqlite3.OperationalError as e:
+            raise BadRequest(f"search failed: {e}") from None
+        if req.include_neighbors:
+            results = self._with_neighbours(results, flt, max(req.neighbor_radius, 1))
+        return results
+
+    def _hybrid(self, source: VectorSource, req: SearchRequest, fts: str, flt: ReadFilter) -> list[Fact]:
+        wide = 2 * req.limit
+        lexical = self.index.search(fts, flt, limit=wide)
+        try:
+            dense_keys = [key for key, _ in source.search(req.query, wide)]
+        except Exception:
+            log.exception("vector search failed; using BM25 alone")
+            return lexical[: req.limit]
+        dense = self.index.by_keys(dense_keys, flt)
+        facts = {f.entity: f for f in lexical}
+        for key in dense_keys:
+            if key in dense:
+                facts.setdefault(key, dense[key])
+        fused = rrf([f.entity for f in lexical], [k for k in dense_keys if k in dense])
+        return [facts[k] for k in fused[: req.limit]]
+
+    def _with_neighbours(self, results: list[Fact], flt: ReadFilter, radius: int) -> list[Fact]:
+        candidates = neighbour_keys([f.entity for f in results], radius)
+        found = self.index.by_keys(candidates, flt)
+        if not found:
+            return results
+        groups: dict[str, dict[int, Fact]] = {}
+        for fact in found.values():
+            parsed = parse_sequential_key(fact.entity)
+            if parsed:
+                groups.setdefault(parsed[0], {})[parsed[1]] = fact
+        woven: list[Fact] = []
+        emitted: set[str] = set()
+
+        def emit(fact: Fact) -> None:
+            if fact.entity not in emitted:
+                emitted.add(fact.entity)
+                woven.append(fact)
+
+        for hit in results:
+            parsed = parse_sequential_key(hit.entity)
+            if parsed is None:
+                emit(hit)
+                continue
+            group = groups.get(parsed[0], {})
+            before: list[Fact] = []
+            off = 1
+            while parsed[1] - off in group:
+                before.insert(0, group[parsed[1] - off])
+                off += 1
+            for fact in before:
+                emit(fact)
+            emit(hit)
+            off = 1
+            while parsed[1] + off in group:
+                emit(group[parsed[1] + off])
+                off += 1
+        for key in sorted(found):
+            emit(found[key])
+        return woven
