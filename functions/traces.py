@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Request, get
+from litestar.params import FromPath, FromQuery
 
 from shared.errors import NotFound
 from shared.tracing import entry_to_wire
@@ -30,7 +31,11 @@ def _tracer(request: Request[Any, Any, Any]) -> Any:
 
 @get("/traces", guards=[control_plane], sync_to_thread=True)
 def traces(
-    request: Request[Any, Any, Any], agent: str = "", tool: str = "", trace: str = "", limit: str = ""
+    request: Request[Any, Any, Any],
+    agent: FromQuery[str] = "",
+    tool: FromQuery[str] = "",
+    trace: FromQuery[str] = "",
+    limit: FromQuery[str] = "",
 ) -> list[dict[str, Any]]:
     found = _tracer(request).query(agent=agent, tool=tool, trace=trace, limit=min(_int(limit, 100), 1000))
     return [entry_to_wire(e) for e in found]
@@ -44,7 +49,9 @@ def traces_verify(request: Request[Any, Any, Any]) -> dict[str, Any]:
 
 
 @get("/traces/{trace_id:str}/why", guards=[control_plane], sync_to_thread=True)
-def traces_why(request: Request[Any, Any, Any], trace_id: str, depth: str = "") -> dict[str, Any]:
+def traces_why(
+    request: Request[Any, Any, Any], trace_id: FromPath[str], depth: FromQuery[str] = ""
+) -> dict[str, Any]:
     chain = _tracer(request).why(trace_id, min(_int(depth, 10), 50))
     if not chain:
         raise NotFound("trace not found")
@@ -53,20 +60,25 @@ def traces_why(request: Request[Any, Any, Any], trace_id: str, depth: str = "") 
 
 @get("/otel-traces", guards=[control_plane], sync_to_thread=True)
 def otel_traces(
-    request: Request[Any, Any, Any], agent: str = "", tool: str = "", limit: str = ""
+    request: Request[Any, Any, Any],
+    agent: FromQuery[str] = "",
+    tool: FromQuery[str] = "",
+    limit: FromQuery[str] = "",
 ) -> dict[str, Any]:
     result: dict[str, Any] = _tracer(request).otlp(agent=agent, tool=tool, limit=_int(limit, 200))
     return result
 
 
 @get("/sessions", guards=[control_plane], sync_to_thread=True)
-def sessions(request: Request[Any, Any, Any], limit: str = "") -> list[dict[str, Any]]:
+def sessions(request: Request[Any, Any, Any], limit: FromQuery[str] = "") -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = _tracer(request).sessions(_int(limit, 50))
     return result
 
 
 @get("/sessions/{session_id:str}", guards=[control_plane], sync_to_thread=True)
-def session(request: Request[Any, Any, Any], session_id: str, limit: str = "") -> list[dict[str, Any]]:
+def session(
+    request: Request[Any, Any, Any], session_id: FromPath[str], limit: FromQuery[str] = ""
+) -> list[dict[str, Any]]:
     return [entry_to_wire(e) for e in _tracer(request).session(session_id, _int(limit, 200))]
 
 
