@@ -1,0 +1,201 @@
+"""MCP Streamable HTTP at /mcp (CONTRACT 1.14): sessions for the handshake era (2024-11-05 … 2025-11-25) and
+the stateless 2026-07-28 revision, told apart by the `MCP-Protocol-Version` header as the official SDK does.
+
+POST takes one JSON-RPC object and answers application/json (no SSE stream); DELETE ends a session; any other
+method gets 405 with `Allow: POST, DELETE`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+import msgspec
+from litestar import Request, Response, post, route
+from litestar.enums import HttpMethod
+
+from shared.errors import Flux7Error, Unauthorized
+from shared.identity import Caller
+from shared.mcp.messages import (
+    HANDSHAKE_VERSIONS,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    MODERN_VERSIONS,
+    McpError,
+    Message,
+    decode_message,
+    error_message,
+    http_status_for,
+    modern_envelope,
+    result_message,
+    unsupported_version,
+)
+from shared.mcp.server import RequestContext
+from shared.mcp.sessions import McpSession
+
+from .auth import mesh_of
+
+__all__ = ["ROUTES"]
+
+log = logging.getLogger("flux7.mcp.http")
+
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+_ALLOW = {"Allow": "POST, DELETE"}
+
+
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response[bytes]:
+    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json", headers=headers)
+
+
+def _error(rid: Any, code: int, message: str, status: int, data: Any = None) -> Response[bytes]:
+    return _json(error_message(rid, McpError(code, message, data)), status)
+
+
+def _origin_allowed(origin: str | None, allowed: tuple[str, ...]) -> bool:
+    """DNS-rebinding guard: a browser page may reach /mcp only from a local origin or a listed one."""
+    if origin is None:
+        return True  # not a browser
+    if "*" in allowed or origin in allowed:
+        return True
+    try:
+        host = urlsplit(origin).hostname
+    except ValueError:
+        return False
+    return host in _LOCAL_HOSTS
+
+
+class _Refused(Exception):
+    def __init__(self, response: Response[bytes]) -> None:
+        self.response = response
+
+
+def _presented(request: Request[Any, Any, Any], rid: Any) -> Caller:
+    """The identity the request's own credentials give; a bad credential (a JWT error) is 401 -32600."""
+    try:
+        return mesh_of(request).identity.caller(request.headers.get("authorization"))
+    except Unauthorized as e:
+        raise _Refused(_error(rid, INVALID_REQUEST, e.message, 401)) from None
+
+
+def _require(request: Request[Any, Any, Any], caller: Caller, rid: Any) -> Caller:
+    try:
+        return mesh_of(request).identity.require(caller)
+    except Unauthorized as e:
+        raise _Refused(_error(rid, INVALID_REQUEST, e.message, 401)) from None
+
+
+def _session(request: Request[Any, Any, Any], presented: Caller, rid: Any) -> McpSession:
+    """The session named by Mcp-Session-Id. Its caller was fixed when it opened; a request presenting another
+    agent's credentials may not use it."""
+    sid = request.headers.get("mcp-session-id")
+    if not sid:
+        raise _Refused(_error(rid, INVALID_REQUEST, "Missing Mcp-Session-Id header", 400))
+    session = mesh_of(request).mcp_sessions.get(sid)
+    if session is None:
+        raise _Refused(_error(rid, INVALID_REQUEST, "Unknown session", 404))
+    if presented.authenticated and presented.agent_id != session.caller.agent_id:
+        raise _Refused(_error(rid, INVALID_REQUEST, "this session belongs to another agent", 403))
+    return session
+
+
+async def _answer(request: Request[Any, Any, Any], msg: Message, ctx: RequestContext) -> Response[bytes]:
+    try:
+        result = await mesh_of(request).mcp.handle(msg, ctx)
+    except McpError as e:
+        return _json(error_message(msg.id, e), http_status_for(e.code, modern=ctx.modern))
+    except Flux7Error as e:
+        return _error(msg.id, e.jsonrpc_code, e.message, http_status_for(e.jsonrpc_code, modern=ctx.modern))
+    except Exception:
+        log.exception("MCP %s failed", msg.method)
+        return _error(msg.id, INTERNAL_ERROR, "Internal error", 500 if ctx.modern else 200)
+    if result is None:
+        return Response(b"", status_code=202)
+    return _json(result_message(msg.id, result))
+
+
+def _context(request: Request[Any, Any, Any], caller: Caller, session_id: str, modern: bool) -> RequestContext:
+    h = request.headers
+    return RequestContext(
+        caller=caller,
+        session_id=session_id,
+        modern=modern,
+        traceparent=h.get("traceparent"),
+        x_trace_id=h.get("x-trace-id"),
+        transport="mcp",
+    )
+
+
+async def _handshake_era(request: Request[Any, Any, Any], msg: Message) -> Response[bytes]:
+    presented = _presented(request, msg.id)
+    mesh = mesh_of(request)
+    if msg.method == "initialize" and msg.has_id:
+        # initialize always mints a new session, whatever session header the client sent.
+        caller = _require(request, presented, msg.id)
+        ctx = _context(request, caller, "", False)
+        result = await mesh.mcp.handle(msg, ctx)
+        params = msg.params if isinstance(msg.params, dict) else {}
+        info: dict[str, Any] = params["clientInfo"] if isinstance(params.get("clientInfo"), dict) else {}
+        session = mesh.mcp_sessions.create(caller, str(result["protocolVersion"]), str(info.get("name") or ""))
+        return _json(result_message(msg.id, result), headers={"Mcp-Session-Id": session.id})
+    session = _session(request, presented, msg.id)
+    caller = _require(request, session.caller, msg.id)
+    if msg.is_notification or msg.is_response:
+        return Response(b"", status_code=202)
+    return await _answer(request, msg, _context(request, caller, session.id, False))
+
+
+async def _stateless_era(request: Request[Any, Any, Any], msg: Message, version: str) -> Response[bytes]:
+    if msg.is_response:
+        return _error(None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object", 400)
+    if msg.is_notification:
+        if version not in MODERN_VERSIONS:
+            err = unsupported_version(version)
+            return _json(error_message(None, err), 400)
+        return Response(b"", status_code=202)
+    try:
+        modern_envelope(msg, request.headers)
+    except McpError as e:
+        return _json(error_message(msg.id, e), http_status_for(e.code, modern=True))
+    caller = _require(request, _presented(request, msg.id), msg.id)
+    ctx = _context(request, caller, request.headers.get("x-session-id", ""), True)
+    return await _answer(request, msg, ctx)
+
+
+@post("/mcp", status_code=200)
+async def mcp_post(request: Request[Any, Any, Any]) -> Response[bytes]:
+    mesh = mesh_of(request)
+    if not _origin_allowed(request.headers.get("origin"), mesh.settings.console.allowed_origins):
+        return _error(None, INVALID_REQUEST, "Forbidden: origin not allowed", 403)
+    try:
+        msg = decode_message(await request.body())
+    except McpError as e:
+        return _json(error_message(None, e), 400)
+    version = request.headers.get("mcp-protocol-version")
+    try:
+        if version is not None and version not in HANDSHAKE_VERSIONS:
+            return await _stateless_era(request, msg, version)
+        return await _handshake_era(request, msg)
+    except _Refused as r:
+        return r.response
+
+
+@route("/mcp", http_method=[HttpMethod.DELETE], status_code=200)
+async def mcp_delete(request: Request[Any, Any, Any]) -> Response[bytes]:
+    mesh = mesh_of(request)
+    if not _origin_allowed(request.headers.get("origin"), mesh.settings.console.allowed_origins):
+        return _error(None, INVALID_REQUEST, "Forbidden: origin not allowed", 403)
+    try:
+        session = _session(request, _presented(request, None), None)
+    except _Refused as r:
+        return r.response
+    mesh.mcp_sessions.delete(session.id)
+    return Response(b"", status_code=204)
+
+
+@route("/mcp", http_method=[HttpMethod.GET, HttpMethod.PUT, HttpMethod.PATCH], status_code=405)
+async def mcp_other(request: Request[Any, Any, Any]) -> Response[bytes]:
+    # No server-initiated stream: the mesh never pushes to clients.
+    return _json({"error": "method not allowed"}, 405, headers=_ALLOW)
+
+
+ROUTES = [mcp_post, mcp_delete, mcp_other]

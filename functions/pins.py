@@ -1,0 +1,53 @@
+"""Pins: GET /tools/pins, POST /tools/pins/accept (501 while `pin_tools` is off)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, get, post
+
+from shared.errors import BadRequest, NotImplementedFeature
+
+from .auth import control_plane, mesh_of, peer_of
+
+__all__ = ["ROUTES"]
+
+
+def _json(body: Any, status: int = 200) -> Response[bytes]:
+    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
+
+
+def _pins(request: Request[Any, Any, Any]) -> Any:
+    pins = mesh_of(request).pins
+    if not pins.enabled:
+        raise NotImplementedFeature("tool pinning is off (pin_tools: false)")
+    return pins
+
+
+@get("/tools/pins", guards=[control_plane])
+async def list_pins(request: Request[Any, Any, Any]) -> Response[bytes]:
+    pins = _pins(request)
+    return _json(pins.view(mesh_of(request).registry.tools()))
+
+
+class _Accept(msgspec.Struct):
+    tools: list[str] = msgspec.field(default_factory=list)
+    server: str = ""
+    by: str = ""
+
+
+@post("/tools/pins/accept", guards=[control_plane], status_code=200)
+async def accept_pins(request: Request[Any, Any, Any]) -> Response[bytes]:
+    pins = _pins(request)
+    raw = await request.body()
+    try:
+        body = msgspec.json.decode(raw or b"{}", type=_Accept)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise BadRequest(f"invalid JSON body: {e}") from None
+    by = body.by or f"http:{peer_of(request)}"
+    accepted = pins.accept(mesh_of(request).registry.tools(), names=body.tools, server=body.server, by=by)
+    return _json({"accepted": accepted, "by": by})
+
+
+ROUTES = [list_pins, accept_pins]

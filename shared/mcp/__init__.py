@@ -1,0 +1,1 @@
+"""The mesh as an MCP server: wire types, the transport-independent dispatcher, sessions, stdio."""

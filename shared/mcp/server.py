@@ -1,0 +1,216 @@
+"""The mesh as an MCP server, independent of its transport: method dispatch over the one pipeline.
+
+Streamable HTTP (functions/mcp.py) and stdio (shared/mcp/stdio.py) decode a message, resolve the caller and
+the session, and hand both here; `tools/call` becomes a pipeline `Call`, so governance is REST's
+(DESIGN decision 4).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import msgspec
+
+from ..globs import glob_match
+from ..identity import Caller
+from ..pipeline import Call, Outcome
+from ..tracecontext import from_headers
+from ..upstreams.base import ToolDef
+from . import texts
+from .messages import (
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MODERN_VERSIONS,
+    SERVER_INFO,
+    SERVER_INFO_META_KEY,
+    McpError,
+    Message,
+    negotiate_handshake,
+)
+from .virtual import OPERATOR_ONLY, VirtualTools
+
+__all__ = ["McpServer", "RequestContext", "is_supervisor", "tool_entry"]
+
+log = logging.getLogger("flux7.mcp")
+
+
+class RequestContext(msgspec.Struct, kw_only=True):
+    """What the transport knows about one message: who sends it, in which session and era."""
+
+    caller: Caller
+    session_id: str = ""
+    modern: bool = False
+    traceparent: str | None = None  # the HTTP header, when there is one
+    x_trace_id: str | None = None
+    transport: str = "mcp"
+
+
+def is_supervisor(settings: Any, agent: str) -> bool:
+    return any(glob_match(pattern, agent) for pattern in settings.supervisor.supervisor_agents)
+
+
+def _local_schema(tool: ToolDef) -> dict[str, Any]:
+    props = {p.name: {"type": p.type or "string", "description": f"{p.name} parameter ({p.in_})"} for p in tool.params}
+    schema: dict[str, Any] = {"type": "object", "properties": props}
+    required = [p.name for p in tool.params if p.required]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def tool_entry(tool: ToolDef) -> dict[str, Any]:
+    """A tools/list entry: upstream schemas verbatim, local params as shallow `{type, description}`."""
+    schema = tool.input_schema if isinstance(tool.input_schema, dict) and tool.input_schema else _local_schema(tool)
+    if schema.get("type") != "object":
+        schema = {**schema, "type": "object"}
+    return {"name": tool.name, "description": tool.description, "inputSchema": schema}
+
+
+def _modern(result: dict[str, Any], *, cacheable: bool = False) -> dict[str, Any]:
+    """Stateless-era results name their type; cacheable ones are private (they depend on the caller)."""
+    result["resultType"] = "complete"
+    if cacheable:
+        result["cacheScope"] = "private"
+        result["ttlMs"] = 0
+    return result
+
+
+class McpServer:
+    def __init__(self, mesh: Any) -> None:
+        self.mesh = mesh
+        self.virtual = VirtualTools(mesh, self)
+
+    async def handle(self, msg: Message, ctx: RequestContext) -> dict[str, Any] | None:
+        """The result of a request (McpError for a protocol error), or None for a notification."""
+        if msg.is_notification or msg.is_response:
+            return None
+        method = msg.method
+        params = msg.params if isinstance(msg.params, dict) else {}
+        if method == "tools/call":
+            result = await self.call_tool(params, ctx)
+            return _modern(result) if ctx.modern else result
+        if method == "tools/list":
+            listed: dict[str, Any] = {"tools": self.list_tools(ctx.caller.agent_id)}
+            return _modern(listed, cacheable=True) if ctx.modern else listed
+        if method == "initialize":
+            return {
+                "protocolVersion": negotiate_handshake(params.get("protocolVersion")),
+                "capabilities": {"tools": {}},
+                "serverInfo": dict(SERVER_INFO),
+            }
+        if method == "server/discover":
+            return _modern(
+                {
+                    "supportedVersions": list(MODERN_VERSIONS),
+                    "capabilities": {"tools": {}},
+                    "_meta": {SERVER_INFO_META_KEY: dict(SERVER_INFO)},
+                },
+                cacheable=True,
+            )
+        if method == "ping":
+            return _modern({}) if ctx.modern else {}
+        raise McpError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    # -- tools/list ----------------------------------------------------------------------------------------
+
+    def visible_tools(self, agent: str) -> list[ToolDef]:
+        """The registry's tools, less (with hide_denied_tools) those that policy and floors can only deny."""
+        mesh = self.mesh
+        tools = mesh.registry.tools()
+        if not mesh.settings.hide_denied_tools:
+            return list(tools)
+        current = mesh.policies.current
+        out: list[ToolDef] = []
+        for tool in tools:
+            if current.can_only_deny(agent, tool.name):
+                continue
+            floor = mesh.pipeline.floor_for(tool)
+            if floor is not None and floor.action == "deny":
+                continue
+            out.append(tool)
+        return out
+
+    def list_tools(self, agent: str) -> list[dict[str, Any]]:
+        entries = [tool_entry(t) for t in self.visible_tools(agent)]
+        entries.extend(self.virtual.entries(agent))
+        return entries
+
+    # -- tools/call ----------------------------------------------------------------------------------------
+
+    async def call_tool(self, params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str) or not name:
+            raise McpError(INVALID_PARAMS, "Missing tool name")
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise McpError(INVALID_PARAMS, "arguments must be an object")
+        meta: dict[str, Any] = params["_meta"] if isinstance(params.get("_meta"), dict) else {}
+        traceparent = meta.get("traceparent") if isinstance(meta.get("traceparent"), str) else None
+        trace = from_headers(traceparent or ctx.traceparent, ctx.x_trace_id)
+        agent = ctx.caller.agent_id
+        if name in self.virtual.names:
+            if name in OPERATOR_ONLY and not is_supervisor(self.mesh.settings, agent):
+                raise McpError(
+                    METHOD_NOT_FOUND,
+                    f"{name} is operator-only — not callable by this agent. Only agents matching "
+                    "supervisor.supervisor_agents may use it; ask an operator to resolve approvals.",
+                )
+            halts = getattr(self.mesh, "halts", None)
+            halt = halts.active_for(agent, ctx.session_id) if halts is not None else None
+            if halt is not None:
+                return texts.text_result(halt.message, is_error=True)
+            return await self.virtual.call(name, arguments, ctx, trace)
+        call = Call(
+            caller=ctx.caller,
+            tool=name,
+            arguments=arguments,
+            trace=trace,
+            session_id=ctx.session_id,
+            transport=ctx.transport,
+        )
+        return await self.run(call)
+
+    async def run(self, call: Call) -> dict[str, Any]:
+        """One governed call through the pipeline, shaped as a tools/call result."""
+        mode = "block" if self.mesh.settings.supervisor.enabled else "claim"
+        out = await self.mesh.pipeline.run(call, mode=mode)
+        if out.unknown_tool:
+            raise McpError(INVALID_PARAMS, f"Unknown tool: {call.tool}")
+        if mode == "claim" and out.approval_status == "pending" and out.approval_id:
+            self.virtual.remember_claimable(out.approval_id)
+        return self.shape(out, call.tool)
+
+    def shape(self, out: Outcome, tool: str) -> dict[str, Any]:
+        """An Outcome as the texts of CONTRACT 1.14."""
+        if out.halted:
+            return texts.text_result(out.halt_message or out.error, is_error=True)
+        if out.policy == "rate_limited":
+            return texts.text_result(texts.rate_limited(out.error), is_error=True)
+        if out.policy == "deny":
+            return texts.text_result(texts.policy_denied(out.reason))
+        if out.policy == "human_approval" and not out.has_result:
+            if out.approval_status == "pending":
+                return texts.text_result(
+                    texts.approval_required(out.approval_id, tool, self._valid_seconds(out.approval_id))
+                )
+            if out.approval_status == "denied":
+                return texts.text_result(texts.approval_denied(out.resolved_by, tool, out.approval_id), is_error=True)
+            if out.approval_status == "timeout":
+                return texts.text_result(texts.approval_timed_out(tool, out.approval_id), is_error=True)
+            if not out.error:
+                return texts.text_result(texts.backend_error("no result"), is_error=True)
+        if out.policy == "error":
+            return texts.text_result(out.error or "error", is_error=True)
+        if out.error:
+            return texts.text_result(texts.backend_error(out.error), is_error=True)
+        return texts.text_result(texts.go_indent(out.result))
+
+    def _valid_seconds(self, approval_id: str) -> int:
+        approvals = getattr(self.mesh, "approvals", None)
+        try:
+            return round(approvals.get(approval_id).remaining()) if approvals is not None else 0
+        except Exception:  # a vanished approval: report the configured validity
+            return round(self.mesh.settings.approval.timeout_seconds)

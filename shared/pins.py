@@ -1,0 +1,118 @@
+"""Tool pinning (`pin_tools`, CONTRACT 1.3 floors): the fingerprint of each upstream MCP tool's definition is
+accepted once; a tool never accepted is floored to deny (`pin:new`), one whose definition changed since to
+human_approval (`pin:changed`), until an operator accepts it. This stops a server from slipping a new tool or
+a rewritten description (tool poisoning) past the policy.
+
+Pins are SQLite rows, so an accept on one worker holds on all of them at once. Only MCP tools are pinned: CLI
+tools and OpenAPI operations come from the operator's own configuration."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from .audit import record_event, rfc3339
+from .db import Database
+from .errors import BadRequest
+from .policy import Decision
+from .upstreams.base import ToolDef
+
+__all__ = ["PinStore", "fingerprint"]
+
+
+def fingerprint(tool: ToolDef) -> str:
+    return hashlib.sha256(tool.fingerprint_text().encode()).hexdigest()
+
+
+def pinnable(tool: ToolDef) -> bool:
+    return tool.source == "mcp"
+
+
+class PinStore:
+    def __init__(self, db: Database, *, enabled: bool, owner: Any = None) -> None:
+        self._db = db
+        self.enabled = enabled
+        self._owner = owner  # the Mesh, for its tracer
+
+    def _pinned(self, name: str) -> Any | None:
+        return self._db.query_one("SELECT * FROM tool_pins WHERE tool = ?", (name,))
+
+    def status_of(self, tool: ToolDef) -> str | None:
+        """pinned | new | changed; None when pinning is off or the tool is not an upstream MCP tool."""
+        if not self.enabled or not pinnable(tool):
+            return None
+        row = self._pinned(tool.name)
+        if row is None:
+            return "new"
+        return "pinned" if row["fingerprint"] == fingerprint(tool) else "changed"
+
+    def floor_for(self, tool: ToolDef) -> Decision | None:
+        status = self.status_of(tool)
+        if status == "new":
+            return Decision("deny", "pin:new", f"tool {tool.name} is new and not yet accepted (pin_tools)")
+        if status == "changed":
+            return Decision(
+                "human_approval", "pin:changed", f"tool {tool.name} changed since it was accepted (pin_tools)"
+            )
+        return None
+
+    def view(self, tools: list[ToolDef]) -> list[dict[str, Any]]:
+        """GET /tools/pins: every upstream MCP tool with its status, the ones waiting for an accept first."""
+        items: list[dict[str, Any]] = []
+        for tool in tools:
+            if not pinnable(tool):
+                continue
+            row = self._pinned(tool.name)
+            current = fingerprint(tool)
+            status = "new" if row is None else ("pinned" if row["fingerprint"] == current else "changed")
+            item: dict[str, Any] = {"tool": tool.name, "server": tool.mcp_server, "status": status}
+            if row is not None:
+                item["pinned_description"] = row["description"]
+            item["current_description"] = tool.description
+            if row is not None:
+                item["pinned_at"] = rfc3339(row["pinned_at"])
+            item["fingerprint"] = current
+            items.append(item)
+        return sorted(items, key=lambda i: i["status"] == "pinned")  # stable: registry order within each kind
+
+    def accept(self, tools: list[ToolDef], *, names: list[str], server: str, by: str) -> list[str]:
+        """Pin the current definitions of the named tools, or of one server's tools, or (neither given) of
+        every tool waiting for an accept. Returns the names whose pin changed. Unknown names are refused whole."""
+        offered = {t.name: t for t in tools if pinnable(t)}
+        if names:
+            unknown = [n for n in names if n not in offered]
+            if unknown:
+                raise BadRequest(f"unknown tool(s): {', '.join(unknown)}")
+            chosen = [offered[n] for n in names]
+        elif server:
+            chosen = [t for t in offered.values() if t.mcp_server == server]
+            if not chosen:
+                raise BadRequest(f"no tools from server {server!r}")
+        else:
+            chosen = list(offered.values())
+        now = time.time()
+        accepted: list[str] = []
+        with self._db.write() as conn:
+            for tool in chosen:
+                current = fingerprint(tool)
+                row = conn.execute("SELECT fingerprint FROM tool_pins WHERE tool = ?", (tool.name,)).fetchone()
+                if row is not None and row[0] == current:
+                    continue
+                conn.execute(
+                    "INSERT INTO tool_pins (tool, server, fingerprint, description, pinned_at, pinned_by) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tool) DO UPDATE SET server = excluded.server, "
+                    "fingerprint = excluded.fingerprint, description = excluded.description, "
+                    "pinned_at = excluded.pinned_at, pinned_by = excluded.pinned_by",
+                    (tool.name, tool.mcp_server, current, tool.description, now, by),
+                )
+                accepted.append(tool.name)
+        if accepted:
+            record_event(
+                self._owner,
+                tool="mesh.pin_accept",
+                agent_id=by,
+                params={"tools": accepted, "server": server},
+                policy_rule="pin:accept",
+            )
+        return accepted
