@@ -15,8 +15,8 @@ __all__ = ["app_factory"]
 
 
 def app_factory() -> Litestar:
-    overrides = {}
+    overrides: dict[str, object] = {}
     if os.environ.get("FLUX7_STORAGE_PATH"):
         overrides["storage_path"] = os.environ["FLUX7_STORAGE_PATH"]
-    settings = load_settings(os.environ.get("FLUX7_CONFIG") or None, **overrides)
+    settings = load_settings(os.environ.get("FLUX7_CONFIG") or None, None, **overrides)
     return create_app(Mesh(settings))

@@ -79,7 +79,9 @@ def mesh7_main(argv: list[str] | None = None) -> int:
     if args.mcp:
         from .mcp.stdio import main as stdio_main
 
-        return stdio_main(config=args.config, port=args.port, agent=args.mcp_agent, session_id=args.mcp_session_id)
+        return stdio_main(
+            config=args.config, port=args.port, agent=args.mcp_agent, session_id=args.mcp_session_id
+        )
     from .serve import serve
 
     return serve(args.config, host=args.host, port=args.port, workers=args.workers)

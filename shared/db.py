@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 try:  # a recent SQLite (FTS5 trigram, RETURNING, ...) where the wheel exists
-    import pysqlite3.dbapi2 as sqlite3  # type: ignore[import-not-found]
+    import pysqlite3.dbapi2 as sqlite3
 except ImportError:  # pragma: no cover - platform without the wheel
-    import sqlite3  # type: ignore[no-redef]
+    import sqlite3
 
 __all__ = ["MIGRATIONS_DIR", "Database", "sqlite3"]
 

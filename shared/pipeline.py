@@ -247,7 +247,9 @@ class Pipeline:
             limits.record(agent, policy, call.tool, call.arguments)
         up_start = time.perf_counter()
         try:
-            upstream = await mesh.registry.call(tool, call.arguments if call.arguments is not None else {}, ctx)
+            upstream = await mesh.registry.call(
+                tool, call.arguments if call.arguments is not None else {}, ctx
+            )
         except Exception as e:  # an upstream fault is the call's result, never the server's
             log.warning("upstream call %s failed: %s", call.tool, e)
             upstream = UpstreamResult(status_code=502, error=str(e) or e.__class__.__name__)
@@ -257,6 +259,9 @@ class Pipeline:
             metrics.observe("upstream_latency_seconds", upstream_ms / 1000)
 
         policy_name = "human_approval" if approval is not None else "allow"
+        if not upstream.error and upstream.status_code >= 400 and tool.source != "cli":
+            # A gateway answers 502 when the backend fails; the backend's own status stays in the trace.
+            upstream.error = f"backend returned HTTP {upstream.status_code}"
         if upstream.error:
             status = upstream.status_code if tool.source == "cli" and upstream.status_code >= 400 else 502
         else:
@@ -422,7 +427,7 @@ class Pipeline:
             "policy": out.policy,
             "policy_rule": out.rule,
             "status_code": out.status,
-            "latency_ms": round(latency, 3),
+            "latency_ms": int(latency),
             "error": out.error,
             "timestamp": _now_rfc3339(),
             "span_id": call.trace.span_id,
@@ -453,7 +458,7 @@ class Pipeline:
         if upstream is not None and upstream.exit_code is not None:
             extra["exit_code"] = upstream.exit_code
         if upstream is not None and upstream.status_code and out.policy in ("allow", "human_approval"):
-            extra["status_code"] = upstream.status_code if not upstream.error else out.status
+            extra["status_code"] = upstream.status_code
         if approval is not None:
             extra.update(
                 approval_id=approval.id,
@@ -480,7 +485,7 @@ class Pipeline:
             return
         changes: dict[str, Any] = {
             "status_code": out.status,
-            "latency_ms": round(out.latency_ms, 3),
+            "latency_ms": int(out.latency_ms),
             "approval_status": approval.status if approval.status != "pending" else "",
             "approved_by": approval.resolved_by or "",
             "error": out.error,
@@ -497,6 +502,7 @@ class Pipeline:
         if getattr(approval, "confidence", None) is not None:
             changes["supervisor_confidence"] = approval.confidence
         if upstream is not None:
+            changes["status_code"] = upstream.status_code or out.status
             changes["estimated_output_tokens"] = _estimate_tokens(upstream.result)
             if upstream.exit_code is not None:
                 changes["exit_code"] = upstream.exit_code

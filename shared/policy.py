@@ -87,7 +87,7 @@ def condition_holds(cond: Condition, arguments: Any) -> bool:
         return False
     if isinstance(cond.value, list):
         # A list value means "any of" (for != : "none of").
-        results = [condition_holds(Condition(cond.field, op, v), arguments) for v in cond.value]
+        results = [condition_holds(Condition(field=cond.field, operator=op, value=v), arguments) for v in cond.value]
         return all(results) if op == "!=" else any(results)
     left, right = _number(field_value), _number(cond.value) if not isinstance(cond.value, str) else None
     if left is not None and right is not None:

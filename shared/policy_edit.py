@@ -108,7 +108,9 @@ class PolicyFiles:
         exact = [i for i, r in enumerate(rules) if list(r.get("tools") or []) == [tool]]
         for i in exact:
             if rules[i].get("condition"):
-                raise Conflict(f"a hand-written conditional rule for {tool} decides here; edit {path.name} by hand")
+                raise Conflict(
+                    f"a hand-written conditional rule for {tool} decides here; edit {path.name} by hand"
+                )
         changed = True
         if exact:
             i = exact[0]
@@ -126,7 +128,13 @@ class PolicyFiles:
                 len(rules),
             )
             rules.insert(deciding, {"tools": [tool], "action": action})
-        out: dict[str, Any] = {"agent": agent, "tool": tool, "action": action, "changed": changed, "file": str(path)}
+        out: dict[str, Any] = {
+            "agent": agent,
+            "tool": tool,
+            "action": action,
+            "changed": changed,
+            "file": str(path),
+        }
         if not changed:
             return out
         data["rules"] = rules

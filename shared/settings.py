@@ -41,11 +41,7 @@ __all__ = [
 Action = Literal["allow", "deny", "human_approval"]
 
 
-class _Frozen(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    pass
-
-
-class JwtSettings(_Frozen):
+class JwtSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     jwks_url: str = ""
     issuer: str = ""
     audience: str = ""
@@ -54,25 +50,25 @@ class JwtSettings(_Frozen):
     allow_legacy: bool = False
 
 
-class AuthSettings(_Frozen):
+class AuthSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     admin_token: str = ""
     require_authentication: bool = False
     jwt: JwtSettings | None = None
 
 
-class TlsSettings(_Frozen):
+class TlsSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     cert_file: str = ""
     key_file: str = ""
 
 
-class ApprovalSettings(_Frozen):
+class ApprovalSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     timeout_seconds: float = 300
     notify_url: str = ""
     channel: Literal["queue", "tty", "tty-fallback"] = "tty-fallback"
     wait_seconds: float = 0
 
 
-class SupervisorSettings(_Frozen):
+class SupervisorSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     enabled: bool = False
     expose_content: bool = True
     auto_approve: bool | None = None  # None: on when memory is reachable (CONTRACT 1.2)
@@ -81,7 +77,7 @@ class SupervisorSettings(_Frozen):
     supervisor_agents: tuple[str, ...] = ()
 
 
-class MemorySettings(_Frozen):
+class MemorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     url: str = ""
     token: str = ""
     # flux7 additions: the in-process memory role
@@ -99,24 +95,24 @@ class MemorySettings(_Frozen):
     rerank_model: str = ""
 
 
-class Condition(_Frozen):
+class Condition(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     field: str
     operator: str
     value: float | str | list[float | str] | None = None
 
 
-class Rule(_Frozen):
+class Rule(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     tools: tuple[str, ...]
     action: Action
     condition: Condition | None = None
 
 
-class RateLimit(_Frozen):
+class RateLimit(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     max_per_minute: int = 0
     max_total: int = 0
 
 
-class Policy(_Frozen):
+class Policy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     name: str
     agent: str = "*"
     rate_limit: RateLimit | None = None
@@ -124,13 +120,13 @@ class Policy(_Frozen):
     source_file: str = ""
 
 
-class LoopDetection(_Frozen):
+class LoopDetection(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     enabled: bool = False
     threshold: int = 3
     window_seconds: float = 10
 
 
-class McpServer(_Frozen):
+class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     name: str
     transport: Literal["stdio", "sse", "streamable-http"] = "stdio"
     command: str = ""
@@ -141,12 +137,12 @@ class McpServer(_Frozen):
     forward_identity: bool = False
 
 
-class CliCommand(_Frozen):
+class CliCommand(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     allowed_args: tuple[str, ...] = ()
     timeout: str = "30s"
 
 
-class CliTool(_Frozen):
+class CliTool(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     name: str
     bin: str
     default_action: Literal["", "allow", "deny", "human_approval"] = ""
@@ -157,18 +153,18 @@ class CliTool(_Frozen):
     bare: CliCommand | None = None
 
 
-class OpenApiSource(_Frozen):
+class OpenApiSource(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     url: str = ""
     file: str = ""
     backend_url: str = ""
 
 
-class ConsoleSettings(_Frozen):
+class ConsoleSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     allowed_origins: tuple[str, ...] = ()
     dist_dir: str = ""
 
 
-class Settings(_Frozen):
+class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     port: int = 9090
     host: str = "127.0.0.1"
     workers: int = 1
@@ -273,7 +269,7 @@ def _validate(file: str, s: Settings) -> None:
             raise ConfigError(file, f"mcp_servers[{i}].url", f"{m.transport} transport needs a url")
     if s.auth.jwt is not None and not s.auth.jwt.jwks_url:
         raise ConfigError(file, "auth.jwt.jwks_url", "required when auth.jwt is set")
-    if s.tls.cert_file and not s.tls.key_file or s.tls.key_file and not s.tls.cert_file:
+    if (s.tls.cert_file and not s.tls.key_file) or (s.tls.key_file and not s.tls.cert_file):
         raise ConfigError(file, "tls", "cert_file and key_file go together")
     if s.approval.timeout_seconds <= 0:
         raise ConfigError(file, "approval.timeout_seconds", "must be > 0")
@@ -301,7 +297,9 @@ def load_policy_dir(directory: Path) -> list[Policy]:
     return policies
 
 
-def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+def load_settings(
+    path: str | Path | None, env: Mapping[str, str] | None = None, **overrides: Any
+) -> Settings:
     """Read config.yaml (or defaults when path is None) and the environment; raise ConfigError on any fault."""
     env = os.environ if env is None else env
     raw: dict[str, Any] = {}

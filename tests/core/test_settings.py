@@ -26,7 +26,11 @@ def test_example_config_loads_as_is() -> None:
 def test_defaults_follow_the_contract() -> None:
     s = load_settings(None, env={})
     assert (s.port, s.approval.timeout_seconds, s.approval.channel) == (9090, 300, "tty-fallback")
-    assert (s.supervisor.min_approvals, s.supervisor.expose_content, s.supervisor.auto_approve_writes) == (3, True, False)
+    assert (s.supervisor.min_approvals, s.supervisor.expose_content, s.supervisor.auto_approve_writes) == (
+        3,
+        True,
+        False,
+    )
 
 
 def test_unknown_key_names_file_key_and_fault(tmp_path: Path) -> None:
@@ -55,7 +59,9 @@ def test_env_expansion_and_overrides(tmp_path: Path) -> None:
         tmp_path,
         "memory: {url: 'http://m', token: '${MEMTOK}'}\notel_headers: {x-api-key: '${OTK}'}\n",
     )
-    s = load_settings(cfg, env={"MEMTOK": "s3cret", "OTK": "k", "MESH_ADMIN_TOKEN": "adm", "MESH_TRACE_KEY": "tk"})
+    s = load_settings(
+        cfg, env={"MEMTOK": "s3cret", "OTK": "k", "MESH_ADMIN_TOKEN": "adm", "MESH_TRACE_KEY": "tk"}
+    )
     assert s.memory.token == "s3cret"
     assert s.otel_headers == {"x-api-key": "k"}
     assert s.auth.admin_token == "adm"

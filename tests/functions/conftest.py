@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+
+from functions.app import create_app
+from shared.mesh import Mesh
+from shared.settings import load_settings
+from tests.upstreams.servers.http_backend import Backend, running_backend
+
+POLICY = """
+name: agents
+agent: "*"
+rules:
+  - tools: ["get_pet_by_id"]
+    action: deny
+    condition: {field: petId, operator: "==", value: "2"}
+  - tools: ["list_pets", "get_*", "echo_headers"]
+    action: allow
+  - tools: ["delete_pet"]
+    action: deny
+  - tools: ["create_pet", "put_notes_note_id"]
+    action: human_approval
+"""
+
+
+@pytest.fixture
+def backend() -> Iterator[Backend]:
+    with running_backend() as b:
+        yield b
+
+
+def make_config(tmp_path: Path, backend: Backend, extra: str = "") -> Path:
+    (tmp_path / "spec.json").write_text(json.dumps(backend.spec()))
+    (tmp_path / "policies").mkdir(exist_ok=True)
+    (tmp_path / "policies" / "agents.yaml").write_text(POLICY)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        f"""
+storage_path: {tmp_path}/flux7.db
+trace_file: {tmp_path}/traces.jsonl
+policy_dir: policies
+approval: {{timeout_seconds: 5, channel: queue}}
+memory: {{enabled: false}}
+openapi:
+  - file: spec.json
+    backend_url: {backend.url}
+{extra}
+"""
+    )
+    return cfg
+
+
+@pytest.fixture
+def config(tmp_path: Path, backend: Backend) -> Path:
+    return make_config(tmp_path, backend, "auth: {admin_token: adm1n}")
+
+
+ADMIN = {"Authorization": "Bearer adm1n"}
+AGENT = {"Authorization": "Bearer agent:claude"}
+
+
+@pytest.fixture
+def client(config: Path) -> Iterator[TestClient[Any]]:
+    mesh = Mesh(load_settings(config, env={}))
+    with TestClient(create_app(mesh)) as c:
+        yield c
