@@ -106,8 +106,11 @@ def normalise(entry: TraceEntry) -> TraceEntry:
         changes["supervisor_confidence"] = float(entry.supervisor_confidence or 0)
     if not entry.trace_id:
         changes["trace_id"] = secrets.token_hex(16)
-    if not entry.timestamp:
+    ns = parse_timestamp(entry.timestamp) if entry.timestamp else None
+    if ns is None:  # absent or not RFC 3339: the time of recording
         changes["timestamp"] = format_timestamp(time.time_ns())
+    elif (canonical := format_timestamp(ns)) != entry.timestamp:
+        changes["timestamp"] = canonical  # Go's RFC3339Nano in UTC, whatever offset or precision came in
     return msgspec.structs.replace(entry, **changes) if changes else entry
 
 
@@ -130,9 +133,7 @@ def decode_entry(data: bytes | str) -> TraceEntry:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9})\d*)?([Zz]|[+-]\d{2}:\d{2})$"
-)
+_RFC3339 = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9})\d*)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
 def format_timestamp(ns: int) -> str:

@@ -8,9 +8,7 @@ from shared.tracing.entry import decode_entry, normalise
 
 def test_zero_optional_fields_are_dropped_and_required_ones_kept() -> None:
     wire = json.loads(
-        encode_entry(
-            TraceEntry(trace_id="t1", agent_id="a", tool="x", policy="deny", timestamp="2026-10-01T10:00:00Z")
-        )
+        encode_entry(TraceEntry(trace_id="t1", agent_id="a", tool="x", policy="deny", timestamp="2026-10-01T10:00:00Z"))
     )
     assert list(wire) == [
         "trace_id",
@@ -68,6 +66,16 @@ def test_float_milliseconds_become_integers_and_id_and_time_are_filled() -> None
     assert entry.latency_ms == 13 and isinstance(entry.latency_ms, int)
     assert len(entry.trace_id) == 32 and int(entry.trace_id, 16) >= 0
     assert parse_timestamp(entry.timestamp) is not None
+
+
+def test_timestamps_are_stored_in_go_form_in_utc() -> None:
+    def stamp(text: str) -> str:
+        return normalise(TraceEntry(timestamp=text)).timestamp
+
+    assert stamp("2026-10-01T10:00:00.120000Z") == "2026-10-01T10:00:00.12Z"
+    assert stamp("2026-10-01T12:00:00+02:00") == "2026-10-01T10:00:00Z"
+    assert stamp("2026-10-01T10:00:00.000000001Z") == "2026-10-01T10:00:00.000000001Z"
+    assert parse_timestamp(stamp("not a time")) is not None
 
 
 def test_timestamps_are_go_rfc3339nano_in_utc() -> None:
