@@ -22,6 +22,7 @@ _ROUTE_MODULES = (
     "functions.traces",
     "functions.metrics",
     "functions.approvals",
+    "functions.precedents",
     "functions.grants",
     "functions.halts",
 )

@@ -16,6 +16,7 @@ from .limits import RateLimiter
 from .metrics import Metrics
 from .pipeline import Pipeline
 from .policy_store import PolicyStore
+from .precedents import wire_precedents
 from .settings import Settings
 from .tracing import Tracer
 from .upstreams.base import ToolDef
@@ -45,6 +46,8 @@ class Mesh:
         self.halts = HaltRegistry(self.db, self.grants, self.approvals, owner=self)
         self.limits = RateLimiter(self.db, settings)
         self.extras: dict[str, Any] = {}
+        # decision memory and precedents (CONTRACT 1.16): sets self.decisions and self.precedents
+        wire_precedents(self)
 
     @property
     def data_dir(self) -> Path:

@@ -1,0 +1,48 @@
+"""Precedents on the control plane: what memory holds per tool + agent, and forgetting it (CONTRACT 1.6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, get, post
+
+from shared.errors import BadRequest, NotImplementedFeature
+
+from .auth import control_plane, mesh_of
+
+__all__ = ["ROUTES"]
+
+
+def _json(body: Any, status: int = 200) -> Response[bytes]:
+    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
+
+
+def _precedents(request: Request[Any, Any, Any]) -> Any:
+    precedents = getattr(mesh_of(request), "precedents", None)
+    if precedents is None:
+        raise NotImplementedFeature("precedents are not available in this process")
+    return precedents
+
+
+class _Forget(msgspec.Struct):
+    tool: str = ""
+    agent: str = ""
+
+
+# Static segments win over `/approvals/{approval_id}` in Litestar's router (a test pins this down).
+@get("/approvals/precedents", guards=[control_plane])
+async def list_precedents(request: Request[Any, Any, Any]) -> Response[bytes]:
+    return _json(await _precedents(request).table())
+
+
+@post("/approvals/precedents/forget", guards=[control_plane])
+async def forget_precedents(request: Request[Any, Any, Any]) -> Response[bytes]:
+    try:
+        body = msgspec.json.decode(await request.body() or b"{}", type=_Forget)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise BadRequest("invalid JSON body") from None
+    return _json(await _precedents(request).forget(body.tool, body.agent))
+
+
+ROUTES = [list_precedents, forget_precedents]

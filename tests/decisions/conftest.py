@@ -1,0 +1,131 @@
+"""Real parts for decision-memory tests: a memory service on a temp dir, a mesh with it, servers on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from functions.app import create_app
+from shared.db import Database
+from shared.memory.config import MemoryConfig, config_from_settings
+from shared.memory.service import MemoryService
+from shared.mesh import Mesh
+from shared.settings import load_settings
+from tests.support.http import free_port
+from tests.upstreams.servers.http_backend import Backend, running_backend
+
+ADMIN = {"Authorization": "Bearer adm1n"}
+AGENT = {"Authorization": "Bearer agent:claude"}
+
+# get_pet_by_id reads, create_pet writes: both need approval.
+POLICY = """
+name: agents
+agent: "*"
+rules:
+  - tools: ["get_pet_by_id", "create_pet", "list_pets"]
+    action: human_approval
+"""
+
+
+@pytest.fixture
+def memory_service(tmp_path: Path) -> Iterator[MemoryService]:
+    service = MemoryService(MemoryConfig(dir=str(tmp_path / "mem"), hybrid=False), Database(tmp_path / "mem.db"))
+    yield service
+    service.close()
+
+
+@pytest.fixture
+def backend() -> Iterator[Backend]:
+    with running_backend() as b:
+        yield b
+
+
+def mesh_config(tmp_path: Path, backend: Backend, extra: str = "") -> Path:
+    (tmp_path / "spec.json").write_text(json.dumps(backend.spec()))
+    (tmp_path / "policies").mkdir(exist_ok=True)
+    (tmp_path / "policies" / "agents.yaml").write_text(POLICY)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        f"""
+storage_path: {tmp_path}/flux7.db
+policy_dir: policies
+auth: {{admin_token: adm1n}}
+approval: {{timeout_seconds: 10, channel: queue}}
+openapi:
+  - file: spec.json
+    backend_url: {backend.url}
+{extra}
+"""
+    )
+    return cfg
+
+
+def build_mesh(config: Path) -> Mesh:
+    """A mesh whose memory role runs in process (attached here when Mesh does not build one itself)."""
+    settings = load_settings(config, env={})
+    mesh = Mesh(settings)
+    if getattr(mesh, "memory", None) is None and settings.memory.enabled and not settings.memory.url:
+        cfg = config_from_settings(settings)
+        mesh.memory = MemoryService(MemoryConfig(dir=cfg.dir, hybrid=False), mesh.db)
+    return mesh
+
+
+@contextlib.asynccontextmanager
+async def running(mesh: Mesh) -> AsyncIterator[httpx.AsyncClient]:
+    """The app in process over httpx's ASGI transport, which lets concurrent requests interleave."""
+    app = create_app(mesh)
+    await mesh.start()
+    try:
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://mesh") as client:
+            yield client
+    finally:
+        await mesh.stop()
+
+
+@contextlib.asynccontextmanager
+async def serve_asgi(app: Any) -> AsyncIterator[str]:
+    """An ASGI app on a real loopback port (granian, embedded in this loop). Yields its base URL."""
+    from granian.constants import Interfaces
+    from granian.server.embed import Server
+
+    port = free_port()
+    server = Server(app, address="127.0.0.1", port=port, interface=Interfaces.ASGI, log_enabled=False)
+    task = asyncio.create_task(server.serve())
+    url = f"http://127.0.0.1:{port}"
+
+    async def up() -> None:
+        async with httpx.AsyncClient() as c:
+            while True:
+                try:
+                    await c.get(url + "/")
+                    return
+                except httpx.TransportError:
+                    await asyncio.sleep(0.02)  # polling interval while the server binds
+
+    try:
+        await asyncio.wait_for(up(), 15)
+        yield url
+    finally:
+        server.stop()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 10)
+
+
+async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
+    async def poll() -> None:
+        while not await _value(predicate()):
+            await asyncio.sleep(0.01)  # polling interval, not a wait for time to pass
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+async def _value(v: Any) -> Any:
+    return await v if asyncio.iscoroutine(v) else v
