@@ -114,7 +114,8 @@ def unescape_body(body: str) -> str:
 
 
 def format_entry(e: Entry) -> str:
-    """The block appended to a daily file; it starts with a blank line and ends with `---\\n`."""
+    """The block appended to a daily file (`e.body` is the value, escaped here); it starts with a blank line
+    and ends with `---\\n`."""
     ts = rfc3339
     heading = f"[delete-tags: {', '.join(e.tags)}]" if e.op == "delete_tags" else e.entity
     env = [f"op: {e.op}"]
