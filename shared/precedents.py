@@ -94,7 +94,7 @@ class Precedents:
             approvals = await asyncio.wait_for(self._count(memory, tool.name, agent), self.timeout)
         except TimeoutError:
             log.warning(
-                "memory slower than %.0fs: precedents for %s escalate",
+                "memory slower than %.1fs: precedents for %s escalate",
                 self.timeout,
                 getattr(tool, "name", "?"),
             )

@@ -58,13 +58,12 @@ def test_a_decision_fact_has_the_reference_key_value_and_tags() -> None:
 async def test_every_resolution_is_written_to_memory_with_who_settled_it(tmp_path: Path, backend: Backend) -> None:
     mesh = build_mesh(mesh_config(tmp_path, backend))
     async with running(mesh) as client:
-        calls = [
-            asyncio.create_task(client.post("/tool/create_pet", json={"name": n}, headers=AGENT)) for n in "ab"
-        ]
+        calls = [asyncio.create_task(client.post("/tool/create_pet", json={"name": n}, headers=AGENT)) for n in "ab"]
         await wait_for(lambda: _pending_count(client, 2))
         first, second = [a["id"] for a in (await client.get("/approvals?status=pending", headers=ADMIN)).json()]
-        r1 = await client.post(f"/approvals/{first}/approve", json={"resolved_by": "alice", "reasoning": "fine"},
-                               headers=ADMIN)
+        r1 = await client.post(
+            f"/approvals/{first}/approve", json={"resolved_by": "alice", "reasoning": "fine"}, headers=ADMIN
+        )
         r2 = await client.post(f"/approvals/{second}/deny", json={"resolved_by": "supervisor:sup7"}, headers=ADMIN)
         assert r1.status_code == r2.status_code == 200
         await asyncio.gather(*calls)
@@ -73,9 +72,19 @@ async def test_every_resolution_is_written_to_memory_with_who_settled_it(tmp_pat
         listed = {m.key: m for m in parse_memory_list(await memory.call_tool("memory_list", {"tags": ["decision"]}))}
         assert set(listed) == {f"decision.create_pet.{first}", f"decision.create_pet.{second}"}
         assert set(listed[f"decision.create_pet.{first}"].tags) == {
-            "decision", "approved", "create_pet", "agent:claude", "by:human"}
+            "decision",
+            "approved",
+            "create_pet",
+            "agent:claude",
+            "by:human",
+        }
         assert set(listed[f"decision.create_pet.{second}"].tags) == {
-            "decision", "denied", "create_pet", "agent:claude", "by:supervisor"}
+            "decision",
+            "denied",
+            "create_pet",
+            "agent:claude",
+            "by:supervisor",
+        }
         recalled = await memory.call_tool("memory_recall", {"key": f"decision.create_pet.{first}"})
         assert "approved by alice \u2014 agent:claude tool:create_pet reason:fine" in recalled
         assert (mesh.decisions.attempted, mesh.decisions.succeeded, mesh.decisions.failed) == (2, 2, 0)
@@ -93,7 +102,9 @@ async def test_a_timeout_is_written_as_timed_out_by_the_system(tmp_path: Path, b
         r = await client.post("/tool/create_pet", json={"name": "a"}, headers=AGENT)
         assert r.status_code == 408
         assert await mesh.decisions.drain(10)
-        text = await InProcessMemory(mesh.memory).call_tool("memory_list", {"tags": ["decision", "timeout", "by:system"]})
+        text = await InProcessMemory(mesh.memory).call_tool(
+            "memory_list", {"tags": ["decision", "timeout", "by:system"]}
+        )
         assert f"decision.create_pet.{r.json()['approval_id']}" in text
 
 

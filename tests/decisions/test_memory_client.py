@@ -20,8 +20,9 @@ TAGS = ["decision", "approved", "fs.read", "agent:claude", "by:human"]
 
 async def test_in_process_memory_returns_tool_text_and_lists_parse(memory_service: MemoryService) -> None:
     memory = InProcessMemory(memory_service)
-    text = await memory.call_tool("memory_store", {"key": "decision.fs.read.a1", "value": "v", "tags": TAGS,
-                                                   "agent": "flux7-mesh"})
+    text = await memory.call_tool(
+        "memory_store", {"key": "decision.fs.read.a1", "value": "v", "tags": TAGS, "agent": "flux7-mesh"}
+    )
     assert text.startswith("Memory 'decision.fs.read.a1' created")
     listed = parse_memory_list(await memory.call_tool("memory_list", {"tags": ["decision", "by:human"]}))
     assert [(m.key, m.agent) for m in listed] == [("decision.fs.read.a1", "flux7-mesh")]
@@ -61,12 +62,9 @@ async def test_rpc_memory_speaks_json_rpc_with_the_bearer_token(memory_service: 
 async def test_rpc_memory_reports_an_unreachable_or_garbled_memory_as_unavailable() -> None:
     with pytest.raises(MemoryUnavailable, match="unreachable"):
         await RpcMemory(f"http://127.0.0.1:{free_port()}").call_tool("memory_list", {})
-    with serve_json(lambda *_: (200, b"<html>not json</html>")) as (url, _):
-        with pytest.raises(MemoryUnavailable, match="not JSON"):
-            await RpcMemory(url).call_tool("memory_list", {})
-    with serve_json(lambda *_: (200, {"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "nope"}})) as (
-        url,
-        _,
-    ):
-        with pytest.raises(MemoryToolError, match="nope"):
-            await RpcMemory(url).call_tool("memory_list", {})
+    garbled = (200, b"<html>not json</html>")
+    with serve_json(lambda *_: garbled) as (url, _), pytest.raises(MemoryUnavailable, match="not JSON"):
+        await RpcMemory(url).call_tool("memory_list", {})
+    refused = (200, {"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "nope"}})
+    with serve_json(lambda *_: refused) as (url, _), pytest.raises(MemoryToolError, match="nope"):
+        await RpcMemory(url).call_tool("memory_list", {})
