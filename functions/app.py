@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import logging
+from pathlib import Path
 from typing import Any
 
 from litestar import Litestar
 from litestar.config.cors import CORSConfig
+from litestar.static_files import create_static_files_router
 
 from shared.mesh import Mesh
 
@@ -25,13 +28,41 @@ _ROUTE_MODULES = (
     "functions.precedents",
     "functions.grants",
     "functions.halts",
+    "functions.mcp",
+    "functions.pins",
 )
 
 
+def _configure_logging() -> None:
+    """flux7's own loggers at INFO on stderr; libraries' per-request chatter (httpx) at WARNING."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)
+    logging.getLogger("flux7").setLevel(logging.INFO)
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+CONSOLE_DIST = Path(__file__).resolve().parent.parent / "console-spa" / "dist"
+
+
+def _console_dist(mesh: Mesh) -> Path | None:
+    configured = mesh.settings.console.dist_dir
+    dist = mesh.settings.resolve_path(configured) if configured else CONSOLE_DIST
+    return dist if (dist / "index.html").is_file() else None
+
+
 def create_app(mesh: Mesh) -> Litestar:
+    _configure_logging()
     handlers: list[Any] = []
     for name in _ROUTE_MODULES:
         handlers.extend(importlib.import_module(name).ROUTES)
+    dist = _console_dist(mesh)
+    if dist is not None:
+        handlers.append(create_static_files_router(path="/console", directories=[dist], html_mode=True))
     origins = list(mesh.settings.console.allowed_origins)
     cors = CORSConfig(allow_origins=origins, allow_headers=["*"], allow_methods=["*"]) if origins else None
 
@@ -42,6 +73,7 @@ def create_app(mesh: Mesh) -> Litestar:
         await mesh.stop()
 
     app = Litestar(
+        logging_config=None,
         route_handlers=handlers,
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         on_startup=[_start],

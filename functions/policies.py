@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, get, put
 
+from shared.audit import record_event
 from shared.errors import BadRequest
 from shared.policy_edit import PolicyFiles
 
@@ -24,10 +25,9 @@ def _files(request: Request[Any, Any, Any]) -> PolicyFiles:
 
 
 def _trace_edit(request: Request[Any, Any, Any], params: dict[str, Any], by: str) -> None:
-    mesh = mesh_of(request)
-    record = getattr(mesh, "record_control_event", None)
-    if record is not None:
-        record("mesh.policy_edit", params, by or "http")
+    client = request.scope.get("client")
+    who = by or f"http:{client[0] if client else ''}"
+    record_event(mesh_of(request), tool="mesh.policy_edit", agent_id=who, params=params, policy_rule="policy_edit")
 
 
 @get("/policies", guards=[control_plane])
