@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.functions.conftest import AGENT, backend, make_config  # noqa: F401 - fixture
+from tests.functions.conftest import AGENT, make_config
 from tests.support.server import REPO, running_server, start_server, stop_server
 from tests.upstreams.servers.http_backend import Backend
 

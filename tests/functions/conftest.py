@@ -11,7 +11,7 @@ from litestar.testing import TestClient
 from functions.app import create_app
 from shared.mesh import Mesh
 from shared.settings import load_settings
-from tests.upstreams.servers.http_backend import Backend, running_backend
+from tests.upstreams.servers.http_backend import Backend
 
 POLICY = """
 name: agents
@@ -27,12 +27,6 @@ rules:
   - tools: ["create_pet", "put_notes_note_id"]
     action: human_approval
 """
-
-
-@pytest.fixture
-def backend() -> Iterator[Backend]:
-    with running_backend() as b:
-        yield b
 
 
 def make_config(tmp_path: Path, backend: Backend, extra: str = "") -> Path:

@@ -39,14 +39,10 @@ async def pending_id(client: httpx.AsyncClient, tool: str, timeout: float = 10.0
     return await asyncio.wait_for(poll(), timeout)
 
 
-async def test_a_call_needing_approval_blocks_until_approved_then_forwards(
-    tmp_path: Path, backend: Backend
-) -> None:
+async def test_a_call_needing_approval_blocks_until_approved_then_forwards(tmp_path: Path, backend: Backend) -> None:
     mesh = Mesh(load_settings(make_config(tmp_path, backend, "auth: {admin_token: adm1n}"), env={}))
     async with running(mesh) as client:
-        call = asyncio.create_task(
-            client.post("/tool/create_pet", json={"params": {"name": "Kit"}}, headers=AGENT)
-        )
+        call = asyncio.create_task(client.post("/tool/create_pet", json={"params": {"name": "Kit"}}, headers=AGENT))
         approval = await pending_id(client, "create_pet")
         assert not call.done()
         assert not [r for r in backend.requests if r.method == "POST"]  # nothing forwarded while pending

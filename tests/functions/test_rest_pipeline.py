@@ -16,9 +16,7 @@ def traces(client: TestClient[Any], **q: str) -> list[dict[str, Any]]:
     return r.json()  # type: ignore[no-any-return]
 
 
-def test_allowed_call_is_forwarded_traced_and_echoes_the_trace_id(
-    client: TestClient[Any], backend: Backend
-) -> None:
+def test_allowed_call_is_forwarded_traced_and_echoes_the_trace_id(client: TestClient[Any], backend: Backend) -> None:
     r = client.post("/tool/list_pets", json={"params": {"limit": 2}}, headers=AGENT)
     assert r.status_code == 200
     body = r.json()
@@ -37,9 +35,7 @@ def test_allowed_call_is_forwarded_traced_and_echoes_the_trace_id(
     assert t["params"] == {"limit": 2}
 
 
-def test_a_body_without_params_is_taken_whole_as_the_arguments(
-    client: TestClient[Any], backend: Backend
-) -> None:
+def test_a_body_without_params_is_taken_whole_as_the_arguments(client: TestClient[Any], backend: Backend) -> None:
     # DESIGN decision 1: the published SDK sends the arguments unwrapped.
     r = client.post("/tool/get_pet_by_id", json={"petId": "1"}, headers=AGENT)
     assert r.status_code == 200 and r.json()["result"] == {"id": 1, "name": "Rex"}
@@ -58,12 +54,8 @@ def test_denied_call_is_traced_and_returns_403(client: TestClient[Any], backend:
 
 
 def test_condition_denies_only_matching_arguments(client: TestClient[Any]) -> None:
-    assert (
-        client.post("/tool/get_pet_by_id", json={"params": {"petId": "2"}}, headers=AGENT).status_code == 403
-    )
-    assert (
-        client.post("/tool/get_pet_by_id", json={"params": {"petId": "1"}}, headers=AGENT).status_code == 200
-    )
+    assert client.post("/tool/get_pet_by_id", json={"params": {"petId": "2"}}, headers=AGENT).status_code == 403
+    assert client.post("/tool/get_pet_by_id", json={"params": {"petId": "1"}}, headers=AGENT).status_code == 200
 
 
 def test_unknown_tool_is_404_and_not_traced(client: TestClient[Any]) -> None:
@@ -136,9 +128,7 @@ def test_decide_answers_without_forwarding(client: TestClient[Any], backend: Bac
 
 
 def test_decide_bad_input(client: TestClient[Any]) -> None:
-    assert client.post("/decide", json={"arguments": {}}, headers=AGENT).json() == {
-        "error": "tool field required"
-    }
+    assert client.post("/decide", json={"arguments": {}}, headers=AGENT).json() == {"error": "tool field required"}
     r = client.post("/decide", content=b"[", headers=AGENT)
     assert r.status_code == 400 and r.json() == {"error": "invalid JSON body"}
 

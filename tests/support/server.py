@@ -45,8 +45,10 @@ def start_server(config: Path, *, workers: int = 1, port: int | None = None, ext
     port = port or free_port()
     log = config.parent / f"server-{port}.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "serve", "--config", str(config), "--port", str(port)]
-        + ["--workers", str(workers), *(extra or [])],
+        [
+            *(sys.executable, "-m", "shared.cli", "serve", "--config", str(config)),
+            *("--port", str(port), "--workers", str(workers), *(extra or [])),
+        ],
         cwd=config.parent,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
