@@ -232,14 +232,10 @@ class FactIndex:
     def apply_delete_tags(self, conn: Any, tags: Sequence[str], when: int) -> list[str]:
         if not tags:
             return []
-        match = " AND ".join(
-            "EXISTS (SELECT 1 FROM fact_tags ft WHERE ft.fact_id = facts.id AND ft.tag = ?)" for _ in tags
-        )
-        rows = conn.execute(
-            f"UPDATE facts SET tx_to = ?, deleted_at = ? WHERE tx_to IS NULL AND {match} RETURNING entity",
-            (when, when, *tags),
-        ).fetchall()
-        return sorted({r[0] for r in rows})
+        # The keys whose version in force at `when` carries every tag lose all their believed versions.
+        where, params = ReadFilter(now=when, tags=tags).where()
+        keys = sorted({r[0] for r in conn.execute(f"SELECT f.entity FROM facts f WHERE {where}", params)})
+        return [key for key in keys if self.apply_delete(conn, key, when)]
 
     def reset(self, conn: Any) -> None:
         conn.execute("DELETE FROM fact_tags")
