@@ -43,7 +43,8 @@ def _contribution(e: TraceEntry) -> dict[str, int]:
         "allowed": int(e.policy == "allow"),
         "denied": int(e.policy == "deny"),
         "human_approval": int(e.policy == "human_approval"),
-        "errors": int(bool(e.error)),
+        # A failed execution, not a refusal: denies, stops and limits carry their reason in `error` too.
+        "errors": int(bool(e.error) and (e.policy == "allow" or e.status_code >= 500)),
         "estimated_input_tokens": e.estimated_input_tokens,
         "estimated_output_tokens": e.estimated_output_tokens,
     }

@@ -176,13 +176,15 @@ def test_health_counts_come_from_the_trace_store(client: TestClient[Any], mesh: 
     _seed(mesh, policy="deny", error="no")
     entry = _seed(mesh, policy="human_approval")
     mesh.tracer.update(entry.trace_id, error="approval timed out", estimated_output_tokens=3)
+    _seed(mesh, error="backend returned HTTP 500", status_code=502)  # a failed execution is an error
     traces = client.get("/health").json()["traces"]
+    # refusals (deny, a timed-out approval) carry their reason in `error` but are not errors
     assert traces == {
-        "total": 3,
-        "allowed": 1,
+        "total": 4,
+        "allowed": 2,
         "denied": 1,
         "human_approval": 1,
-        "errors": 2,
+        "errors": 1,
         "estimated_input_tokens": 7,
         "estimated_output_tokens": 3,
     }
