@@ -1,0 +1,77 @@
+"""`mem7` subcommands as a user runs them: rescan, prune, verify, export, and a wrong subcommand."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from shared.memory.cli import config_from_env, listen_address
+from shared.memory.service import MemoryService
+
+from .conftest import REPO, call
+
+
+def mem7(directory: Path, *args: str, key: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MEM7_DIR": str(directory), "MEM7_HYBRID": "0", "MEM7_CHAIN_KEY": key}
+    return subprocess.run(
+        [sys.executable, "-m", "shared.memory.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_env_is_read_once_into_the_config() -> None:
+    config = config_from_env({"MEM7_DIR": "/x", "MEM7_MAX_ENTRIES": "5", "MEM7_TOKEN": "t", "MEM7_SCOPES": "s.json"})
+    assert (config.dir, config.max_entries, config.token, config.scopes_file) == ("/x", 5, "t", "s.json")
+    assert listen_address(":9070") == ("0.0.0.0", 9070)
+    assert listen_address("[::1]:80") == ("::1", 80)
+
+
+def test_verify_prints_the_report_and_fails_on_a_break(make_service, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / "m"
+    service: MemoryService = make_service(root, chain_key="k")
+    call(service, "memory_store", key="a", value="alpha")
+    call(service, "memory_store", key="b", value="beta")
+    ok = mem7(root, "verify", key="k")
+    assert (ok.returncode, ok.stdout) == (
+        0,
+        "2 entries: 2 sealed, 0 written before the chain\nseals: HMAC-SHA256 with MEM7_CHAIN_KEY\nchain holds\n",
+    )
+    unkeyed = mem7(root, "verify")
+    assert unkeyed.returncode == 1 and "(or it was sealed with a key: set MEM7_CHAIN_KEY)" in unkeyed.stdout
+    daily = next((root / "workspace" / "memory").glob("*.md"))
+    daily.write_text(daily.read_text().replace("beta", "BETA"))
+    broken = mem7(root, "verify", "--json", key="k")
+    assert broken.returncode == 1 and '"entity": "b"' in broken.stdout
+
+
+def test_rescan_prune_and_export(make_service, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / "m"
+    service: MemoryService = make_service(root)
+    call(service, "memory_store", key="a", value="alpha")
+    call(service, "memory_store", key="b", value="beta")
+    call(service, "memory_forget", key="a")
+    service.close()
+    rescan = mem7(root, "rescan")
+    assert rescan.returncode == 0 and "rescan complete, 1 live entries in index" in rescan.stdout
+    assert mem7(root, "prune").stdout == "pruned 0 expired memories\n"
+    export = mem7(root, "export", "--to", str(tmp_path / "copy"))
+    assert export.returncode == 0 and "exported 1 daily file(s)" in export.stdout
+    (original,) = (root / "workspace" / "memory").glob("*.md")
+    assert (tmp_path / "copy" / "workspace" / "memory" / original.name).read_bytes() == original.read_bytes()
+    original.write_text("edited\n")
+    conflict = mem7(root, "export")
+    assert conflict.returncode == 1 and "differs from the journal" in conflict.stderr
+
+
+def test_an_unknown_subcommand_is_refused(tmp_path: Path) -> None:
+    result = mem7(tmp_path, "frobnicate")
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip() == 'mem7: unknown subcommand "frobnicate" (valid: serve, rescan, prune, verify, export)'
+    )
