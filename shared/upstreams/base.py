@@ -83,7 +83,12 @@ class ToolDef(msgspec.Struct, kw_only=True):
     def fingerprint_text(self) -> str:
         """What an upstream declares about a tool, canonically: the input of pinning's change detection."""
         return msgspec.json.encode(
-            {"name": self.name, "description": self.description, "input_schema": self.input_schema},
+            {
+                "name": self.name,
+                "description": self.description,
+                "input_schema": self.input_schema,
+                "annotations": self.annotations,  # a flipped readOnlyHint changes what auto-approval trusts
+            },
             order="sorted",
         ).decode()
 

@@ -158,7 +158,10 @@ class McpSession:
             elif method == "notifications/tools/list_changed" and self._on_tools_changed is not None:
                 self._on_tools_changed()
             return
-        entry = self._pending.get(msg.get("id"))  # type: ignore[arg-type]
+        rid = msg.get("id")
+        if isinstance(rid, str) and rid.isdigit():  # a server that echoes ids as strings
+            rid = int(rid)
+        entry = self._pending.get(rid) if isinstance(rid, int) else None
         if entry is None or entry[1].done():
             return
         err = msg.get("error")

@@ -43,6 +43,13 @@ def _decode(data: bytes | str, origin: str) -> Any:
         return None
 
 
+def _json_or_none(data: bytes) -> Any:
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return None
+
+
 def same_origin(a: str, b: str) -> bool:
     ua, ub = urlsplit(a), urlsplit(b)
     default = {"http": 80, "https": 443}
@@ -310,7 +317,15 @@ class StreamableHttpTransport:
         if resp.status_code == 404 and self.session_id:
             raise self._lost("the server no longer knows the session (404)")
         if resp.status_code >= 400:
-            body = (await resp.aread())[:300].decode("utf-8", "replace").strip()
+            raw = await resp.aread()
+            answer = _json_or_none(raw)
+            if isinstance(answer, dict) and isinstance(answer.get("error"), dict) and "id" in message:
+                # A JSON-RPC error with an HTTP error status still answers the request: the caller gets
+                # "MCP error <code>: <message>" rather than a bare status.
+                answer["id"] = message["id"] if answer.get("id") is None else answer["id"]
+                self._on_message(answer)
+                return
+            body = raw[:300].decode("utf-8", "replace").strip()
             raise TransportError(f"POST {self.url}: status {resp.status_code}: {body}")
         if resp.status_code == 202:
             return
