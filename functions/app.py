@@ -30,6 +30,7 @@ _ROUTE_MODULES = (
     "functions.halts",
     "functions.mcp",
     "functions.pins",
+    "functions.memory",
 )
 
 

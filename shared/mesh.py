@@ -13,6 +13,7 @@ from .grants import GrantStore
 from .halts import HaltRegistry
 from .identity import IdentityResolver
 from .limits import RateLimiter
+from .memory.service import memory_service_for
 from .metrics import Metrics
 from .pipeline import Pipeline
 from .policy_store import PolicyStore
@@ -46,6 +47,8 @@ class Mesh:
         self.halts = HaltRegistry(self.db, self.grants, self.approvals, owner=self)
         self.limits = RateLimiter(self.db, settings)
         self.extras: dict[str, Any] = {}
+        # the memory role in this process (CONTRACT 2), over the same database; None when off or remote
+        self.memory = memory_service_for(settings, self.db)
         # decision memory and precedents (CONTRACT 1.16): sets self.decisions and self.precedents
         wire_precedents(self)
 

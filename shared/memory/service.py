@@ -17,9 +17,10 @@ import msgspec
 
 from shared.db import Database
 from shared.errors import Flux7Error
+from shared.settings import Settings
 
 from . import texts
-from .config import MemoryConfig
+from .config import MemoryConfig, config_from_settings
 from .index import Fact, ReadFilter
 from .scopes import Scopes
 from .search import Searcher, SearchRequest, VectorSlot, VectorSource, default_vectors
@@ -29,7 +30,7 @@ from .times import parse_moment, parse_rfc3339, rfc3339
 from .tools import TOOLS
 from .workspace import Entry, go_trim
 
-__all__ = ["Caller", "MemoryService", "ToolError"]
+__all__ = ["Caller", "MemoryService", "ToolError", "memory_service_for"]
 
 log = logging.getLogger("flux7.memory")
 
@@ -124,9 +125,7 @@ class MemoryService:
 
     def _configured_vectors(self, db: Database) -> VectorSource | None:
         c = self.config
-        return default_vectors(
-            db, url=c.embed_url, model=c.embed_model, provider=c.embed_provider, key=c.embed_key
-        )
+        return default_vectors(db, url=c.embed_url, model=c.embed_model, provider=c.embed_provider, key=c.embed_key)
 
     @property
     def token(self) -> str:
@@ -370,3 +369,10 @@ class MemoryService:
 
     def close(self) -> None:
         self.db.close()
+
+
+def memory_service_for(settings: Settings, db: Database) -> MemoryService | None:
+    """flux7 serve's memory role over the shared database; None when it is off or lives elsewhere (memory.url)."""
+    if not settings.memory.enabled or settings.memory.url:
+        return None
+    return MemoryService(config_from_settings(settings), db)

@@ -1,0 +1,51 @@
+"""The memory role inside `flux7 serve`: its routes beside the mesh's, over the mesh's database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from litestar.testing import TestClient
+
+from functions.app import create_app
+from shared.mesh import Mesh
+from shared.settings import load_settings
+
+
+def _app(tmp_path: Path, memory: str) -> tuple[Mesh, TestClient]:  # type: ignore[type-arg]
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"storage_path: {tmp_path}/flux7.db\nmemory: {memory}\n")
+    mesh = Mesh(load_settings(cfg, env={}))
+    return mesh, TestClient(create_app(mesh))
+
+
+def test_memory_routes_share_the_mesh_database_and_default_workspace(tmp_path: Path) -> None:
+    mesh, client = _app(tmp_path, "{chain_key: k}")
+    with client:
+        assert mesh.memory is not None and mesh.memory.db is mesh.db
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "memory_store", "arguments": {"key": "k", "value": "v"}},
+        }
+        answer = client.post("/rpc", json=body).json()
+        assert answer["result"]["content"][0]["text"] == "Memory 'k' created (1 total entries)"
+        assert client.get("/healthz").json()["status"] == "ok"
+        assert client.get("/memory/chain").json()["report"]["keyed"] is True
+        assert list((tmp_path / "memory" / "workspace" / "memory").glob("*.md"))
+
+
+def test_the_memory_token_guards_memory_routes_only_when_set(tmp_path: Path) -> None:
+    _, client = _app(tmp_path, "{token: mtok}")
+    with client:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        assert client.post("/rpc", json=body).status_code == 401
+        assert client.post("/rpc", json=body, headers={"Authorization": "Bearer mtok"}).status_code == 200
+        assert client.get("/healthz").status_code == 200
+
+
+def test_memory_off_leaves_no_memory_routes(tmp_path: Path) -> None:
+    mesh, client = _app(tmp_path, "{enabled: false}")
+    with client:
+        assert mesh.memory is None
+        assert client.post("/rpc", json={}).status_code == 404
