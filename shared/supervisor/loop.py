@@ -75,6 +75,7 @@ class Supervisor:
         )
         self.resolved_by = f"supervisor:{config.mesh.agent_id}"
         self.paused = False
+        self.polls = 0  # rounds of the loop, paused or not
         self.mesh_reachable = False
         self.started_at = time.time()
         self.counts = {"approved": 0, "denied": 0, "escalated": 0}
@@ -109,6 +110,7 @@ class Supervisor:
                     await self.poll_once()
                 except Exception:
                     log.exception("unexpected error in the poll loop")
+            self.polls += 1
             await self._sleep(interval)
 
     async def _sleep(self, seconds: float) -> None:

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from functions.app import create_app
-from shared.db import Database
 from shared.memory.config import MemoryConfig, config_from_settings
 from shared.memory.service import MemoryService
 from shared.mesh import Mesh
 from shared.settings import load_settings
-from tests.support.http import free_port
+from tests.decisions.support import new_memory_service
 from tests.upstreams.servers.http_backend import Backend, running_backend
 
 ADMIN = {"Authorization": "Bearer adm1n"}
@@ -36,7 +33,7 @@ rules:
 
 @pytest.fixture
 def memory_service(tmp_path: Path) -> Iterator[MemoryService]:
-    service = MemoryService(MemoryConfig(dir=str(tmp_path / "mem"), hybrid=False), Database(tmp_path / "mem.db"))
+    service = new_memory_service(tmp_path)
     yield service
     service.close()
 
@@ -88,44 +85,3 @@ async def running(mesh: Mesh) -> AsyncIterator[httpx.AsyncClient]:
             yield client
     finally:
         await mesh.stop()
-
-
-@contextlib.asynccontextmanager
-async def serve_asgi(app: Any) -> AsyncIterator[str]:
-    """An ASGI app on a real loopback port (granian, embedded in this loop). Yields its base URL."""
-    from granian.constants import Interfaces
-    from granian.server.embed import Server
-
-    port = free_port()
-    server = Server(app, address="127.0.0.1", port=port, interface=Interfaces.ASGI, log_enabled=False)
-    task = asyncio.create_task(server.serve())
-    url = f"http://127.0.0.1:{port}"
-
-    async def up() -> None:
-        async with httpx.AsyncClient() as c:
-            while True:
-                try:
-                    await c.get(url + "/")
-                    return
-                except httpx.TransportError:
-                    await asyncio.sleep(0.02)  # polling interval while the server binds
-
-    try:
-        await asyncio.wait_for(up(), 15)
-        yield url
-    finally:
-        server.stop()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(task, 10)
-
-
-async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
-    async def poll() -> None:
-        while not await _value(predicate()):
-            await asyncio.sleep(0.01)  # polling interval, not a wait for time to pass
-
-    await asyncio.wait_for(poll(), timeout)
-
-
-async def _value(v: Any) -> Any:
-    return await v if asyncio.iscoroutine(v) else v

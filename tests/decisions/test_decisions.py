@@ -9,7 +9,8 @@ import pytest
 from shared.decisions import DecisionWriter, decision_fact, resolver_kind
 from shared.memory.service import MemoryService
 from shared.memory_client import InProcessMemory, RpcMemory, parse_memory_list
-from tests.decisions.conftest import ADMIN, AGENT, build_mesh, mesh_config, running, wait_for
+from tests.decisions.conftest import ADMIN, AGENT, build_mesh, mesh_config, running
+from tests.decisions.support import wait_for
 from tests.support.http import free_port
 from tests.upstreams.servers.http_backend import Backend
 

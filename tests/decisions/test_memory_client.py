@@ -12,7 +12,7 @@ from shared.memory_client import (
     RpcMemory,
     parse_memory_list,
 )
-from tests.decisions.conftest import serve_asgi
+from tests.decisions.support import serve_asgi
 from tests.support.http import free_port, serve_json
 
 TAGS = ["decision", "approved", "fs.read", "agent:claude", "by:human"]

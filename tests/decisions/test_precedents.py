@@ -11,7 +11,8 @@ from shared.memory_client import InProcessMemory, RpcMemory, parse_memory_list
 from shared.mesh import Mesh
 from shared.precedents import EffectiveSettings, Precedents
 from shared.upstreams.base import Classification, ToolDef
-from tests.decisions.conftest import ADMIN, AGENT, build_mesh, mesh_config, running, wait_for
+from tests.decisions.conftest import ADMIN, AGENT, build_mesh, mesh_config, running
+from tests.decisions.support import wait_for
 from tests.support.http import free_port, serve_json
 from tests.upstreams.servers.http_backend import Backend
 
