@@ -22,6 +22,7 @@ from .embed import Embedder, EmbeddingUnavailable
 __all__ = ["VectorIndex"]
 
 _CHUNK = 500  # keys per IN (...) lookup
+_QUERY_CACHE = 32
 
 
 def _text_hash(text: str) -> str:
@@ -78,6 +79,7 @@ class VectorIndex:
         self._lock = threading.Lock()
         self._matrix: _Matrix | None = None
         self._version = -1  # the table version the matrix reflects; -1: not loaded
+        self._queries: dict[str, np.ndarray] = {}  # recent query vectors, oldest first
 
     # -- writes ---------------------------------------------------------------------------------------------
 
@@ -109,9 +111,7 @@ class VectorIndex:
             return
         vectors = self.embedder.embed([latest[key] for key in todo])
         if vectors.ndim != 2 or vectors.shape[0] != len(todo):
-            raise EmbeddingUnavailable(
-                f"embedder {name} returned shape {vectors.shape} for {len(todo)} texts"
-            )
+            raise EmbeddingUnavailable(f"embedder {name} returned shape {vectors.shape} for {len(todo)} texts")
         dim = int(vectors.shape[1])
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         with self.db.write() as conn:
@@ -171,7 +171,7 @@ class VectorIndex:
         keys, rows = self._candidates(within)
         if not keys:
             return []
-        q = self.embedder.embed([query])[0]
+        q = self._query_vector(query)
         if q.shape[0] != rows.shape[1]:
             raise EmbeddingUnavailable(
                 f"embedder {self.embedder.name}: {q.shape[0]} dimensions, stored vectors {rows.shape[1]}"
@@ -192,7 +192,7 @@ class VectorIndex:
         found, rows = self._candidates(wanted)
         if not found:
             return {}
-        q = self.embedder.embed([query])[0]
+        q = self._query_vector(query)
         return {key: float(s) for key, s in zip(found, rows @ q, strict=True)}
 
     def missing(self, keys: Iterable[str]) -> list[str]:
@@ -212,6 +212,19 @@ class VectorIndex:
     def __len__(self) -> int:
         keys, _ = self._candidates(None)
         return len(keys)
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        # A hybrid search asks for the same query's vector twice (top list, then its neighbours' scores).
+        with self._lock:
+            hit = self._queries.get(query)
+        if hit is not None:
+            return hit
+        vector = self.embedder.embed([query])[0]
+        with self._lock:
+            if len(self._queries) >= _QUERY_CACHE:
+                self._queries.pop(next(iter(self._queries)))
+            self._queries[query] = vector
+        return vector
 
     # -- cache ----------------------------------------------------------------------------------------------
 

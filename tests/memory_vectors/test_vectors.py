@@ -54,9 +54,7 @@ def test_search_ranks_the_semantically_closest_memory_first(db: Database, minilm
     assert index.search("holiday abroad", 1)[0][0] == "trip"
 
 
-def test_search_returns_at_most_the_index_size_and_nothing_for_k_zero(
-    db: Database, minilm: MiniLMEmbedder
-) -> None:
+def test_search_returns_at_most_the_index_size_and_nothing_for_k_zero(db: Database, minilm: MiniLMEmbedder) -> None:
     index = VectorIndex(db, minilm)
     index.upsert_many(NOTES)
     assert len(index.search("anything", 50)) == len(NOTES)
@@ -108,9 +106,7 @@ def test_bad_items_raise_and_write_nothing(db: Database, minilm: MiniLMEmbedder)
     assert db.query_one("SELECT count(*) FROM memory_vectors")[0] == 0
 
 
-def test_another_worker_sees_writes_and_deletes_on_its_next_search(
-    db_path: Path, minilm: MiniLMEmbedder
-) -> None:
+def test_another_worker_sees_writes_and_deletes_on_its_next_search(db_path: Path, minilm: MiniLMEmbedder) -> None:
     db_a, db_b = Database(db_path), Database(db_path)
     a, b = VectorIndex(db_a, minilm), VectorIndex(db_b, minilm)
     try:

@@ -1,0 +1,186 @@
+"""Ranking for memory search, as pure functions over what the index and the vector store return.
+
+API (the memory core's search calls these; nothing here touches SQLite or a model):
+
+- `natural_query(text) -> str`: CONTRACT 2.3 natural mode, an FTS5 `a OR b* OR ...` expression.
+- `rrf(rankings, k=60, weights=None) -> [(key, score)]`: reciprocal rank fusion, best first.
+- `neighbour_keys(key, radius) -> [key]`: the keys at +-radius in a `<prefix><digits>` sequence
+  (`conv-26.session_1.t005` -> `...t004`, `...t006`), same zero padding.
+- `thread_of(key) -> str | None`: the sequence prefix a key belongs to (`conv-26.session_1.t`), or None.
+- `stemmed_query(text) -> str`: natural mode with light suffix stripping (`painting` -> `paint*`).
+- `hybrid_search(query, limit, lexical, dense, weights=HybridWeights()) -> [(key, score)]`: the improved
+  hybrid ranking (score fusion, neighbour expansion, thread aggregation), best first.
+  `lexical(match, n)` runs an FTS5 MATCH expression and returns up to n `(key, score)`, higher better;
+  `dense` has `search(query, k)` and `similarities(query, keys)` (VectorIndex, restricted to the caller's filters).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = [
+    "STOP_WORDS",
+    "DenseSearch",
+    "HybridWeights",
+    "hybrid_search",
+    "natural_query",
+    "neighbour_keys",
+    "rrf",
+    "stemmed_query",
+    "thread_of",
+]
+
+Ranked = list[tuple[str, float]]
+Lexical = Callable[[str, int], Ranked]
+
+_STOP_WORDS_TEXT = """
+a about above after again against all am an and any are as at be because been before being below between both but
+by can could did do does doing down during each few for from further had has have having he her here hers herself
+him himself his how i if in into is it its itself just me more most my myself no nor not now of off on once only or
+other our ours out over own same she should so some such than that the their theirs them then there these they this
+those through to too under until up very was we were what when where which while who whom why will with would you
+your yours
+"""
+STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+
+_KEY_SEQUENCE = re.compile(r"^(.*\.[a-zA-Z]+)(\d+)$")
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+class DenseSearch(Protocol):
+    def search(self, query: str, k: int) -> Ranked: ...
+
+    def similarities(self, query: str, keys: list[str]) -> dict[str, float]: ...
+
+
+def natural_query(text: str) -> str:
+    """CONTRACT 2.3 natural mode: stop words and short tokens out, `word*` for 4+ letters, at most 12, OR-joined."""
+    tokens: list[str] = []
+    for token in _WORD.findall(text.lower()):
+        if token in STOP_WORDS or len(token) < 3 or token in tokens:
+            continue
+        tokens.append(token)
+    if not tokens:
+        return text
+    return " OR ".join(t + "*" if len(t) >= 4 else t for t in tokens[:12])
+
+
+def rrf(rankings: Sequence[Sequence[str]], k: int = 60, weights: Sequence[float] | None = None) -> Ranked:
+    """Reciprocal rank fusion: sum of weight / (k + rank) over the rankings a key appears in, best first."""
+    scores: dict[str, float] = defaultdict(float)
+    for i, ranking in enumerate(rankings):
+        w = 1.0 if weights is None else weights[i]
+        for rank, key in enumerate(ranking, start=1):
+            scores[key] += w / (k + rank)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def thread_of(key: str) -> str | None:
+    m = _KEY_SEQUENCE.match(key)
+    return m.group(1) if m else None
+
+
+def neighbour_keys(key: str, radius: int = 1) -> list[str]:
+    m = _KEY_SEQUENCE.match(key)
+    if not m or radius <= 0:
+        return []
+    prefix, digits = m.group(1), m.group(2)
+    n = int(digits)
+    return [f"{prefix}{n + d:0{len(digits)}d}" for d in range(-radius, radius + 1) if d != 0 and n + d >= 0]
+
+
+@dataclass(frozen=True)
+class HybridWeights:
+    """How `hybrid_search` mixes its signals; the defaults are the ones docs/retrieval.md measures."""
+
+    lexical: float = 0.7  # share of the BM25 score (scaled to the best hit); the rest is the cosine's
+    previous: float = 0.3  # a memory inherits this share of the score of the one before it in its thread
+    following: float = 0.1  # ... and of the one after it
+    thread: float = 0.5  # plus this share of the best score in its thread
+    candidates: int = 100  # how deep each retriever is read
+
+
+def stemmed_query(text: str, max_terms: int = 12) -> str:
+    """Natural mode with light suffix stripping, so `painting` also finds `painted` and `paints` (`paint*`)."""
+    terms: list[str] = []
+    for token in _WORD.findall(text.lower()):
+        if token in STOP_WORDS or len(token) < 3:
+            continue
+        term = _stem(token)
+        if term not in terms:
+            terms.append(term)
+    if not terms:
+        return text
+    return " OR ".join(t + "*" if len(t) >= 4 else t for t in terms[:max_terms])
+
+
+def _stem(token: str) -> str:
+    for suffix in ("ies", "ing", "ed", "es", "s", "ly"):
+        if token.endswith(suffix) and len(token) - len(suffix) >= 4:
+            return token[: -len(suffix)]
+    return token
+
+
+def hybrid_search(
+    query: str,
+    limit: int,
+    lexical: Lexical,
+    dense: DenseSearch | None,
+    weights: HybridWeights = HybridWeights(),
+) -> Ranked:
+    """BM25 and cosine fused by score, smoothed along each key's thread, boosted by the thread's best hit.
+
+    1. Candidates: the top `weights.candidates` of each retriever (BM25 on `stemmed_query`, cosine on the text).
+    2. Own score: `lexical * bm25 / best_bm25 + (1 - lexical) * cosine` min-max scaled over the cosine top list.
+    3. Neighbour expansion: the keys at +-1 in a thread join the candidates (their cosine is looked up), and every
+       key adds `previous` / `following` times its neighbours' own scores: a reply often holds the answer to
+       the turn before it, and neither matches the question alone.
+    4. Thread aggregation: each key adds `thread` times the best smoothed score in its thread.
+    Keys come only from what the retrievers can return, so the caller's filters hold. Without `dense`, the
+    same steps run on BM25 alone.
+    """
+    if limit <= 0:
+        return []
+    lex = lexical(stemmed_query(query), weights.candidates)
+    best_lex = max((s for _, s in lex), default=0.0)
+    lex_score = {k: s / best_lex for k, s in lex} if best_lex > 0 else {}
+    share = weights.lexical if dense is not None else 1.0
+    cosines: dict[str, float] = {}
+    if dense is not None:
+        cosines = dict(dense.search(query, weights.candidates))
+    hi = max(cosines.values(), default=0.0)
+    lo = min(cosines.values(), default=0.0)
+    known = set(lex_score) | set(cosines)
+    ring1 = {n for k in known for n in neighbour_keys(k)} - known
+    ring2 = {n for k in ring1 for n in neighbour_keys(k)} - known - ring1
+    if dense is not None and (ring1 or ring2):
+        cosines.update(dense.similarities(query, sorted(ring1 | ring2)))
+    present = set(lex_score) | set(cosines)  # keys that exist and pass the caller's filters
+
+    def own(key: str) -> float:
+        cos = cosines.get(key)
+        scaled = 0.0 if cos is None else (1.0 if hi <= lo else max(0.0, (cos - lo) / (hi - lo)))
+        return share * lex_score.get(key, 0.0) + (1.0 - share) * scaled
+
+    base = {k: own(k) for k in present}
+    candidates = (known | ring1) & present
+    smoothed: dict[str, float] = {}
+    for key in candidates:
+        score = base[key]
+        around = neighbour_keys(key)
+        if len(around) == 2:
+            score += weights.previous * base.get(around[0], 0.0) + weights.following * base.get(around[1], 0.0)
+        elif len(around) == 1:  # the first of a thread (number 0) has only a following key
+            score += weights.following * base.get(around[0], 0.0)
+        smoothed[key] = score
+    best_in_thread: dict[str, float] = defaultdict(float)
+    for key, score in smoothed.items():
+        thread = thread_of(key)
+        if thread is not None:
+            best_in_thread[thread] = max(best_in_thread[thread], score)
+    final = {k: s + weights.thread * best_in_thread.get(thread_of(k) or "", 0.0) for k, s in smoothed.items()}
+    return sorted(final.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]

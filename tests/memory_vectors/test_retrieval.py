@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from shared.memory.retrieval import (
+    HybridWeights,
+    hybrid_search,
+    natural_query,
+    neighbour_keys,
+    rrf,
+    stemmed_query,
+    thread_of,
+)
+
+Ranked = list[tuple[str, float]]
+
+
+class Dense:
+    """Fixed cosine scores standing in for a VectorIndex restricted to the caller's filters."""
+
+    def __init__(self, scores: dict[str, float]) -> None:
+        self.scores = scores
+
+    def search(self, query: str, k: int) -> Ranked:
+        return sorted(self.scores.items(), key=lambda kv: -kv[1])[:k]
+
+    def similarities(self, query: str, keys: list[str]) -> dict[str, float]:
+        return {k: self.scores[k] for k in keys if k in self.scores}
+
+
+def lexical_of(hits: Ranked) -> tuple[list[str], object]:
+    seen: list[str] = []
+
+    def lexical(match: str, n: int) -> Ranked:
+        seen.append(match)
+        return hits[:n]
+
+    return seen, lexical
+
+
+def test_natural_query_follows_the_contract() -> None:
+    assert natural_query("What did Caroline research about adoption?") == "caroline* OR research* OR adoption*"
+    assert natural_query("is it ok?") == "is it ok?"  # nothing left: the query is used unchanged
+    many = " ".join(f"word{i:02d}" for i in range(20))
+    assert natural_query(many).count(" OR ") == 11  # at most 12 terms
+
+
+def test_stemmed_query_strips_suffixes_to_a_prefix() -> None:
+    assert stemmed_query("When did Melanie go painting and camping?") == "melanie* OR paint* OR camp*"
+    assert stemmed_query("activities studies") == "activit* OR stud*"
+    assert stemmed_query("red bed") == "red OR bed"  # too short to strip
+
+
+def test_rrf_sums_reciprocal_ranks_with_weights() -> None:
+    fused = rrf([["a", "b"], ["b", "c"]])
+    assert [k for k, _ in fused] == ["b", "a", "c"]
+    assert abs(fused[0][1] - (1 / 62 + 1 / 61)) < 1e-12
+    weighted = rrf([["a", "b"], ["b", "c"]], weights=[1.0, 0.0])
+    assert [k for k, _ in weighted][:2] == ["a", "b"]
+
+
+def test_neighbour_keys_keep_zero_padding_and_stop_at_zero() -> None:
+    assert neighbour_keys("conv-26.session_1.t005") == ["conv-26.session_1.t004", "conv-26.session_1.t006"]
+    assert neighbour_keys("conv-26.session_1.t000") == ["conv-26.session_1.t001"]
+    assert neighbour_keys("notes.t09", 2) == ["notes.t07", "notes.t08", "notes.t10", "notes.t11"]
+    assert neighbour_keys("plain-key") == []
+    assert thread_of("conv-26.session_1.t005") == "conv-26.session_1.t"
+    assert thread_of("plain-key") is None
+
+
+def test_a_reply_is_found_through_the_turn_it_answers() -> None:
+    # s.t002 asks the question's words; s.t003 answers without them; x.t001 is a weak unrelated match.
+    seen, lexical = lexical_of([("s.t002", 8.0), ("x.t001", 4.0)])
+    dense = Dense({"s.t001": 0.10, "s.t002": 0.60, "s.t003": 0.35, "x.t001": 0.30, "x.t002": 0.05})
+    keys = [k for k, _ in hybrid_search("favourite game", 3, lexical, dense)]  # type: ignore[arg-type]
+    assert keys == ["s.t002", "s.t003", "x.t001"]
+    assert seen == ["favourite* OR game*"]
+
+
+def test_hybrid_search_returns_only_keys_the_retrievers_can_see() -> None:
+    # t004 is a neighbour of a hit, but the dense side (the caller's filter) does not know it: never returned.
+    _, lexical = lexical_of([("s.t003", 5.0)])
+    dense = Dense({"s.t003": 0.5, "s.t002": 0.2})
+    keys = {k for k, _ in hybrid_search("q", 10, lexical, dense)}  # type: ignore[arg-type]
+    assert keys == {"s.t003", "s.t002"}
+
+
+def test_without_dense_the_ranking_is_lexical_with_thread_context() -> None:
+    _, lexical = lexical_of([("a.t001", 4.0), ("b.t001", 3.0), ("a.t002", 2.9)])
+    results = hybrid_search("q", 3, lexical, None)  # type: ignore[arg-type]
+    assert [k for k, _ in results] == ["a.t001", "a.t002", "b.t001"]  # a.t002 rides on its thread's best hit
+    flat = hybrid_search("q", 3, lexical, None, HybridWeights(previous=0, following=0, thread=0))  # type: ignore[arg-type]
+    assert [k for k, _ in flat] == ["a.t001", "b.t001", "a.t002"]
+    assert hybrid_search("q", 0, lexical, None) == []  # type: ignore[arg-type]
