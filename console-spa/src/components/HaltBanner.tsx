@@ -1,9 +1,21 @@
+import { ApiError } from "../api/client";
 import { isActiveHalt, useHalts } from "../api/queries";
 import { Link } from "../router";
 
-/** Red on every page while an emergency stop is in force (GET /halts, polled). */
+/** Red on every page while an emergency stop is in force (GET /halts, polled). When the stops cannot
+ *  be read, say so: a silent banner would look like "no stop". */
 export function HaltBanner() {
   const q = useHalts();
+  if (q.isError && q.data === undefined) {
+    const refused = q.error instanceof ApiError && q.error.status === 401;
+    return (
+      <div className="warn-banner" role="alert">
+        <strong>Cannot check for emergency stops:</strong>{" "}
+        {refused ? "the server refused the admin token." : (q.error as Error).message}{" "}
+        <Link to="/settings">{refused ? "Set the admin token" : "Check the connection"}</Link>
+      </div>
+    );
+  }
   const active = (q.data ?? []).filter(isActiveHalt);
   if (!active.length) return null;
   return (

@@ -4,11 +4,12 @@ import { Link, pathSeg } from "../router";
 import { Badge, Params, Resolver, Time, TraceLink } from "./bits";
 
 /** Trace entries, newest first, each expandable to its params and approval outcome. */
-export function TraceTable({ traces, hideAgent, caption }: { traces: TraceEntry[]; hideAgent?: boolean; caption?: string }) {
+export function TraceTable({ traces, hideAgent, caption, compact }: { traces: TraceEntry[]; hideAgent?: boolean; caption?: string; compact?: boolean }) {
   const [open, setOpen] = useState<string | null>(null);
+  const cols = 5 + (hideAgent ? 0 : 1) + (compact ? 0 : 3);
   return (
     <div className="table-wrap">
-      <table>
+      <table className="stack">
         {caption ? <caption className="sr-only">{caption}</caption> : null}
         <thead>
           <tr>
@@ -16,9 +17,13 @@ export function TraceTable({ traces, hideAgent, caption }: { traces: TraceEntry[
             {hideAgent ? null : <th scope="col">Agent</th>}
             <th scope="col">Tool</th>
             <th scope="col">Outcome</th>
-            <th scope="col" className="hide-narrow">Rule</th>
-            <th scope="col" className="hide-narrow num">Status</th>
-            <th scope="col" className="hide-narrow num">ms</th>
+            {compact ? null : (
+              <>
+                <th scope="col" className="hide-narrow">Rule</th>
+                <th scope="col" className="hide-narrow num">Status</th>
+                <th scope="col" className="hide-narrow num">ms</th>
+              </>
+            )}
             <th scope="col">Trace</th>
             <th scope="col"><span className="sr-only">Details</span></th>
           </tr>
@@ -30,20 +35,24 @@ export function TraceTable({ traces, hideAgent, caption }: { traces: TraceEntry[
             return (
               <Fragment key={key}>
                 <tr className={t.error ? "row-error" : undefined}>
-                  <td><Time ts={t.timestamp} /></td>
+                  <td data-label="When"><Time ts={t.timestamp} /></td>
                   {hideAgent ? null : (
-                    <td><Link to={`/agents/${pathSeg(t.agent_id || "anonymous")}`}>{t.agent_id || "anonymous"}</Link></td>
+                    <td data-label="Agent"><Link to={`/agents/${pathSeg(t.agent_id || "anonymous")}`}>{t.agent_id || "anonymous"}</Link></td>
                   )}
-                  <td className="mono">{t.tool}</td>
-                  <td>
+                  <td data-label="Tool" className="mono">{t.tool}</td>
+                  <td data-label="Outcome">
                     <Badge value={t.policy} />
                     {t.approval_status ? <> <Badge value={t.approval_status} /></> : null}
                   </td>
-                  <td className="hide-narrow mono small">{t.policy_rule}</td>
-                  <td className="hide-narrow num">{t.status_code ?? ""}</td>
-                  <td className="hide-narrow num">{t.latency_ms ?? ""}</td>
-                  <td><TraceLink id={t.trace_id} /></td>
-                  <td>
+                  {compact ? null : (
+                    <>
+                      <td className="hide-narrow mono small">{t.policy_rule}</td>
+                      <td className="hide-narrow num">{t.status_code ?? ""}</td>
+                      <td className="hide-narrow num">{t.latency_ms ?? ""}</td>
+                    </>
+                  )}
+                  <td data-label="Trace"><TraceLink id={t.trace_id} /></td>
+                  <td data-label="">
                     <button type="button" className="link-button" aria-expanded={isOpen} onClick={() => setOpen(isOpen ? null : key)}>
                       {isOpen ? "Hide" : "Details"}
                     </button>
@@ -51,7 +60,7 @@ export function TraceTable({ traces, hideAgent, caption }: { traces: TraceEntry[
                 </tr>
                 {isOpen ? (
                   <tr className="row-detail">
-                    <td colSpan={hideAgent ? 8 : 9}>
+                    <td colSpan={cols}>
                       <TraceDetail t={t} />
                     </td>
                   </tr>

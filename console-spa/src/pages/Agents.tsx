@@ -188,9 +188,9 @@ export function AgentDetailPage({ id }: { id: string }) {
                     <td className="hide-narrow">{r.decision?.classification ? <span className="tag">{r.decision.classification.access}</span> : null}</td>
                     <td className="small">
                       {r.observed.total ? (
-                        <>
-                          {r.observed.allowed}✓ {r.observed.denied}✗ {r.observed.approval}? <Badge value={r.observed.last} />
-                        </>
+                        <span title={`${r.observed.allowed} allowed, ${r.observed.denied} denied or limited, ${r.observed.approval} sent to approval`}>
+                          {r.observed.total} call{r.observed.total === 1 ? "" : "s"}, last <Badge value={r.observed.last} />
+                        </span>
                       ) : (
                         <span className="muted">never</span>
                       )}

@@ -87,7 +87,7 @@ export function ResolveForm({ id, compact, onDone }: { id: string; compact?: boo
 export function PendingTable({ items, fetchedAt }: { items: ApprovalView[]; fetchedAt: number }) {
   return (
     <div className="table-wrap">
-      <table>
+      <table className="stack">
         <thead>
           <tr>
             <th scope="col">Approval</th>
@@ -101,16 +101,16 @@ export function PendingTable({ items, fetchedAt }: { items: ApprovalView[]; fetc
         <tbody>
           {items.map((a) => (
             <tr key={a.id}>
-              <td>
+              <td data-label="Approval">
                 <Link to={`/approvals/${pathSeg(a.id)}`} className="mono">{a.id.slice(0, 8)}</Link>
                 {a.injection_risk ? <> <span className="badge badge-bad" title="the params look like a prompt injection">injection risk</span></> : null}
                 <div className="muted small"><Time ts={a.created_at} /></div>
               </td>
-              <td><Link to={`/agents/${pathSeg(a.agent_id)}`}>{a.agent_id}</Link></td>
-              <td className="mono">{a.tool}</td>
-              <td className="hide-narrow mono small">{a.policy_rule}</td>
-              <td><Countdown remaining={a.remaining} fetchedAt={fetchedAt} /></td>
-              <td><ResolveForm id={a.id} compact /></td>
+              <td data-label="Agent"><Link to={`/agents/${pathSeg(a.agent_id)}`}>{a.agent_id}</Link></td>
+              <td data-label="Tool" className="mono">{a.tool}</td>
+              <td data-label="Rule" className="hide-narrow mono small">{a.policy_rule}</td>
+              <td data-label="Left"><Countdown remaining={a.remaining} fetchedAt={fetchedAt} /></td>
+              <td data-label="Decide"><ResolveForm id={a.id} compact /></td>
             </tr>
           ))}
         </tbody>
@@ -137,7 +137,7 @@ function History() {
       <QueryState query={q} what="approvals" isEmpty={(d) => !d.some((a) => a.status !== "pending")} empty="No approval has been resolved yet.">
         {(items) => (
           <div className="table-wrap">
-            <table>
+            <table className="stack">
               <thead>
                 <tr>
                   <th scope="col">Approval</th>
@@ -154,16 +154,16 @@ function History() {
                   .filter((a) => a.status !== "pending")
                   .map((a) => (
                     <tr key={a.id}>
-                      <td><Link to={`/approvals/${pathSeg(a.id)}`} className="mono">{a.id.slice(0, 8)}</Link></td>
-                      <td>{a.agent_id}</td>
-                      <td className="mono">{a.tool}</td>
-                      <td><Badge value={a.status} /></td>
-                      <td><Resolver by={a.resolved_by} /></td>
-                      <td className="hide-narrow small">
+                      <td data-label="Approval"><Link to={`/approvals/${pathSeg(a.id)}`} className="mono">{a.id.slice(0, 8)}</Link></td>
+                      <td data-label="Agent">{a.agent_id}</td>
+                      <td data-label="Tool" className="mono">{a.tool}</td>
+                      <td data-label="Outcome"><Badge value={a.status} /></td>
+                      <td data-label="By"><Resolver by={a.resolved_by} /></td>
+                      <td data-label="Reasoning" className="hide-narrow small">
                         {a.reasoning}
                         {a.confidence != null ? <span className="muted"> ({a.confidence})</span> : null}
                       </td>
-                      <td><Time ts={a.resolved_at ?? a.created_at} /></td>
+                      <td data-label="When"><Time ts={a.resolved_at ?? a.created_at} /></td>
                     </tr>
                   ))}
               </tbody>

@@ -67,7 +67,7 @@ export function GrantsPage() {
         <QueryState query={q} what="grants" isEmpty={(d) => d.length === 0} empty="No active grant. Grants expire on their own; revoked and expired ones are not listed.">
           {(d) => (
             <div className="table-wrap">
-              <table>
+              <table className="stack">
                 <thead>
                   <tr>
                     <th scope="col">Grant</th>
@@ -82,12 +82,12 @@ export function GrantsPage() {
                 <tbody>
                   {d.map((g) => (
                     <tr key={g.id}>
-                      <td className="mono" title={g.id}>{g.id.slice(0, 8)}</td>
-                      <td><Link to={`/agents/${pathSeg(g.agent)}`} className="mono">{g.agent}</Link></td>
-                      <td className="mono">{g.tools}</td>
-                      <td><Countdown remaining={g.remaining} fetchedAt={q.dataUpdatedAt} /></td>
-                      <td className="hide-narrow small">{g.granted_by}</td>
-                      <td className="hide-narrow">
+                      <td data-label="Grant" className="mono" title={g.id}>{g.id.slice(0, 8)}</td>
+                      <td data-label="Agent"><Link to={`/agents/${pathSeg(g.agent)}`} className="mono">{g.agent}</Link></td>
+                      <td data-label="Tools" className="mono">{g.tools}</td>
+                      <td data-label="Left"><Countdown remaining={g.remaining} fetchedAt={q.dataUpdatedAt} /></td>
+                      <td data-label="By" className="hide-narrow small">{g.granted_by}</td>
+                      <td data-label="From" className="hide-narrow">
                         {g.approval_id ? <Link to={`/approvals/${pathSeg(g.approval_id)}`} className="mono">{g.approval_id.slice(0, 8)}</Link> : null}{" "}
                         {g.trace_id ? <TraceLink id={g.trace_id} /> : null}
                       </td>

@@ -37,15 +37,15 @@ export function OverviewPage() {
           {(items) => <PendingTable items={items.slice(0, 5)} fetchedAt={pending.dataUpdatedAt} />}
         </QueryState>
       </Section>
-      <div className="grid-2">
+      <div className="grid-2 grid-wide">
         <Section title="Recent activity" actions={<Link to="/traces">All traces</Link>}>
           <QueryState query={traces} what="traces" isEmpty={(d) => d.length === 0} empty="No tool call has been traced yet. Calls through /tool, /decide or /mcp appear here.">
-            {(d) => <TraceTable traces={d.slice(0, 10)} caption="Recent tool calls" />}
+            {(d) => <TraceTable traces={d.slice(0, 10)} caption="Recent tool calls" compact />}
           </QueryState>
         </Section>
         <Section title="Denials" actions={<Link to="/policies">Policies</Link>}>
           <QueryState query={traces} what="denials" isEmpty={(d) => !d.some((t) => DENIED.has(t.policy))} empty="No denial among the last 100 calls.">
-            {(d) => <TraceTable traces={d.filter((t) => DENIED.has(t.policy)).slice(0, 10)} caption="Recent denials" />}
+            {(d) => <TraceTable traces={d.filter((t) => DENIED.has(t.policy)).slice(0, 10)} caption="Recent denials" compact />}
           </QueryState>
         </Section>
       </div>

@@ -1,0 +1,94 @@
+// Opens the built console (dist/) against the fixture server and screenshots each page into screenshots/.
+// Needs Debian's Chromium: apt-get install -y chromium. Usage: npm run build && node scripts/screenshot.mjs
+import { mkdir } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+import { ADMIN_TOKEN, start } from "./fixture-server.mjs";
+
+const OUT = fileURLToPath(new URL("../screenshots/", import.meta.url));
+const ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"];
+
+// [file name, hash route, text that must be on the page once it has loaded]
+const PAGES = [
+  ["overview", "#/", "Pending approvals"],
+  ["approvals", "#/approvals", "injection risk"],
+  ["approval-detail", "#/approvals/9f8e7d6c5b4a3921", "Injection risk."],
+  ["approvals-history", "#/approvals?tab=history", "system:timeout"],
+  ["approvals-precedents", "#/approvals?tab=precedents", "github.list_issues"],
+  ["approvals-settings", "#/approvals?tab=settings", "Human approvals needed"],
+  ["agents", "#/agents", "Observed rights"],
+  ["agent-detail", "#/agents/claude", "Effective rights"],
+  ["traces", "#/traces", "The trace chain holds"],
+  ["trace-why", `#/traces?trace=${"x"}`, "Why"],
+  ["sessions", "#/sessions", "Sessions, most recently"],
+  ["otel", "#/otel", "Spans by trace"],
+  ["policies", "#/policies", "claude-policy"],
+  ["policies-by-tool", "#/policies?tab=tool", "Which rule"],
+  ["policies-yaml", "#/policies?tab=yaml&file=claude", "human_approval"],
+  ["tools", "#/tools", "MCP servers"],
+  ["grants", "#/grants", "feedbeef"],
+  ["memory", "#/memory", "project.conventions"],
+  ["memory-search", "#/memory?tab=search&q=conventions", "results (ranked by relevance)"],
+  ["memory-decisions", "#/memory?tab=decisions", "github.create_issue"],
+  ["memory-entry", "#/memory?key=project.conventions", "History"],
+  ["supervisor", "#/supervisor", "ollama"],
+  ["halts", "#/halts", "runaway loop"],
+  ["settings", "#/settings", "Connection"],
+];
+
+const PHONE = new Set(["overview", "approvals", "approval-detail", "traces", "otel", "agent-detail", "policies-yaml"]);
+
+async function main() {
+  await mkdir(OUT, { recursive: true });
+  const server = await start(0);
+  const base = `http://127.0.0.1:${server.address().port}`;
+  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium", args: ARGS });
+  const problems = [];
+  const shoot = async (name, route, expect, opts = {}) => {
+    const context = await browser.newContext({
+      viewport: opts.viewport ?? { width: 1280, height: 860 },
+      colorScheme: opts.dark ? "dark" : "light",
+      deviceScaleFactor: 1,
+    });
+    const settings = { baseUrl: "", adminToken: opts.token ?? ADMIN_TOKEN, memoryToken: "", supervisorUrl: opts.noSup ? "" : `${base}/sup7`, supervisorToken: "sup7-token" };
+    await context.addInitScript((s) => sessionStorage.setItem("flux7.console.connection", JSON.stringify(s)), settings);
+    const page = await context.newPage();
+        // A refused token is the point of the "unauthorized" shot; the browser logs each 401 it gets.
+    page.on("console", (m) => {
+      if (m.type() !== "error") return;
+      if (opts.token && m.text().includes("401")) return;
+      problems.push(`${name}: console error: ${m.text()}`);
+    });
+    page.on("pageerror", (e) => problems.push(`${name}: page error: ${e.message}`));
+    await page.goto(`${base}/console/${route}`);
+    try {
+      await page.getByText(expect, { exact: false }).first().waitFor({ timeout: 8000 });
+    } catch {
+      problems.push(`${name}: "${expect}" never appeared`);
+    }
+    // A page wider than the viewport means something escaped its scroll container.
+    const [scrollW, clientW] = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+    if (scrollW > clientW + 1) problems.push(`${name}: page is ${scrollW}px wide in a ${clientW}px viewport`);
+    await page.screenshot({ path: `${OUT}${name}.png`, fullPage: !opts.viewport });
+    await context.close();
+  };
+  const traceId = await fetch(`${base}/traces?limit=3`, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } }).then((r) => r.json()).then((l) => l[2].trace_id);
+  for (const [name, route, expect] of PAGES) {
+    const r = name === "trace-why" ? `#/traces?trace=${traceId}` : route;
+    await shoot(name, r, expect);
+    if (PHONE.has(name)) await shoot(`${name}-phone`, r, expect, { viewport: { width: 390, height: 844 } });
+  }
+  await shoot("overview-dark", "#/", "Pending approvals", { dark: true });
+  await shoot("policies-yaml-dark", "#/policies?tab=yaml&file=claude", "human_approval", { dark: true });
+  await shoot("unauthorized", "#/traces", "refused the admin token", { token: "wrong" });
+  await shoot("supervisor-unset", "#/supervisor", "Not configured", { noSup: true });
+  await browser.close();
+  server.close();
+  if (problems.length) {
+    console.error(problems.join("\n"));
+    process.exitCode = 1;
+  }
+  console.log(`screenshots in ${OUT}`);
+}
+
+await main();
