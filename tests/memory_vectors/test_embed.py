@@ -83,7 +83,8 @@ def test_missing_model_file_is_refused_at_load(tmp_path: Path) -> None:
 
 def test_importing_memory_vectors_loads_no_model_runtime() -> None:
     code = (
-        "import sys; import shared.memory.vectors, shared.memory.embed, shared.memory.retrieval\n"
+        "import sys; import shared.memory.vectors, shared.memory.embed, shared.memory.retrieval, "
+        "shared.memory.rerank\n"
         "from shared.memory.embed import default_embedder; default_embedder()\n"
         "print(sorted(m for m in ('onnxruntime', 'tokenizers') if m in sys.modules))"
     )

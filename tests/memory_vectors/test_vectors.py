@@ -94,7 +94,7 @@ def test_delete_and_clear_remove_vectors(db: Database, minilm: MiniLMEmbedder) -
     assert "pets" not in {key for key, _ in index.search("my new dog", 10)}
     index.clear()
     assert index.search("my new dog", 10) == []
-    assert db.query_one("SELECT count(*) FROM memory_vectors")[0] == 0
+    assert db.query("SELECT key FROM memory_vectors") == []
 
 
 def test_bad_items_raise_and_write_nothing(db: Database, minilm: MiniLMEmbedder) -> None:
@@ -103,7 +103,7 @@ def test_bad_items_raise_and_write_nothing(db: Database, minilm: MiniLMEmbedder)
         index.upsert_many([("ok", "fine text"), ("", "no key")])
     with pytest.raises(BadRequest, match="must be a string"):
         index.upsert_many([("ok", "fine text"), ("bad", None)])  # type: ignore[list-item]
-    assert db.query_one("SELECT count(*) FROM memory_vectors")[0] == 0
+    assert db.query("SELECT key FROM memory_vectors") == []
 
 
 def test_another_worker_sees_writes_and_deletes_on_its_next_search(db_path: Path, minilm: MiniLMEmbedder) -> None:
