@@ -126,3 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "status":
         return asyncio.run(_status(config, args.verbose))
     return asyncio.run(_start(config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

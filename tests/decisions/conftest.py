@@ -11,7 +11,6 @@ import httpx
 import pytest
 
 from functions.app import create_app
-from shared.memory.config import MemoryConfig, config_from_settings
 from shared.memory.service import MemoryService
 from shared.mesh import Mesh
 from shared.settings import load_settings
@@ -65,13 +64,8 @@ openapi:
 
 
 def build_mesh(config: Path) -> Mesh:
-    """A mesh whose memory role runs in process (attached here when Mesh does not build one itself)."""
-    settings = load_settings(config, env={})
-    mesh = Mesh(settings)
-    if getattr(mesh, "memory", None) is None and settings.memory.enabled and not settings.memory.url:
-        cfg = config_from_settings(settings)
-        mesh.memory = MemoryService(MemoryConfig(dir=cfg.dir, hybrid=False), mesh.db)
-    return mesh
+    """A mesh as `flux7 serve` builds it: the memory role in process unless memory.url points elsewhere."""
+    return Mesh(load_settings(config, env={}))
 
 
 @contextlib.asynccontextmanager

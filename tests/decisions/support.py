@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +18,8 @@ import httpx
 from shared.db import Database
 from shared.memory.config import MemoryConfig
 from shared.memory.service import MemoryService
-from tests.support.http import free_port
+from tests.support.http import free_port, wait_until
+from tests.support.server import REPO
 
 
 def new_memory_service(directory: Path) -> MemoryService:
@@ -61,3 +66,58 @@ async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
 
 async def _value(v: Any) -> Any:
     return await v if asyncio.iscoroutine(v) else v
+
+
+class Mem7:
+    """`mem7 serve` as its own process on a fixed loopback port, so it can be killed and started again."""
+
+    def __init__(self, directory: Path, port: int) -> None:
+        self.directory = directory
+        self.port = port
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Mem7:
+        env = {**os.environ, "MEM7_DIR": str(self.directory), "MEM7_HYBRID": "0", "PYTHONPATH": str(REPO)}
+        env.pop("MEM7_TOKEN", None)
+        log = (self.directory.parent / f"mem7-{self.port}.log").open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "shared.memory.cli", "serve", "--listen", f"127.0.0.1:{self.port}"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        wait_until(lambda: self.proc is not None and (self.proc.poll() is not None or self.healthy()), timeout=30)
+        assert self.proc.poll() is None, (self.directory.parent / f"mem7-{self.port}.log").read_text()
+        return self
+
+    def healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=1, trust_env=False).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def kill9(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+
+def rpc_tool(url: str, name: str, arguments: dict[str, Any]) -> str:
+    """One memory tool over mem7's /rpc, as the seed curl of the docs does."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    reply = httpx.post(f"{url}/rpc", json=body, timeout=10, trust_env=False).json()
+    return str(reply["result"]["content"][0]["text"])
