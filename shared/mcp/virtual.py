@@ -192,7 +192,7 @@ class VirtualTools:
 
     def _pending(self) -> dict[str, Any]:
         approvals = self.mesh.approvals
-        pending = approvals.list("pending")
+        pending = approvals.query("pending")
         if not pending:
             return texts.text_result("No pending approvals.")
         expose = bool(getattr(approvals, "expose_content", True))

@@ -1,0 +1,314 @@
+"""`mesh7 --mcp`: the mesh as an MCP stdio server (CONTRACT 1.1, 1.14).
+
+Newline-delimited JSON-RPC on stdin/stdout; every log line goes to stderr. Two modes:
+- standalone: this process builds the mesh, answers on stdio, and serves the HTTP API on the config port in the
+  same event loop (granian's embedded server), so approvals can be resolved while the agent waits;
+- relay: when a daemon already answers `GET /health` on that port for the same config, each line is relayed to
+  its `POST /mcp` and the daemon governs. A daemon serving another config is refused, never relayed to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import secrets
+import sys
+import threading
+from typing import Any, BinaryIO
+
+import httpx
+import msgspec
+
+from ..errors import ConfigError
+from ..identity import Caller
+from ..settings import Settings, config_id, load_settings
+from .messages import (
+    INTERNAL_ERROR,
+    NAME_BEARING,
+    PROTOCOL_VERSION_META_KEY,
+    McpError,
+    Message,
+    decode_message,
+    encode_header_value,
+    error_message,
+    modern_envelope,
+    result_message,
+)
+from .server import McpServer, RequestContext
+
+__all__ = ["LineChannel", "StdioServer", "main", "probe_daemon", "relay"]
+
+log = logging.getLogger("flux7.mcp.stdio")
+
+MAX_LINE = 8 * 1024 * 1024
+RELAY_TIMEOUT = 300.0  # CONTRACT 1.1: the relay's client timeout is 5 minutes
+PARSE_ERROR_LINE = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}'
+
+_STDERR_LOGGING: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"generic": {"()": "logging.Formatter", "fmt": "[%(levelname)s] %(name)s: %(message)s"}},
+    "handlers": {"stderr": {"formatter": "generic", "class": "logging.StreamHandler", "stream": "ext://sys.stderr"}},
+    "loggers": {
+        "_granian": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
+        "granian.access": {"handlers": ["stderr"], "level": "WARNING", "propagate": False},
+    },
+}
+
+
+class LineChannel:
+    """stdin lines into the event loop (a reader thread: pipes, files and TTYs alike), lines out to stdout."""
+
+    def __init__(self, stdin: BinaryIO, stdout: BinaryIO) -> None:
+        self._stdin = stdin
+        self._stdout = stdout
+        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._loop = asyncio.get_running_loop()
+        threading.Thread(target=self._read, name="mcp-stdin", daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                line = self._stdin.readline(MAX_LINE + 1)
+                if not line:
+                    break
+                if len(line) > MAX_LINE and not line.endswith(b"\n"):
+                    while line and not line.endswith(b"\n"):  # an overlong line is refused whole
+                        line = self._stdin.readline(MAX_LINE + 1)
+                    line = b"\x00"
+                self._loop.call_soon_threadsafe(self._queue.put_nowait, line)
+        except (OSError, ValueError) as e:
+            log.warning("stdin closed: %s", e)
+        finally:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, None)
+
+    async def lines(self) -> Any:
+        while (line := await self._queue.get()) is not None:
+            line = line.strip()
+            if line:
+                yield line
+
+    def write(self, payload: bytes) -> None:
+        self._stdout.write(payload.strip() + b"\n")
+        self._stdout.flush()
+
+
+def _modern_headers(msg: Message) -> dict[str, str]:
+    """A stateless-era request carries its revision in `_meta`; over HTTP the headers must mirror it."""
+    version = msg.meta.get(PROTOCOL_VERSION_META_KEY)
+    if not isinstance(version, str):
+        return {}
+    headers = {"MCP-Protocol-Version": version, "Mcp-Method": msg.method}
+    key = NAME_BEARING.get(msg.method)
+    name = msg.params.get(key) if key and isinstance(msg.params, dict) else None
+    if isinstance(name, str):
+        headers["Mcp-Name"] = encode_header_value(name)
+    return headers
+
+
+class StdioServer:
+    """One stdio session: the agent is fixed (`--mcp-agent`), the session id is `--mcp-session-id` or minted."""
+
+    def __init__(self, server: McpServer, agent: str, session_id: str = "") -> None:
+        self.server = server
+        self.caller = Caller(agent_id=agent or "claude", authenticated=True)
+        self.session_id = session_id or secrets.token_hex(16)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def run(self, channel: LineChannel) -> None:
+        async for line in channel.lines():
+            try:
+                msg = decode_message(line)
+            except McpError as e:
+                channel.write(PARSE_ERROR_LINE if e.code == -32700 else msgspec.json.encode(error_message(None, e)))
+                continue
+            if msg.is_notification or msg.is_response:
+                continue
+            # Each request runs on its own, so a call blocked on an approval never holds up a ping.
+            task = asyncio.create_task(self._answer(msg, channel))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _answer(self, msg: Message, channel: LineChannel) -> None:
+        modern = PROTOCOL_VERSION_META_KEY in msg.meta
+        ctx = RequestContext(caller=self.caller, session_id=self.session_id, modern=modern, transport="stdio")
+        try:
+            if modern:
+                modern_envelope(msg, None)
+            result = await self.server.handle(msg, ctx)
+            reply = result_message(msg.id, result if result is not None else {})
+        except McpError as e:
+            reply = error_message(msg.id, e)
+        except Exception:
+            log.exception("MCP %s failed", msg.method)
+            reply = error_message(msg.id, McpError(INTERNAL_ERROR, "Internal error"))
+        channel.write(msgspec.json.encode(reply))
+
+
+# -- relay ------------------------------------------------------------------------------------------------------
+
+
+def probe_daemon(port: int, timeout: float = 1.0) -> dict[str, Any] | None:
+    """The daemon's /health body when one answers 200 on this port, else None."""
+    try:
+        response = httpx.get(f"http://localhost:{port}/health", timeout=timeout, trust_env=False)
+    except httpx.HTTPError:
+        return None
+    if response.status_code != 200:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+async def relay(base_url: str, bearer: str, channel: LineChannel, session_hint: str = "") -> int:
+    """Relay stdin lines to `POST <base>/mcp`, keep the Mcp-Session-Id initialize returns, DELETE it at EOF."""
+    headers = {
+        "Authorization": f"Bearer {bearer}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    if session_hint:
+        headers["X-Session-Id"] = session_hint  # names the session in traces of stateless-era calls
+    state: dict[str, str] = {}
+    tasks: set[asyncio.Task[None]] = set()
+    async with httpx.AsyncClient(base_url=base_url, timeout=RELAY_TIMEOUT, trust_env=False) as client:
+
+        async def forward(line: bytes, msg: Message) -> None:
+            h = dict(headers)
+            if state.get("session"):
+                h["Mcp-Session-Id"] = state["session"]
+            h.update(_modern_headers(msg))
+            try:
+                response = await client.post("/mcp", content=line, headers=h)
+            except httpx.HTTPError as e:
+                log.warning("relay to %s failed: %s", base_url, e)
+                if msg.has_id:
+                    err = McpError(INTERNAL_ERROR, f"relay to {base_url} failed: {e}")
+                    channel.write(msgspec.json.encode(error_message(msg.id, err)))
+                return
+            if msg.method == "initialize" and response.headers.get("mcp-session-id"):
+                state["session"] = response.headers["mcp-session-id"]
+            body = response.content.strip()
+            if not msg.has_id or response.status_code == 202:
+                return
+            if body.startswith(b"{"):
+                channel.write(body)
+            else:
+                err = McpError(INTERNAL_ERROR, f"relay: the daemon answered HTTP {response.status_code}")
+                channel.write(msgspec.json.encode(error_message(msg.id, err)))
+
+        async for line in channel.lines():
+            try:
+                msg = decode_message(line)
+            except McpError as e:
+                channel.write(PARSE_ERROR_LINE if e.code == -32700 else msgspec.json.encode(error_message(None, e)))
+                continue
+            if msg.method == "initialize" or not msg.has_id:
+                await forward(line, msg)  # in order: the session id must be known before what follows
+                continue
+            task = asyncio.create_task(forward(line, msg))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if state.get("session"):
+            try:
+                await client.delete("/mcp", headers={**headers, "Mcp-Session-Id": state["session"]})
+            except httpx.HTTPError as e:
+                log.warning("could not end the relayed session: %s", e)
+    return 0
+
+
+# -- standalone -------------------------------------------------------------------------------------------------
+
+
+def _http_server(app: Any, settings: Settings, port: int) -> Any:
+    """The HTTP API in this event loop (granian embedded), so it shares the mesh, and its upstream
+    connections, with stdio."""
+    from granian.constants import Interfaces
+    from granian.log import LogLevels
+    from granian.server.embed import Server
+
+    tls = settings.tls
+    return Server(
+        app,
+        address=settings.host,
+        port=port,
+        interface=Interfaces.ASGINL,  # the mesh is started and stopped by this module, not by a lifespan
+        log_dictconfig=_STDERR_LOGGING,
+        log_level=LogLevels.warning,
+        log_access=False,
+        ssl_cert=settings.resolve_path(tls.cert_file) if tls.cert_file else None,
+        ssl_key=settings.resolve_path(tls.key_file) if tls.key_file else None,
+    )
+
+
+async def _standalone(settings: Settings, port: int, agent: str, session_id: str) -> int:
+    from ..mesh import Mesh
+
+    # The HTTP edge is composed here, at the entry point, as `serve` does with its factory string.
+    create_app = importlib.import_module("functions.app").create_app
+    mesh = Mesh(settings)
+    await mesh.start()
+    server = _http_server(create_app(mesh), settings, port)
+    http = asyncio.create_task(server.serve())
+    try:
+        channel = LineChannel(sys.stdin.buffer, sys.stdout.buffer)
+        await StdioServer(mesh.mcp, agent, session_id).run(channel)
+    finally:
+        if not http.done():
+            server.stop()
+        try:
+            await asyncio.wait_for(http, 5)
+        except TimeoutError:
+            http.cancel()
+        except Exception as e:  # the port was taken: stdio worked without the HTTP API
+            log.warning("the HTTP API on port %s was not available: %s", port, e)
+        await mesh.stop()
+    return 0
+
+
+def main(config: str | None, port: int | None, agent: str = "claude", session_id: str = "") -> int:
+    """The `mesh7 --mcp` entry point; returns the exit status."""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="[%(levelname)s] %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per relayed message is noise
+    try:
+        settings = load_settings(config)
+    except ConfigError as e:
+        print(f"mesh7 --mcp: config error: {e}", file=sys.stderr)
+        return 2
+    port = port or settings.port
+    health = probe_daemon(port)
+    if health is not None:
+        ours, theirs = config_id(settings), health.get("config")
+        if theirs != ours:
+            print(
+                f"mesh7 --mcp: a mesh daemon on port {port} serves another config (its id {theirs!r}, ours "
+                f"{ours!r} for {settings.config_path or 'the built-in defaults'}); refusing to relay to it. "
+                "Stop that daemon, or pass --port to run this one elsewhere.",
+                file=sys.stderr,
+            )
+            return 2
+        bearer = os.environ.get("MESH_AGENT_TOKEN") or f"agent:{agent}"
+        log.info("a mesh daemon answers on port %s for this config: relaying stdio to it", port)
+
+        async def _relay() -> int:
+            channel = LineChannel(sys.stdin.buffer, sys.stdout.buffer)
+            return await relay(f"http://localhost:{port}", bearer, channel, session_id)
+
+        return asyncio.run(_relay())
+    from ..serve import check_bind
+
+    try:
+        check_bind(settings, settings.host)
+    except ConfigError as e:
+        print(f"mesh7 --mcp: config error: {e}", file=sys.stderr)
+        return 2
+    return asyncio.run(_standalone(settings, port, agent, session_id))
