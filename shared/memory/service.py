@@ -362,8 +362,15 @@ class MemoryService:
     def reindex_vectors(self) -> None:
         def rebuild(v: VectorSource) -> None:
             v.clear()
-            for key, value in self.store.index.live_keys(int(self.clock())):
-                v.upsert(key, value)
+            items = self.store.index.live_keys(int(self.clock()))
+            batch = getattr(v, "upsert_many", None)
+            for start in range(0, len(items), 256):
+                chunk = items[start : start + 256]
+                if batch is not None:
+                    batch(chunk)
+                else:
+                    for key, value in chunk:
+                        v.upsert(key, value)
 
         self.vectors.run("rebuild", rebuild)
 
