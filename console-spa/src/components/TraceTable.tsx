@@ -74,10 +74,25 @@ export function TraceTable({ traces, hideAgent, caption, compact }: { traces: Tr
   );
 }
 
-export function TraceDetail({ t }: { t: TraceEntry }) {
+export function TraceDetail({ t, full }: { t: TraceEntry; full?: boolean }) {
   return (
     <div className="trace-detail">
       <dl className="facts">
+        {full ? (
+          <>
+            <dt>When</dt>
+            <dd><Time ts={t.timestamp} /> <span className="muted small">{t.timestamp}</span></dd>
+            <dt>Agent</dt>
+            <dd><Link to={`/agents/${pathSeg(t.agent_id || "anonymous")}`}>{t.agent_id || "anonymous"}</Link>{t.user_id ? <span className="muted"> for user {t.user_id}</span> : null}</dd>
+            <dt>Tool</dt>
+            <dd className="mono">{t.tool}</dd>
+            <dt>Outcome</dt>
+            <dd>
+              <Badge value={t.policy} /> {t.approval_status ? <Badge value={t.approval_status} /> : null}{" "}
+              <span className="muted small">HTTP {t.status_code ?? "–"}, {t.latency_ms ?? "–"} ms{t.exit_code != null ? `, exit ${t.exit_code}` : ""}</span>
+            </dd>
+          </>
+        ) : null}
         <dt>Trace</dt>
         <dd className="mono">{t.trace_id}</dd>
         <dt>Rule</dt>

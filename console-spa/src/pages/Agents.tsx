@@ -32,7 +32,7 @@ export function AgentsPage() {
             <>
               <Section title="Agents seen in the last 1000 calls">
                 <div className="table-wrap">
-                  <table>
+                  <table className="stack">
                     <thead>
                       <tr>
                         <th scope="col">Agent</th>
@@ -47,13 +47,13 @@ export function AgentsPage() {
                     <tbody>
                       {agents.map((a) => (
                         <tr key={a.agent}>
-                          <td><Link to={`/agents/${pathSeg(a.agent)}`}>{a.agent}</Link></td>
-                          <td className="num">{a.total}</td>
-                          <td className="num">{a.allowed}</td>
-                          <td className="num">{a.denied}</td>
-                          <td className="num">{a.approval}</td>
-                          <td className="hide-narrow small">{(policies.data ?? []).filter((p) => p.agent === a.agent).map((p) => p.name).join(", ") || <span className="muted">by glob</span>}</td>
-                          <td><Time ts={a.lastAt} /></td>
+                          <td data-label="Agent"><Link to={`/agents/${pathSeg(a.agent)}`}>{a.agent}</Link></td>
+                          <td data-label="Calls" className="num">{a.total}</td>
+                          <td data-label="Allowed" className="num">{a.allowed}</td>
+                          <td data-label="Denied" className="num">{a.denied}</td>
+                          <td data-label="Approval" className="num">{a.approval}</td>
+                          <td data-label="Policy" className="hide-narrow small">{(policies.data ?? []).filter((p) => p.agent === a.agent).map((p) => p.name).join(", ") || <span className="muted">by glob</span>}</td>
+                          <td data-label="Last call"><Time ts={a.lastAt} /></td>
                         </tr>
                       ))}
                     </tbody>
@@ -159,7 +159,7 @@ export function AgentDetailPage({ id }: { id: string }) {
           <p className="note note-empty">No tool is registered and this agent has made no call.</p>
         ) : (
           <div className="table-wrap">
-            <table>
+            <table className="stack">
               <thead>
                 <tr>
                   <th scope="col">Tool</th>
@@ -173,8 +173,8 @@ export function AgentDetailPage({ id }: { id: string }) {
               <tbody>
                 {rows.map((r) => (
                   <tr key={r.tool}>
-                    <td className="mono">{r.tool}</td>
-                    <td>
+                    <td data-label="Tool" className="mono">{r.tool}</td>
+                    <td data-label="Policy">
                       {r.decision ? <Badge value={r.decision.action} /> : <span className="muted small">not in catalog</span>}
                       {r.decision?.conditional?.length ? (
                         <div className="small muted">
@@ -184,9 +184,9 @@ export function AgentDetailPage({ id }: { id: string }) {
                         </div>
                       ) : null}
                     </td>
-                    <td className="hide-narrow mono small">{r.decision?.rule}{r.decision?.source_file ? <div className="muted">{r.decision.source_file}</div> : null}</td>
-                    <td className="hide-narrow">{r.decision?.classification ? <span className="tag">{r.decision.classification.access}</span> : null}</td>
-                    <td className="small">
+                    <td data-label="Rule" className="hide-narrow mono small">{r.decision?.rule}{r.decision?.source_file ? <div className="muted">{r.decision.source_file}</div> : null}</td>
+                    <td data-label="Access" className="hide-narrow">{r.decision?.classification ? <span className="tag">{r.decision.classification.access}</span> : null}</td>
+                    <td data-label="Seen" className="small">
                       {r.observed.total ? (
                         <span title={`${r.observed.allowed} allowed, ${r.observed.denied} denied or limited, ${r.observed.approval} sent to approval`}>
                           {r.observed.total} call{r.observed.total === 1 ? "" : "s"}, last <Badge value={r.observed.last} />
@@ -195,7 +195,7 @@ export function AgentDetailPage({ id }: { id: string }) {
                         <span className="muted">never</span>
                       )}
                     </td>
-                    <td>{r.decision ? <ActionEditor agent={id} tool={r.tool} current={r.decision.action} /> : null}</td>
+                    <td data-label="Change">{r.decision ? <ActionEditor agent={id} tool={r.tool} current={r.decision.action} /> : null}</td>
                   </tr>
                 ))}
               </tbody>

@@ -201,7 +201,7 @@ function PrecedentsView() {
           <>
             <p className="small">Auto-approve after {d.min_approvals ?? "?"} human approvals.</p>
             <div className="table-wrap">
-              <table>
+              <table className="stack">
                 <thead>
                   <tr>
                     <th scope="col">Tool</th>
@@ -218,17 +218,17 @@ function PrecedentsView() {
                 <tbody>
                   {d.precedents.map((p) => (
                     <tr key={`${p.tool}\u0000${p.agent}`}>
-                      <td className="mono">{p.tool}</td>
-                      <td>{p.agent}</td>
-                      <td className="num">{p.human_approved}</td>
-                      <td className="num hide-narrow">{p.other_approved}</td>
-                      <td className="num">{p.refused}</td>
-                      <td className="num hide-narrow">{p.untagged}</td>
-                      <td>
+                      <td data-label="Tool" className="mono">{p.tool}</td>
+                      <td data-label="Agent">{p.agent}</td>
+                      <td data-label="Human ✓" className="num">{p.human_approved}</td>
+                      <td data-label="Other ✓" className="num hide-narrow">{p.other_approved}</td>
+                      <td data-label="Refused" className="num">{p.refused}</td>
+                      <td data-label="Untagged" className="num hide-narrow">{p.untagged}</td>
+                      <td data-label="Auto">
                         {p.would_auto_approve ? <Badge value="allow" title="the next call would be auto-approved" /> : p.auto_approvable ? <span className="muted small">eligible</span> : <span className="muted small">no</span>}
                       </td>
-                      <td><Time ts={p.last} /></td>
-                      <td>
+                      <td data-label="Last"><Time ts={p.last} /></td>
+                      <td data-label="">
                         <button
                           type="button"
                           className="btn btn-small"

@@ -73,7 +73,7 @@ export function HaltsPage() {
         <QueryState query={q} what="stops" isEmpty={(d) => d.length === 0} empty="No stop is in force. Agents' calls go through their policies as usual.">
           {(d) => (
             <div className="table-wrap">
-              <table>
+              <table className="stack">
                 <thead>
                   <tr>
                     <th scope="col">Scope</th>
@@ -87,15 +87,15 @@ export function HaltsPage() {
                 <tbody>
                   {d.map((h) => (
                     <tr key={h.id} className={isActiveHalt(h) ? "row-halt" : undefined}>
-                      <td>{h.scope === "all" ? "everything" : <>{h.scope} <span className="mono">{h.target}</span></>}</td>
-                      <td>{h.reason || <span className="muted">–</span>}</td>
-                      <td className="small">{h.created_by}</td>
-                      <td><Time ts={h.created_at} /></td>
-                      <td>
+                      <td data-label="Scope">{h.scope === "all" ? "everything" : <>{h.scope} <span className="mono">{h.target}</span></>}</td>
+                      <td data-label="Reason">{h.reason || <span className="muted">–</span>}</td>
+                      <td data-label="By" className="small">{h.created_by}</td>
+                      <td data-label="Since"><Time ts={h.created_at} /></td>
+                      <td data-label="State">
                         {isActiveHalt(h) ? <Badge value="halted" /> : <span className="muted small">resumed <Time ts={h.resumed_at} /></span>}
                         {revokedCount(h) ? <div className="small muted">{revokedCount(h)} grant(s) held</div> : null}
                       </td>
-                      <td>
+                      <td data-label="">
                         {isActiveHalt(h) ? (
                           <button type="button" className="btn btn-small btn-ok" disabled={resume.isPending} onClick={() => resume.mutate(h.id)}>
                             Resume

@@ -69,7 +69,7 @@ function ChainStatus() {
 function MemoryList({ items }: { items: MemoryListItem[] }) {
   return (
     <div className="table-wrap">
-      <table>
+      <table className="stack">
         <thead>
           <tr>
             <th scope="col">Key</th>
@@ -81,10 +81,10 @@ function MemoryList({ items }: { items: MemoryListItem[] }) {
         <tbody>
           {items.map((m) => (
             <tr key={m.key}>
-              <td><Link to="/memory" query={{ key: m.key }} className="mono">{m.key}</Link></td>
-              <td>{m.tags.map((t) => <span key={t} className="tag">{t}</span>)}</td>
-              <td className="hide-narrow">{m.agent}</td>
-              <td><Time ts={m.updated} /></td>
+              <td data-label="Key"><Link to="/memory" query={{ key: m.key }} className="mono">{m.key}</Link></td>
+              <td data-label="Tags">{m.tags.map((t) => <span key={t} className="tag">{t}</span>)}</td>
+              <td data-label="Agent" className="hide-narrow">{m.agent}</td>
+              <td data-label="Updated"><Time ts={m.updated} /></td>
             </tr>
           ))}
         </tbody>
@@ -254,7 +254,7 @@ function Decisions() {
       <QueryState query={q} what="decisions" isEmpty={(d) => d.length === 0} empty="No decision in memory yet. Each resolved or timed-out approval is written here.">
         {(d) => (
           <div className="table-wrap">
-            <table>
+            <table className="stack">
               <thead>
                 <tr>
                   <th scope="col">When</th>
@@ -270,12 +270,12 @@ function Decisions() {
                   const x = decisionFromTags(m.tags);
                   return (
                     <tr key={m.key}>
-                      <td><Time ts={m.updated} /></td>
-                      <td className="mono">{x.tool}</td>
-                      <td>{x.agent || m.agent}</td>
-                      <td><Badge value={x.outcome === "rejected" ? "denied" : x.outcome === "timed out" ? "timeout" : x.outcome} /></td>
-                      <td>{x.by ? <span className={`tag tag-${x.by}`}>{x.by}</span> : <span className="muted">–</span>}</td>
-                      <td className="hide-narrow"><Link to="/memory" query={{ key: m.key }} className="mono small">{m.key}</Link></td>
+                      <td data-label="When"><Time ts={m.updated} /></td>
+                      <td data-label="Tool" className="mono">{x.tool}</td>
+                      <td data-label="Agent">{x.agent || m.agent}</td>
+                      <td data-label="Outcome"><Badge value={x.outcome === "rejected" ? "denied" : x.outcome === "timed out" ? "timeout" : x.outcome} /></td>
+                      <td data-label="By">{x.by ? <span className={`tag tag-${x.by}`}>{x.by}</span> : <span className="muted">–</span>}</td>
+                      <td data-label="Memory" className="hide-narrow"><Link to="/memory" query={{ key: m.key }} className="mono small">{m.key}</Link></td>
                     </tr>
                   );
                 })}

@@ -56,7 +56,7 @@ function ByPolicy() {
             >
               {p.rate_limit ? <p className="small">Rate limit: {Object.entries(p.rate_limit).map(([k, v]) => `${k} ${v}`).join(", ")}</p> : null}
               <div className="table-wrap">
-                <table>
+                <table className="rules">
                   <thead>
                     <tr>
                       <th scope="col">#</th>

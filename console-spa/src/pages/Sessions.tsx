@@ -14,7 +14,7 @@ export function SessionsPage() {
         <QueryState query={q} what="sessions" isEmpty={(d) => d.length === 0} empty="No session yet. Calls carrying an X-Session-Id header (or MCP sessions) are grouped here.">
           {(d) => (
             <div className="table-wrap">
-              <table>
+              <table className="stack">
                 <thead>
                   <tr>
                     <th scope="col">Session</th>
@@ -28,12 +28,12 @@ export function SessionsPage() {
                 <tbody>
                   {d.map((s) => (
                     <tr key={s.session_id}>
-                      <td><Link to={`/sessions/${pathSeg(s.session_id)}`} className="mono" title={s.session_id}>{s.session_id.length > 16 ? `${s.session_id.slice(0, 16)}…` : s.session_id}</Link></td>
-                      <td><Link to={`/agents/${pathSeg(s.agent_id)}`}>{s.agent_id}</Link></td>
-                      <td className="num">{s.event_count}</td>
-                      <td className="hide-narrow mono small">{(s.tools ?? []).join(", ")}</td>
-                      <td className="hide-narrow"><Time ts={s.first_seen} /></td>
-                      <td><Time ts={s.last_seen} /></td>
+                      <td data-label="Session"><Link to={`/sessions/${pathSeg(s.session_id)}`} className="mono" title={s.session_id}>{s.session_id.length > 16 ? `${s.session_id.slice(0, 16)}…` : s.session_id}</Link></td>
+                      <td data-label="Agent"><Link to={`/agents/${pathSeg(s.agent_id)}`}>{s.agent_id}</Link></td>
+                      <td data-label="Events" className="num">{s.event_count}</td>
+                      <td data-label="Tools" className="hide-narrow mono small">{(s.tools ?? []).join(", ")}</td>
+                      <td data-label="Started" className="hide-narrow"><Time ts={s.first_seen} /></td>
+                      <td data-label="Last seen"><Time ts={s.last_seen} /></td>
                     </tr>
                   ))}
                 </tbody>

@@ -80,7 +80,7 @@ export function SupervisorPage() {
               </dl>
               {s.evaluator.providers.length ? (
                 <div className="table-wrap">
-                  <table>
+                  <table className="stack">
                     <thead>
                       <tr>
                         <th scope="col">Provider</th>
@@ -92,10 +92,10 @@ export function SupervisorPage() {
                     <tbody>
                       {s.evaluator.providers.map((p) => (
                         <tr key={p.name}>
-                          <td>{p.name}</td>
-                          <td><Badge value={p.state} />{p.skipped_for_s ? <span className="small muted"> {Math.round(p.skipped_for_s)}s</span> : null}</td>
-                          <td className="num">{p.consecutive_failures}</td>
-                          <td className="small">{p.detail}</td>
+                          <td data-label="Provider">{p.name}</td>
+                          <td data-label="State"><Badge value={p.state} />{p.skipped_for_s ? <span className="small muted"> {Math.round(p.skipped_for_s)}s</span> : null}</td>
+                          <td data-label="Failures" className="num">{p.consecutive_failures}</td>
+                          <td data-label="Detail" className="small">{p.detail}</td>
                         </tr>
                       ))}
                     </tbody>
@@ -110,7 +110,7 @@ export function SupervisorPage() {
         <QueryState query={decisions} what="decisions" isEmpty={(d) => d.length === 0} empty="The supervisor has not decided anything yet.">
           {(d) => (
             <div className="table-wrap">
-              <table>
+              <table className="stack">
                 <thead>
                   <tr>
                     <th scope="col">When</th>
@@ -124,12 +124,12 @@ export function SupervisorPage() {
                 <tbody>
                   {d.map((x, i) => (
                     <tr key={`${x.approval_id}-${i}`}>
-                      <td><Time ts={x.timestamp} /></td>
-                      <td><Link to={`/approvals/${pathSeg(x.approval_id)}`} className="mono">{x.approval_id.slice(0, 8)}</Link></td>
-                      <td>{x.agent_id}</td>
-                      <td className="mono">{x.tool}</td>
-                      <td><Badge value={x.decision} />{x.confidence != null ? <span className="small muted"> {x.confidence}</span> : null}</td>
-                      <td className="hide-narrow small">
+                      <td data-label="When"><Time ts={x.timestamp} /></td>
+                      <td data-label="Approval"><Link to={`/approvals/${pathSeg(x.approval_id)}`} className="mono">{x.approval_id.slice(0, 8)}</Link></td>
+                      <td data-label="Agent">{x.agent_id}</td>
+                      <td data-label="Tool" className="mono">{x.tool}</td>
+                      <td data-label="Decision"><Badge value={x.decision} />{x.confidence != null ? <span className="small muted"> {x.confidence}</span> : null}</td>
+                      <td data-label="Rule / reasoning" className="hide-narrow small">
                         {x.rule_matched ? <span className="mono">{x.rule_matched}</span> : null} {x.reasoning}
                         {x.evaluation_ms != null ? <span className="muted"> ({x.evaluation_ms} ms)</span> : null}
                       </td>

@@ -38,7 +38,7 @@ export function ToolsPage() {
         <QueryState query={tools} what="tools" isEmpty={(d) => d.length === 0} empty="No tool is registered. Add upstream MCP servers, OpenAPI specs or CLI tools to the config.">
           {(d) => (
             <div className="table-wrap">
-              <table>
+              <table className="stack">
                 <thead>
                   <tr>
                     <th scope="col">Tool</th>
@@ -56,21 +56,21 @@ export function ToolsPage() {
                       const c = t.classification ?? dec?.classification;
                       return (
                         <tr key={t.name}>
-                          <td className="mono">{t.name}</td>
-                          <td className="small">{t.source}{t.mcp_server ? <span className="muted"> · {t.mcp_server}</span> : null}</td>
-                          <td>
+                          <td data-label="Tool" className="mono">{t.name}</td>
+                          <td data-label="Source" className="small">{t.source}{t.mcp_server ? <span className="muted"> · {t.mcp_server}</span> : null}</td>
+                          <td data-label="Class">
                             {c ? (
                               <span className={`tag tag-${c.access}`} title={c.reasons?.join("; ")}>
                                 {c.access}{c.family === "generic" ? " (generic)" : ""}
                               </span>
                             ) : null}
                           </td>
-                          <td>
+                          <td data-label="Action for">
                             {dec ? <Badge value={dec.action} title={dec.rule} /> : <span className="muted small">{decisions.isPending ? "…" : "–"}</span>}
                             {dec?.conditional?.length ? <span className="muted small"> +{dec.conditional.length} conditional</span> : null}
                             {dec?.pin && dec.pin !== "pinned" ? <> <Badge value={dec.pin} title="tool pin" /></> : null}
                           </td>
-                          <td className="hide-narrow small">{t.description}</td>
+                          <td data-label="Description" className="hide-narrow small">{t.description}</td>
                         </tr>
                       );
                     })}
@@ -142,7 +142,7 @@ function Pins() {
                 ))}
               </div>
               <div className="table-wrap">
-                <table>
+                <table className="stack">
                   <thead>
                     <tr>
                       <th scope="col">Tool</th>
@@ -154,9 +154,9 @@ function Pins() {
                   <tbody>
                     {pending.map((p) => (
                       <tr key={`${p.server}/${p.tool}`}>
-                        <td className="mono">{p.tool}<div className="muted small">{p.server}</div></td>
-                        <td><Badge value={p.status} /> {p.pinned_at ? <div className="small muted">pinned <Time ts={p.pinned_at} /></div> : null}</td>
-                        <td className="small">
+                        <td data-label="Tool" className="mono">{p.tool}<div className="muted small">{p.server}</div></td>
+                        <td data-label="Status"><Badge value={p.status} /> {p.pinned_at ? <div className="small muted">pinned <Time ts={p.pinned_at} /></div> : null}</td>
+                        <td data-label="Description" className="small">
                           {p.status === "changed" && p.pinned_description !== undefined ? (
                             <div className="diff">
                               <del aria-label="pinned description">{p.pinned_description}</del>
@@ -166,7 +166,7 @@ function Pins() {
                             p.current_description
                           )}
                         </td>
-                        <td>
+                        <td data-label="">
                           <button type="button" className="btn btn-small" disabled={accept.isPending} onClick={() => accept.mutate({ tools: [p.tool] })}>
                             Accept
                           </button>

@@ -45,12 +45,12 @@ export function TracesPage() {
           ) : null}
         </div>
       </form>
-      {trace ? <WhyChainView id={trace} /> : null}
+      {trace ? <WhyChainView id={trace} /> : <VerifyPanel />}
       <Section title={trace ? "Entries of this trace" : "Tool calls, newest first"}>
         <QueryState query={q} what="traces" isEmpty={(d) => d.length === 0} empty={agent || tool || trace ? "No trace matches these filters (they are exact matches)." : "No tool call has been traced yet."}>
           {(d) =>
             trace && d.length === 1 ? (
-              <TraceDetail t={d[0]!} />
+              <TraceDetail t={d[0]!} full />
             ) : (
               <>
                 <TraceTable traces={d} />
@@ -66,7 +66,7 @@ export function TracesPage() {
           }
         </QueryState>
       </Section>
-      <VerifyPanel />
+      {trace ? <VerifyPanel /> : null}
     </>
   );
 }
@@ -116,6 +116,8 @@ export function VerifyReport({ r }: { r: TraceVerify }) {
           <>No chained trace line yet{r.persistent === false ? ": traces are not persisted on this server" : ""}.</>
         )}
       </p>
+      <details>
+        <summary>Chain details</summary>
       <dl className="facts">
         <dt>Lines</dt>
         <dd>{r.lines} ({r.unchained} before the chain started)</dd>
@@ -144,6 +146,7 @@ export function VerifyReport({ r }: { r: TraceVerify }) {
           </>
         ) : null}
       </dl>
+      </details>
     </div>
   );
 }
