@@ -25,6 +25,10 @@ def _trace_verify(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["doctor"], ["backup"], ["restore"]):  # REMAINDER would refuse their leading --options
+        import importlib
+
+        return int(importlib.import_module(f".{argv[0]}", __package__).main(argv[1:]) or 0)
     parser = argparse.ArgumentParser(prog="flux7", description="Govern agents' tool calls and remember them.")
     parser.add_argument("--version", action="version", version=f"flux7 {__version__}")
     sub = parser.add_subparsers(dest="command")
