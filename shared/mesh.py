@@ -68,6 +68,9 @@ class Mesh:
         tracer = getattr(self, "tracer", None)
         if tracer is not None:
             await tracer.stop()
+        decisions = getattr(self, "decisions", None)
+        if decisions is not None:  # decision facts still on their way to memory (in process, they need the db)
+            await decisions.drain(5)
         await self.registry.stop()
         self.db.close()
 
