@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from shared.memory.service import MemoryService
 
@@ -23,7 +24,7 @@ def _break(service: MemoryService) -> dict[str, object]:
     return brk
 
 
-def test_the_chain_holds_after_writes_and_counts_entries(make_service) -> None:  # type: ignore[no-untyped-def]
+def test_the_chain_holds_after_writes_and_counts_entries(make_service: Any) -> None:
     service = make_service(chain_key="secret")
     _fill(service)
     call(service, "memory_forget", key="k1")
@@ -45,7 +46,7 @@ def test_an_edited_value_breaks_the_chain_at_that_entry(service: MemoryService) 
     }
 
 
-def test_a_keyed_chain_says_only_that_content_changed(make_service) -> None:  # type: ignore[no-untyped-def]
+def test_a_keyed_chain_says_only_that_content_changed(make_service: Any) -> None:
     service = make_service(chain_key="secret")
     path = _fill(service)
     path.write_text(path.read_text().replace("tags: t", "tags: u", 1))
@@ -71,7 +72,7 @@ def test_removing_the_first_entry_leaves_a_missing_predecessor(service: MemorySe
 
 
 def test_legacy_entries_count_and_an_unsealed_entry_after_the_chain_breaks_it(
-    make_service,  # type: ignore[no-untyped-def]
+    make_service,
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "legacy"

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from shared.memory.cli import config_from_env, listen_address
 from shared.memory.service import MemoryService
@@ -32,7 +33,7 @@ def test_env_is_read_once_into_the_config() -> None:
     assert listen_address("[::1]:80") == ("::1", 80)
 
 
-def test_verify_prints_the_report_and_fails_on_a_break(make_service, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_verify_prints_the_report_and_fails_on_a_break(make_service: Any, tmp_path: Path) -> None:
     root = tmp_path / "m"
     service: MemoryService = make_service(root, chain_key="k")
     call(service, "memory_store", key="a", value="alpha")
@@ -50,7 +51,7 @@ def test_verify_prints_the_report_and_fails_on_a_break(make_service, tmp_path: P
     assert broken.returncode == 1 and '"entity": "b"' in broken.stdout
 
 
-def test_rescan_prune_and_export(make_service, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_rescan_prune_and_export(make_service: Any, tmp_path: Path) -> None:
     root = tmp_path / "m"
     service: MemoryService = make_service(root)
     call(service, "memory_store", key="a", value="alpha")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from litestar.testing import TestClient
 
@@ -11,7 +12,7 @@ from shared.mesh import Mesh
 from shared.settings import load_settings
 
 
-def _app(tmp_path: Path, memory: str) -> tuple[Mesh, TestClient]:  # type: ignore[type-arg]
+def _app(tmp_path: Path, memory: str) -> tuple[Mesh, TestClient[Any]]:
     cfg = tmp_path / "config.yaml"
     cfg.write_text(f"storage_path: {tmp_path}/flux7.db\nmemory: {memory}\n")
     mesh = Mesh(load_settings(cfg, env={}))

@@ -78,9 +78,9 @@ def test_a_bad_raw_query_is_a_tool_error(service: MemoryService) -> None:
 def test_search_does_not_bump_access_but_recall_does(service: MemoryService) -> None:
     call(service, "memory_store", key="a", value="counted")
     call(service, "memory_search", query="counted")
-    assert service.db.query_one("SELECT access_count FROM facts")[0] == 0
+    assert service.db.query("SELECT access_count FROM facts")[0][0] == 0
     call(service, "memory_recall", key="a")
-    assert service.db.query_one("SELECT access_count FROM facts")[0] == 1
+    assert service.db.query("SELECT access_count FROM facts")[0][0] == 1
 
 
 def test_neighbours_are_woven_around_their_hit(service: MemoryService) -> None:
@@ -98,7 +98,7 @@ def test_ttl_hides_expired_rows_and_prune_drops_them(service: MemoryService, clo
     assert keys(call(service, "memory_search", query="ephemeral")) == ["long"]
     assert call(service, "memory_store", key="n", value="v") == "Memory 'n' created (2 total entries)"
     assert service.store.prune() == 1
-    assert service.db.query_one("SELECT COUNT(*) FROM facts WHERE entity = 'short'")[0] == 0
+    assert service.db.query("SELECT COUNT(*) FROM facts WHERE entity = 'short'")[0][0] == 0
     assert "ttl: 60" in next((service.store.workspace / "memory").glob("*.md")).read_text()  # markdown untouched
 
 

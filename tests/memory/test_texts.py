@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from shared.memory.service import MemoryService
 
@@ -18,7 +19,7 @@ def test_store_says_created_then_updated_with_the_total(service: MemoryService) 
     assert call(service, "memory_store", key="a", value="uno") == "Memory 'a' updated (2 total entries)"
 
 
-def test_store_refuses_missing_key_or_value_and_a_full_memory(make_service) -> None:  # type: ignore[no-untyped-def]
+def test_store_refuses_missing_key_or_value_and_a_full_memory(make_service: Any) -> None:
     service = make_service(max_entries=2)
     assert fail(service, "memory_store", key="a") == "key and value are required"
     assert fail(service, "memory_store", value="v") == "key and value are required"
