@@ -85,9 +85,7 @@ class DecisionWriter:
     `memory` and `metrics` are callables so the writer finds components built after it; `memory()` returning
     None means this deployment has no memory, and nothing is attempted (the counters stay at 0)."""
 
-    def __init__(
-        self, memory: Callable[[], MemoryClient | None], metrics: Callable[[], Any] | None = None
-    ) -> None:
+    def __init__(self, memory: Callable[[], MemoryClient | None], metrics: Callable[[], Any] | None = None) -> None:
         self._memory = memory
         self._metrics = metrics or (lambda: None)
         self._lock = threading.Lock()

@@ -169,9 +169,7 @@ class ListedMemory(msgspec.Struct, frozen=True):
 _LIST_HEAD = re.compile(r"^(\d+) memories:$")
 # `- <key>[ [t1, t2]][ (by <agent>)] — <RFC3339Z>` (CONTRACT 2.3); the key is taken shortest-first so the
 # optional parts bind to the end of the line.
-_LIST_LINE = re.compile(
-    r"^- (?P<key>.+?)(?: \[(?P<tags>[^\]]*)\])?(?: \(by (?P<agent>[^)]*)\))? — (?P<ts>\S+)$"
-)
+_LIST_LINE = re.compile(r"^- (?P<key>.+?)(?: \[(?P<tags>[^\]]*)\])?(?: \(by (?P<agent>[^)]*)\))? — (?P<ts>\S+)$")
 
 
 def parse_memory_list(text: str) -> list[ListedMemory]:

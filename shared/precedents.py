@@ -210,9 +210,7 @@ def _couple_of(fact: ListedMemory) -> tuple[str, str] | None:
     agent = next((t[6:] for t in fact.tags if t.startswith("agent:")), "")
     if not agent:
         return None
-    rest = [
-        t for t in fact.tags if t != "decision" and t not in _STATUSES and not t.startswith(("agent:", "by:"))
-    ]
+    rest = [t for t in fact.tags if t != "decision" and t not in _STATUSES and not t.startswith(("agent:", "by:"))]
     if len(rest) == 1:
         return rest[0], agent
     for t in rest:
@@ -244,9 +242,7 @@ def wire_precedents(mesh: Any) -> None:
             e = effective()
             return EffectiveSettings(bool(e.auto_approve), int(e.min_approvals), bool(e.auto_approve_writes))
         s = mesh.settings
-        return EffectiveSettings(
-            s.auto_approve_enabled, s.supervisor.min_approvals, s.supervisor.auto_approve_writes
-        )
+        return EffectiveSettings(s.auto_approve_enabled, s.supervisor.min_approvals, s.supervisor.auto_approve_writes)
 
     writer = DecisionWriter(memory, lambda: getattr(mesh, "metrics", None))
     mesh.decisions = writer

@@ -37,9 +37,7 @@ def with_environment(config: Sup7Config, env: Mapping[str, str]) -> Sup7Config:
     if not ev.api_key and env.get(_KEY_ENV.get(ev.provider, "")):
         ev = replace(ev, api_key=env[_KEY_ENV[ev.provider]])
     chain = tuple(
-        replace(p, api_key=env[_KEY_ENV[p.provider]])
-        if not p.api_key and env.get(_KEY_ENV.get(p.provider, ""))
-        else p
+        replace(p, api_key=env[_KEY_ENV[p.provider]]) if not p.api_key and env.get(_KEY_ENV.get(p.provider, "")) else p
         for p in ev.chain
     )
     return replace(config, mesh=mesh, memory=memory, evaluator=replace(ev, chain=chain))

@@ -243,9 +243,7 @@ class Supervisor:
             decision = _PAST.get(verdict.action, "escalated")
             reasoning = verdict.reasoning
             if decision != "escalated" and verdict.confidence < threshold:
-                reasoning = (
-                    f"LLM confidence {verdict.confidence:.2f} below threshold {threshold}: {reasoning}"
-                )
+                reasoning = f"LLM confidence {verdict.confidence:.2f} below threshold {threshold}: {reasoning}"
                 decision = "escalated"
             return made(decision, verdict.source or "llm", reasoning, verdict.confidence)
         decision = _PAST[match.action]
