@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, get, post, put
+from litestar.params import RawBody
 
 from shared.audit import record_event
 from shared.errors import BadRequest
@@ -76,7 +77,7 @@ def get_settings(request: Request[Any, Any, Any]) -> dict[str, Any]:
 
 
 @put("/approvals/settings", guards=[control_plane], sync_to_thread=True)
-def put_settings(request: Request[Any, Any, Any], body: bytes) -> dict[str, Any]:
+def put_settings(request: Request[Any, Any, Any], body: RawBody) -> dict[str, Any]:
     mesh = mesh_of(request)
     changes = json_object(body)
     by = _text(changes, "by") or remote_actor(request)
@@ -127,12 +128,12 @@ def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, dec
 
 
 @post("/approvals/{approval_id:str}/approve", guards=[control_plane], status_code=200, sync_to_thread=True)
-def approve(request: Request[Any, Any, Any], approval_id: str, body: bytes) -> dict[str, Any]:
+def approve(request: Request[Any, Any, Any], approval_id: str, body: RawBody) -> dict[str, Any]:
     return _resolve(request, approval_id, body, "approve")
 
 
 @post("/approvals/{approval_id:str}/deny", guards=[control_plane], status_code=200, sync_to_thread=True)
-def deny(request: Request[Any, Any, Any], approval_id: str, body: bytes) -> dict[str, Any]:
+def deny(request: Request[Any, Any, Any], approval_id: str, body: RawBody) -> dict[str, Any]:
     return _resolve(request, approval_id, body, "deny")
 
 

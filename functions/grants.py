@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Request, Response, delete, get, post
+from litestar.params import RawBody
 
 from shared.durations import parse_duration
 from shared.errors import BadRequest
@@ -34,7 +35,7 @@ def list_grants(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
 
 
 @post("/grants", guards=[control_plane], sync_to_thread=True)
-def create_grant(request: Request[Any, Any, Any], body: bytes) -> Response[dict[str, Any]]:
+def create_grant(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[str, Any]]:
     fields = json_object(body)
     agent, tools, duration = _str(fields, "agent"), _str(fields, "tools"), _str(fields, "duration")
     if not agent or not tools or not duration:

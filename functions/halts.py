@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Request, Response, get, post
+from litestar.params import RawBody
 
 from shared.errors import BadRequest
 
@@ -32,7 +33,7 @@ def list_halts(request: Request[Any, Any, Any], status: str = "active") -> list[
 
 
 @post("/halts", guards=[control_plane], sync_to_thread=True)
-def create_halt(request: Request[Any, Any, Any], body: bytes) -> Response[dict[str, Any]]:
+def create_halt(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[str, Any]]:
     fields = json_object(body)
     result = mesh_of(request).halts.create(
         _str(fields, "scope"),
@@ -52,7 +53,7 @@ def create_halt(request: Request[Any, Any, Any], body: bytes) -> Response[dict[s
 
 
 @post("/halts/{halt_id:str}/resume", guards=[control_plane], status_code=200, sync_to_thread=True)
-def resume_halt(request: Request[Any, Any, Any], halt_id: str, body: bytes) -> dict[str, Any]:
+def resume_halt(request: Request[Any, Any, Any], halt_id: str, body: RawBody) -> dict[str, Any]:
     fields = json_object(body)
     result = mesh_of(request).halts.resume(halt_id, _str(fields, "by") or remote_actor(request))
     return {"halt": result.halt.view(), "restored_grants": result.restored_grants}

@@ -158,7 +158,7 @@ class ApprovalQueue:
         self._db = db
         self._settings = settings
         self._owner = owner  # the Mesh, for its tracer; None in a bare core
-        self._notifier = notifier
+        self.notifier = notifier
         self._policy_version = policy_version
         self.settings_store = ApprovalSettingsStore(db, settings)
         self._listeners: list[Callable[[Approval], None]] = []
@@ -290,8 +290,8 @@ class ApprovalQueue:
             ).fetchone()
         approval = _from_row(stored)
         notify_url = self._settings.approval.notify_url
-        if notify_url and self._notifier is not None:
-            self._notifier.send(notify_url, self._event_body(approval, "pending"), guard=False)
+        if notify_url and self.notifier is not None:
+            self.notifier.send(notify_url, self._event_body(approval, "pending"), guard=False)
         return approval
 
     def resolve(
@@ -430,6 +430,11 @@ class ApprovalQueue:
         approval = await self.wait(approval_id, seconds, resolve_on_timeout=False)
         return None if approval.status == "pending" else approval
 
+    def waiting(self) -> int:
+        """How many waits are blocked in this process (all event loops)."""
+        with self._lock:
+            return sum(len(events) for w in self._loops.values() for events in w.events.values())
+
     def _register(self, loop: asyncio.AbstractEventLoop, approval_id: str, event: asyncio.Event) -> None:
         with self._lock:
             waiters = self._loops.get(loop)
@@ -535,8 +540,8 @@ class ApprovalQueue:
                 supervisor_reasoning=approval.reasoning,
                 supervisor_confidence=approval.confidence,
             )
-            if approval.callback_url and self._notifier is not None:
-                self._notifier.send(
+            if approval.callback_url and self.notifier is not None:
+                self.notifier.send(
                     approval.callback_url, self._event_body(approval, approval.status), guard=True
                 )
             for listener in list(self._listeners):

@@ -1,0 +1,75 @@
+"""Fixtures: a Mesh over a real SQLite file, a second Mesh on the same file (another worker's view), and an
+HTTP client over the ASGI app from a loopback peer (the control plane's open case, DESIGN 6)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from functions.app import create_app
+from shared.mesh import Mesh
+from shared.settings import Settings, load_settings
+
+ECHO_POLICY = {
+    "name": "gate",
+    "agent": "*",
+    "rules": [
+        {"tools": ["echo.run"], "action": "human_approval"},
+        {"tools": ["*"], "action": "allow"},
+    ],
+}
+
+
+def make_settings(tmp: Path, **overrides: Any) -> Settings:
+    # The memory role (and its decision writer) is another component's subject; off here, so these tests
+    # exercise the approval machinery alone.
+    values: dict[str, Any] = {"storage_path": str(tmp / "flux7.db"), "memory": {"enabled": False}}
+    values.update(overrides)
+    return load_settings(None, env={}, **values)
+
+
+@pytest.fixture
+def mesh_of(tmp_path: Path) -> Iterator[Callable[..., Mesh]]:
+    """Build Meshes over tmp_path/flux7.db; each one is a separate worker's view of the same database."""
+    made: list[Mesh] = []
+
+    def make(**overrides: Any) -> Mesh:
+        m = Mesh(make_settings(tmp_path, **overrides))
+        made.append(m)
+        return m
+
+    yield make
+    for m in made:
+        m.db.close()
+
+
+@pytest.fixture
+def mesh(mesh_of: Callable[..., Mesh]) -> Mesh:
+    return mesh_of()
+
+
+def echo_settings() -> dict[str, Any]:
+    """A real CLI tool (/bin/echo) gated by human_approval, for calls through POST /tool."""
+    return {"cli_tools": [{"name": "echo", "bin": "/bin/echo", "bare": {}}], "policies": [ECHO_POLICY]}
+
+
+@pytest.fixture
+async def client_of() -> AsyncIterator[Callable[..., Any]]:
+    """`await client_of(mesh)`: an httpx client over the app, calling from 127.0.0.1, with the mesh started."""
+    opened: list[tuple[Mesh, httpx.AsyncClient]] = []
+
+    async def make(m: Mesh, peer: str = "127.0.0.1", **headers: str) -> httpx.AsyncClient:
+        await m.start()
+        transport = httpx.ASGITransport(create_app(m), client=(peer, 40000))
+        c = httpx.AsyncClient(transport=transport, base_url="http://mesh", headers=headers, timeout=30)
+        opened.append((m, c))
+        return c
+
+    yield make
+    for m, c in opened:
+        await c.aclose()
+        await m.stop()

@@ -1,0 +1,81 @@
+"""Rate limits and loop detection (CONTRACT 1.4, DESIGN decision 3), counted in SQLite across workers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from shared.mesh import Mesh
+from shared.settings import Policy, RateLimit
+
+LIMITED = Policy(name="limited", rate_limit=RateLimit(max_per_minute=5))
+BUDGET = Policy(name="budget", rate_limit=RateLimit(max_total=2))
+PLAIN = Policy(name="plain")
+
+
+def test_per_minute_limit_blocks_the_call_after_the_maximum_with_the_contract_text(mesh: Mesh) -> None:
+    for i in range(5):
+        assert mesh.limits.check("a", LIMITED, "t", {"i": i}) is None
+        mesh.limits.record("a", LIMITED, "t", {"i": i})
+    assert mesh.limits.check("a", LIMITED, "t", {"i": 99}) == 'rate_limit: agent "a" exceeded 5 calls/min'
+    assert mesh.limits.check("b", LIMITED, "t", {"i": 99}) is None  # the state is per agent
+
+
+def test_total_budget_is_checked_before_the_minute_window(mesh: Mesh) -> None:
+    both = Policy(name="both", rate_limit=RateLimit(max_per_minute=2, max_total=2))
+    for i in range(2):
+        mesh.limits.record("a", both, "t", {"i": i})
+    assert mesh.limits.check("a", both, "t", {}) == 'rate_limit: agent "a" exceeded total budget (2 calls)'
+
+
+def test_only_recorded_calls_count_so_denied_ones_never_use_the_budget(mesh: Mesh) -> None:
+    for _ in range(10):
+        assert mesh.limits.check("a", BUDGET, "t", {}) is None  # checks alone record nothing
+    mesh.limits.record("a", BUDGET, "t", {})
+    assert mesh.limits.check("a", BUDGET, "t", {}) is None
+
+
+def test_same_tool_and_params_three_times_in_ten_seconds_is_a_loop(mesh: Mesh) -> None:
+    args = {"path": "/x", "n": 1}
+    for _ in range(3):
+        assert mesh.limits.check("a", LIMITED, "fs.read", args) is None
+        mesh.limits.record("a", LIMITED, "fs.read", args)
+    assert mesh.limits.check("a", LIMITED, "fs.read", {"n": 1, "path": "/x"}) == (
+        'loop_detected: agent "a" called fs.read with same params 3 times in 10s'
+    )
+    assert mesh.limits.check("a", LIMITED, "fs.read", {"path": "/y", "n": 1}) is None
+    assert mesh.limits.check("a", LIMITED, "fs.list", args) is None
+
+
+def test_without_rate_limit_nothing_is_checked_or_recorded_including_loops(mesh: Mesh) -> None:
+    for _ in range(5):
+        mesh.limits.record("a", PLAIN, "t", {})
+        assert mesh.limits.check("a", PLAIN, "t", {}) is None
+    assert mesh.limits.check("a", None, "t", {}) is None
+    assert mesh.db.query_one("SELECT COUNT(*) FROM rate_events")[0] == 0
+
+
+def test_top_level_loop_detection_applies_without_a_rate_limit(mesh_of: Callable[..., Mesh]) -> None:
+    mesh = mesh_of(loop_detection={"enabled": True, "threshold": 2, "window_seconds": 30})
+    for _ in range(2):
+        assert mesh.limits.check("a", None, "t", [1, 2]) is None
+        mesh.limits.record("a", None, "t", [1, 2])
+    assert mesh.limits.check("a", PLAIN, "t", [1, 2]) == (
+        'loop_detected: agent "a" called t with same params 2 times in 30s'
+    )
+
+
+def test_counts_are_shared_by_every_worker_on_the_database(mesh_of: Callable[..., Mesh]) -> None:
+    one, two = mesh_of(), mesh_of()
+    for i in range(5):
+        (one if i % 2 else two).limits.record("a", LIMITED, "t", {"i": i})
+    assert one.limits.check("a", LIMITED, "t", {}) == 'rate_limit: agent "a" exceeded 5 calls/min'
+    assert two.limits.check("a", LIMITED, "t", {}) == 'rate_limit: agent "a" exceeded 5 calls/min'
+
+
+def test_loop_detection_looks_back_over_the_last_fifty_calls_only(mesh: Mesh) -> None:
+    many = Policy(name="many", rate_limit=RateLimit(max_per_minute=1000))
+    for _ in range(3):
+        mesh.limits.record("a", many, "t", {"same": True})
+    for i in range(50):
+        mesh.limits.record("a", many, "t", {"i": i})
+    assert mesh.limits.check("a", many, "t", {"same": True}) is None
