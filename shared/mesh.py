@@ -13,8 +13,11 @@ from .grants import GrantStore
 from .halts import HaltRegistry
 from .identity import IdentityResolver
 from .limits import RateLimiter
+from .mcp.server import McpServer
+from .mcp.sessions import SessionStore
 from .memory.service import memory_service_for
 from .metrics import Metrics
+from .pins import PinStore
 from .pipeline import Pipeline
 from .policy_store import PolicyStore
 from .precedents import wire_precedents
@@ -46,6 +49,9 @@ class Mesh:
         self.grants = GrantStore(self.db, owner=self)
         self.halts = HaltRegistry(self.db, self.grants, self.approvals, owner=self)
         self.limits = RateLimiter(self.db, settings)
+        self.pins = PinStore(self.db, enabled=settings.pin_tools, owner=self)
+        self.mcp_sessions = SessionStore(self.db)
+        self.mcp = McpServer(self)
         self.extras: dict[str, Any] = {}
         # the memory role in this process (CONTRACT 2), over the same database; None when off or remote
         self.memory = memory_service_for(settings, self.db)
