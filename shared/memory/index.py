@@ -61,6 +61,20 @@ class ReadFilter(msgspec.Struct, kw_only=True):
     since: int | None = None
     until: int | None = None
 
+    @property
+    def narrows(self) -> bool:
+        """Whether the filter leaves out more than what is simply not in force now."""
+        return bool(
+            self.entity
+            or self.tags
+            or self.agent
+            or self.owners is not None
+            or self.valid_at is not None
+            or self.as_of is not None
+            or self.since is not None
+            or self.until is not None
+        )
+
     def where(self) -> tuple[str, list[Any]]:
         clauses: list[str] = []
         params: list[Any] = []
@@ -156,8 +170,7 @@ class FactIndex:
 
     def count(self, conn: Any, now: int) -> int:
         row = conn.execute(
-            "SELECT COUNT(DISTINCT entity) FROM facts WHERE tx_to IS NULL "
-            "AND (expires_at IS NULL OR expires_at > ?)",
+            "SELECT COUNT(DISTINCT entity) FROM facts WHERE tx_to IS NULL AND (expires_at IS NULL OR expires_at > ?)",
             (now,),
         ).fetchone()
         return int(row[0])

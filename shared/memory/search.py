@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -28,7 +28,7 @@ class VectorSource(Protocol):
 
     def upsert(self, key: str, text: str) -> None: ...
     def delete(self, key: str) -> None: ...
-    def search(self, query: str, k: int) -> list[tuple[str, float]]: ...
+    def search(self, query: str, k: int, *, within: Collection[str] | None = None) -> list[tuple[str, float]]: ...
     def clear(self) -> None: ...
 
 
@@ -125,7 +125,11 @@ class Searcher:
         wide = 2 * req.limit
         lexical = self.index.search(fts, flt, limit=wide)
         try:
-            dense_keys = [key for key, _ in source.search(req.query, wide)]
+            if flt.narrows:  # only keys the caller may see under these filters compete
+                within = [f.entity for f in self.index.select(flt)]
+                dense_keys = [key for key, _ in source.search(req.query, wide, within=within)]
+            else:
+                dense_keys = [key for key, _ in source.search(req.query, wide)]
         except Exception:
             log.exception("vector search failed; using BM25 alone")
             return lexical[: req.limit]

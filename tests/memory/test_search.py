@@ -111,6 +111,9 @@ def test_hybrid_finds_by_meaning_what_bm25_cannot(make_service: Any) -> None:
     call(service, "memory_forget", key="gone")
     found = [m["key"] for m in json.loads(call(service, "memory_context", query="feline companion", limit=1))]
     assert found == ["pet"]
+    call(service, "memory_store", key="cat.tagged", value="quarterly revenue report", tags=["finance"])
+    tagged = json.loads(call(service, "memory_context", query="feline companion", tags=["finance"], limit=1))
+    assert [m["key"] for m in tagged] == ["cat.tagged"]  # dense candidates come from the filtered keys only
     bm25_only = make_service(service.store.root.parent / "plain")
     call(bm25_only, "memory_store", key="pet", value="we adopted a kitten last spring")
     assert call(bm25_only, "memory_context", query="feline companion") == "[]"
