@@ -29,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
         import importlib
 
         return int(importlib.import_module(f".{argv[0]}", __package__).main(argv[1:]) or 0)
+    if argv[:1] == ["supervisor"]:  # likewise: sup7's `-c sup7.yaml` comes first
+        from .supervisor.cli import main as sup_main
+
+        return int(sup_main(argv[1:]) or 0)
     parser = argparse.ArgumentParser(prog="flux7", description="Govern agents' tool calls and remember them.")
     parser.add_argument("--version", action="version", version=f"flux7 {__version__}")
     sub = parser.add_subparsers(dest="command")
