@@ -157,8 +157,7 @@ class MemoryStore:
             return self.index.prune(conn, int(self.clock()))
 
     def count(self) -> int:
-        with self.db.write() as conn:
-            return self.index.count(conn, int(self.clock()))
+        return self.index.count(self.db.reader, int(self.clock()))
 
     def _head(self, conn: Any) -> _Head:
         row = conn.execute("SELECT head, last_tx, last_file FROM memory_chain WHERE id = 1").fetchone()
