@@ -73,3 +73,12 @@ async def client_of() -> AsyncIterator[Callable[..., Any]]:
     for m, c in opened:
         await c.aclose()
         await m.stop()
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Any]]:
+    """Server processes a test starts (tests/approvals/servers.py); stopped at teardown."""
+    started: list[Any] = []
+    yield started
+    for s in started:
+        s.stop()
