@@ -250,6 +250,11 @@ def _http_server(app: Any, settings: Settings, port: int) -> Any:
     )
 
 
+def _report_http_end(task: asyncio.Task[Any], port: int) -> None:
+    if not task.cancelled() and task.exception() is not None:  # the port was taken: stdio goes on without it
+        log.warning("the HTTP API on port %s is not available: %s", port, task.exception())
+
+
 async def _standalone(settings: Settings, port: int, agent: str, session_id: str) -> int:
     from ..mesh import Mesh
 
@@ -259,6 +264,7 @@ async def _standalone(settings: Settings, port: int, agent: str, session_id: str
     await mesh.start()
     server = _http_server(create_app(mesh), settings, port)
     http = asyncio.create_task(server.serve())
+    http.add_done_callback(lambda t: _report_http_end(t, port))
     try:
         channel = LineChannel(sys.stdin.buffer, sys.stdout.buffer)
         await StdioServer(mesh.mcp, agent, session_id).run(channel)
@@ -269,8 +275,8 @@ async def _standalone(settings: Settings, port: int, agent: str, session_id: str
             await asyncio.wait_for(http, 5)
         except TimeoutError:
             http.cancel()
-        except Exception as e:  # the port was taken: stdio worked without the HTTP API
-            log.warning("the HTTP API on port %s was not available: %s", port, e)
+        except Exception:  # already reported when it ended
+            pass
         await mesh.stop()
     return 0
 

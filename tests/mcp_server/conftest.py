@@ -57,6 +57,7 @@ def echo_server(name: str = "echo", env: dict[str, str] | None = None) -> str:
         "    transport: stdio",
         f"    command: {sys.executable}",
         f"    args: ['{ECHO_SERVER}']",
+        "    forward_identity: true",
     ]
     if env:
         lines.append("    env: {" + ", ".join(f"{k}: '{v}'" for k, v in env.items()) + "}")

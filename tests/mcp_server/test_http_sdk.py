@@ -131,6 +131,19 @@ async def test_traceparent_in_meta_becomes_the_calls_trace_id(daemon: Daemon, mo
     assert entries[0]["agent_id"] == "claude" and entries[0]["policy"] == "allow"
 
 
+async def test_the_upstream_sees_the_trace_and_with_forward_identity_the_agent(daemon: Daemon) -> None:
+    trace_id = "c3" * 16
+    async with connect(daemon, "claude", "auto") as client:
+        result = await client.call_tool(
+            "echo.whoami",
+            {},
+            meta={"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"},  # type: ignore[arg-type]
+        )
+    upstream_meta = json.loads(json.loads(text_of(result))["content"][0]["text"])
+    assert upstream_meta["art.flux7/agent"] == "claude"
+    assert upstream_meta["traceparent"].split("-")[1] == trace_id
+
+
 async def test_supervisor_agent_sees_and_uses_the_operator_tools(daemon: Daemon) -> None:
     async with connect(daemon, "claude", "auto") as agent:
         pending = approval_id_in(text_of(await agent.call_tool("echo.read_file", {"path": "/etc/supervised"})))
