@@ -144,8 +144,13 @@ export function normalizeHalts(body: unknown): Halt[] {
 
 export const isActiveHalt = (h: Halt) => h.active !== false && !h.resumed_at;
 
-export const useHalts = () =>
-  useQuery({ queryKey: ["halts"], queryFn: ({ signal }) => mesh.get<unknown>("/halts", undefined, signal).then(normalizeHalts), refetchInterval: POLL.halts });
+/** Stops in force (the banner); `all` adds the resumed ones (the halts page, `?status=all`). */
+export const useHalts = (all = false) =>
+  useQuery({
+    queryKey: ["halts", all ? "all" : "active"],
+    queryFn: ({ signal }) => mesh.get<unknown>("/halts", all ? { status: "all" } : undefined, signal).then(normalizeHalts),
+    refetchInterval: POLL.halts,
+  });
 
 export const useSupervisorStatus = (enabled: boolean) =>
   useQuery({

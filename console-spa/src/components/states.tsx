@@ -15,7 +15,7 @@ export function ErrorNote({ error, what }: { error: unknown; what?: string }) {
             ? "The server refused the memory token (or the admin token, when no memory token is set)."
             : "The server refused the admin token.";
       return (
-        <div className="note note-error" role="alert">
+        <div className="note note-error load-error" role="alert">
           <strong>{who}</strong> Enter the token the server was started with in{" "}
           <Link to="/settings">Settings</Link>. Without a token the control plane only answers loopback callers.
         </div>
@@ -23,7 +23,7 @@ export function ErrorNote({ error, what }: { error: unknown; what?: string }) {
     }
     if (error.status === 0) {
       return (
-        <div className="note note-error" role="alert">
+        <div className="note note-error load-error" role="alert">
           <strong>{error.message}</strong> Check that the server is running and that the base URL in{" "}
           <Link to="/settings">Settings</Link> is right (cross-origin use also needs the server's{" "}
           <code>console.allowed_origins</code>).
@@ -32,14 +32,14 @@ export function ErrorNote({ error, what }: { error: unknown; what?: string }) {
     }
     if (error.status === 404 && (typeof error.body === "string" || error.body === null)) {
       return (
-        <div className="note note-error" role="alert">
+        <div className="note note-error load-error" role="alert">
           <strong>{error.path || "This endpoint"} is not served here (404).</strong> The server may be an older build
           or run without this role.
         </div>
       );
     }
     return (
-      <div className="note note-error" role="alert">
+      <div className="note note-error load-error" role="alert">
         <strong>{what ? `Could not load ${what}: ` : ""}</strong>
         {error.message} <span className="muted">(HTTP {error.status})</span>
       </div>
@@ -47,13 +47,13 @@ export function ErrorNote({ error, what }: { error: unknown; what?: string }) {
   }
   if (error instanceof MemoryError) {
     return (
-      <div className="note note-error" role="alert">
+      <div className="note note-error load-error" role="alert">
         <strong>Memory said:</strong> {error.message}
       </div>
     );
   }
   return (
-    <div className="note note-error" role="alert">
+    <div className="note note-error load-error" role="alert">
       {what ? `Could not load ${what}: ` : ""}
       {(error as Error)?.message ?? String(error)}
     </div>

@@ -1,5 +1,5 @@
 import { useEffect, useState } from "react";
-import { useAction } from "../api/actions";
+import { CONSOLE_BY, useAction } from "../api/actions";
 import { ApiError, mesh, seg } from "../api/client";
 import { useApproval, useApprovals, useApprovalSettings, usePrecedents } from "../api/queries";
 import type { ApprovalSettingsValues, ApprovalView } from "../api/types";
@@ -15,15 +15,16 @@ const TABS = [
   ["settings", "Settings"],
 ] as const;
 
+/** Views of one page as links (each has its own URL), marked with aria-current rather than ARIA tabs. */
 export function Tabs({ tabs, current, base }: { tabs: readonly (readonly [string, string])[]; current: string; base: string }) {
   return (
-    <div className="tabs" role="tablist" aria-label="Views">
+    <nav className="tabs" aria-label="Views">
       {tabs.map(([id, label]) => (
-        <a key={id} role="tab" aria-selected={current === id} href={`#${base}?tab=${id}`} className={current === id ? "tab tab-on" : "tab"}>
+        <a key={id} aria-current={current === id ? "page" : undefined} href={`#${base}?tab=${id}`} className={current === id ? "tab tab-on" : "tab"}>
           {label}
         </a>
       ))}
-    </div>
+    </nav>
   );
 }
 
@@ -267,7 +268,12 @@ function SettingsView() {
     if (q.data && form === null) setForm({ ...q.data.settings });
   }, [q.data, form]);
   const save = useAction(
-    (v: ApprovalSettingsValues) => mesh.put<{ changed: string[]; backup?: string }>("/approvals/settings", { ...v, by: "console" }),
+    (v: ApprovalSettingsValues) => {
+      // Only the editable keys go back; GET may carry more than PUT accepts.
+      const body: Record<string, unknown> = { by: CONSOLE_BY };
+      for (const f of SETTING_FIELDS) if (v[f.key] !== undefined) body[f.key] = v[f.key];
+      return mesh.put<{ changed: string[]; backup?: string }>("/approvals/settings", body);
+    },
     [["approval-settings"], ["precedents"]],
   );
   const editable = q.data?.editable !== false;

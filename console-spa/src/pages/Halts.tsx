@@ -17,7 +17,7 @@ function revokedCount(h: Halt): number {
 }
 
 export function HaltsPage() {
-  const q = useHalts();
+  const q = useHalts(true);
   const [form, setForm] = useState<{ scope: Halt["scope"]; target: string; reason: string }>({ scope: "all", target: "", reason: "" });
   const stop = useAction(
     (v: typeof form) => mesh.post<HaltCreated>("/halts", { scope: v.scope, target: v.scope === "all" ? "" : v.target.trim(), reason: v.reason.trim(), by: CONSOLE_BY }),

@@ -221,6 +221,11 @@ function YamlEditor({ initial }: { initial: string }) {
     navigate("/policies", { tab: "yaml", file: n });
   };
 
+  // Back/forward between files: follow the URL unless that would drop unsaved work.
+  useEffect(() => {
+    if (initial && initial !== name) open(initial);
+  }, [initial]);
+
   const lines = text.split("\n").length;
   return (
     <div className="editor-layout">
@@ -281,7 +286,7 @@ function YamlEditor({ initial }: { initial: string }) {
             {fault ? (
               <div className="note note-error" role="alert">
                 <strong>Not saved: the server rejected this policy.</strong> {fault.error}
-                {fault.key ? <> (at <code>{fault.key}</code>)</> : null}
+                {fault.key && !fault.error.startsWith(fault.key) ? <> (at <code>{fault.key}</code>)</> : null}
               </div>
             ) : save.error && !(save.error instanceof ApiError && save.error.status === 400) ? (
               <ErrorNote error={save.error} />
