@@ -43,13 +43,16 @@ _VERBS = {"approved": "approved", "denied": "rejected", "timeout": "timed out"}
 
 
 def resolver_kind(resolved_by: str) -> ResolverKind:
-    """How the console classifies a resolver (CONTRACT 1.13 item 4). Anything unrecognised is a human."""
+    """How the console classifies a resolver (CONTRACT 1.13 item 4). Anything unrecognised is a human.
+
+    `mcp:<agent>` is an automated supervisor agent using the MCP `approval.resolve` tool: not a human, so it never
+    builds a precedent (the tightened rule: only humans' approvals count)."""
     who = resolved_by.strip().lower()
     if who == "supervisor:mem7":
         return "mem7"
     if who.startswith("system:"):
         return "system"
-    if who.startswith(("supervisor:", "auto:", "bot:")):
+    if who.startswith(("supervisor:", "auto:", "bot:", "mcp:")):
         return "supervisor"
     return "human"
 

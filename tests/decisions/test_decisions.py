@@ -21,7 +21,7 @@ from tests.upstreams.servers.http_backend import Backend
         ("alice", "human"),
         ("cli:bob", "human"),
         ("http:127.0.0.1", "human"),
-        ("mcp:claude", "human"),
+        ("mcp:claude", "supervisor"),  # an agent resolving over MCP is never a human precedent
         ("supervisor:supervisor", "supervisor"),
         ("auto:rules", "supervisor"),
         ("bot:jev", "supervisor"),
