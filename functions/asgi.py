@@ -7,7 +7,7 @@ import os
 from litestar import Litestar
 
 from shared.mesh import Mesh
-from shared.settings import load_settings
+from shared.settings import load_settings, with_cli_openapi
 
 from .app import create_app
 
@@ -18,5 +18,9 @@ def app_factory() -> Litestar:
     overrides: dict[str, object] = {}
     if os.environ.get("FLUX7_STORAGE_PATH"):
         overrides["storage_path"] = os.environ["FLUX7_STORAGE_PATH"]
-    settings = load_settings(os.environ.get("FLUX7_CONFIG") or None, None, **overrides)
+    settings = with_cli_openapi(
+        load_settings(os.environ.get("FLUX7_CONFIG") or None, None, **overrides),
+        os.environ.get("FLUX7_OPENAPI_URL", ""),
+        os.environ.get("FLUX7_OPENAPI_BACKEND", ""),
+    )
     return create_app(Mesh(settings))

@@ -87,12 +87,19 @@ def mesh7_main(argv: list[str] | None = None) -> int:
     if args.mcp:
         from .mcp.stdio import main as stdio_main
 
-        return stdio_main(
-            config=args.config, port=args.port, agent=args.mcp_agent, session_id=args.mcp_session_id
-        )
+        return stdio_main(config=args.config, port=args.port, agent=args.mcp_agent, session_id=args.mcp_session_id)
+    if bool(args.openapi) != bool(args.backend):
+        parser.error("--openapi and --backend go together")
     from .serve import serve
 
-    return serve(args.config, host=args.host, port=args.port, workers=args.workers)
+    return serve(
+        args.config,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        openapi_url=args.openapi or "",
+        openapi_backend=args.backend or "",
+    )
 
 
 if __name__ == "__main__":

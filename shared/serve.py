@@ -30,6 +30,8 @@ def serve(
     port: int | None = None,
     workers: int | None = None,
     factory: str = "functions.asgi:app_factory",
+    openapi_url: str = "",
+    openapi_backend: str = "",
 ) -> int:
     try:
         settings = load_settings(config)
@@ -43,6 +45,9 @@ def serve(
 
     if config:
         os.environ["FLUX7_CONFIG"] = str(Path(config).resolve())
+    if openapi_url:  # handed to the workers, which build their settings themselves
+        os.environ["FLUX7_OPENAPI_URL"] = openapi_url
+        os.environ["FLUX7_OPENAPI_BACKEND"] = openapi_backend
     n = workers or settings.workers
     tls = settings.tls
     server = Granian(

@@ -36,6 +36,7 @@ __all__ = [
     "config_id",
     "load_policy_dir",
     "load_settings",
+    "with_cli_openapi",
 ]
 
 Action = Literal["allow", "deny", "human_approval"]
@@ -157,6 +158,7 @@ class OpenApiSource(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     url: str = ""
     file: str = ""
     backend_url: str = ""
+    headers: dict[str, str] = {}  # sent to the backend on every call (credentials: use ${VAR})
 
 
 class ConsoleSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -210,7 +212,13 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # Keys whose values get ${VAR} expansion (CONTRACT 1.2 marks these).
-_EXPANDED = {("otel_headers",), ("memory", "token"), ("mcp_servers", "headers"), ("auth", "admin_token")}
+_EXPANDED = {
+    ("otel_headers",),
+    ("memory", "token"),
+    ("mcp_servers", "headers"),
+    ("openapi", "headers"),
+    ("auth", "admin_token"),
+}
 
 
 def _expand(value: str, env: Mapping[str, str]) -> str:
@@ -297,9 +305,7 @@ def load_policy_dir(directory: Path) -> list[Policy]:
     return policies
 
 
-def load_settings(
-    path: str | Path | None, env: Mapping[str, str] | None = None, **overrides: Any
-) -> Settings:
+def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
     """Read config.yaml (or defaults when path is None) and the environment; raise ConfigError on any fault."""
     env = os.environ if env is None else env
     raw: dict[str, Any] = {}
@@ -344,3 +350,11 @@ def load_settings(
 def config_id(settings: Settings) -> str:
     """The /health `config` id: a hash of the config file's absolute path (stdio relay matching)."""
     return hashlib.sha256(settings.config_path.encode()).hexdigest()[:16]
+
+
+def with_cli_openapi(settings: Settings, url: str, backend: str) -> Settings:
+    """`mesh7 --openapi URL --backend URL`: one more OpenAPI source on top of the config's."""
+    if not url:
+        return settings
+    source = OpenApiSource(url=url, backend_url=backend)
+    return msgspec.structs.replace(settings, openapi=(*settings.openapi, source))

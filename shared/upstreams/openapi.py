@@ -286,7 +286,7 @@ class OpenApiUpstream:
             if placeholder in url:
                 url = url.replace(placeholder, quote(_text(value), safe=""), 1)
                 used.add(key)
-        headers = {"Content-Type": "application/json", "X-Trace-Id": ctx.trace_id}
+        headers = {**self.cfg.headers, "Content-Type": "application/json", "X-Trace-Id": ctx.trace_id}
         headers["Traceparent"] = ctx.traceparent or f"00-{ctx.trace_id}-{secrets.token_hex(8)}-01"
         query: list[tuple[str, str | int | float | bool | None]] | None = None
         content: bytes | None = None

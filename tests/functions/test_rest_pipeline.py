@@ -172,3 +172,20 @@ def test_control_plane_requires_the_admin_token(client: TestClient[Any]) -> None
     r = client.get("/policies", headers=AGENT)
     assert r.status_code == 401 and r.json() == {"error": "control plane requires admin authorization"}
     assert client.get("/policies", headers=ADMIN).json()[0]["name"] == "agents"
+
+
+def test_configured_openapi_headers_reach_the_backend(tmp_path: Path, backend: Backend) -> None:
+    from functions.app import create_app
+    from shared.mesh import Mesh
+    from shared.settings import load_settings
+    from tests.functions.conftest import make_config
+
+    cfg = make_config(tmp_path, backend)
+    cfg.write_text(
+        cfg.read_text().replace(
+            f"backend_url: {backend.url}", f"backend_url: {backend.url}\n    headers: {{X-Api-Key: '${{PETS_KEY}}'}}"
+        )
+    )
+    with TestClient(create_app(Mesh(load_settings(cfg, env={"PETS_KEY": "k-123"})))) as c:
+        assert c.post("/tool/list_pets", json={}, headers=AGENT).status_code == 200
+    assert backend.requests[-1].headers.get("X-Api-Key") == "k-123"
