@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -258,6 +259,7 @@ def main() -> None:
         "questions": len(qs),
         "embedder": embedder.name,
         "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "load_average_1m": round(os.getloadavg()[0], 2),  # latencies depend on what else runs
         "methods": {},
     }
     header = f"{'method':<10} {'turn_r@5':>9} {'turn_r@10':>10} {'hit@5':>7} {'sess_r@5':>9} {'mrr':>6} {'p50ms':>7}"

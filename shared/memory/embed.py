@@ -86,10 +86,18 @@ class MiniLMEmbedder:
     dim = 384
     name = LOCAL_MODEL_NAME
 
-    def __init__(self, model_path: Path, tokenizer_path: Path = TOKENIZER_PATH, *, threads: int = 0) -> None:
+    def __init__(
+        self,
+        model_path: Path,
+        tokenizer_path: Path = TOKENIZER_PATH,
+        *,
+        threads: int = 0,
+        low_memory: bool = False,
+    ) -> None:
         self.model_path = model_path
         self.tokenizer_path = tokenizer_path
         self.threads = threads
+        self.low_memory = low_memory
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
@@ -110,9 +118,7 @@ class MiniLMEmbedder:
                     raise EmbeddingUnavailable(f"embedding model file missing: {path}")
                 actual = _sha256(path)
                 if actual != expected:
-                    raise EmbeddingUnavailable(
-                        f"embedding model file {path} has sha256 {actual}, expected {expected}"
-                    )
+                    raise EmbeddingUnavailable(f"embedding model file {path} has sha256 {actual}, expected {expected}")
             import onnxruntime as ort
             from tokenizers import Tokenizer
 
@@ -121,7 +127,13 @@ class MiniLMEmbedder:
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
             options = ort.SessionOptions()
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            # Graph optimisation roughly halves single-text latency but costs ~120 MB of RSS (docs/retrieval.md);
+            # a 256 MB machine can trade it away.
+            options.graph_optimization_level = (
+                ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+                if self.low_memory
+                else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            )
             options.log_severity_level = 3
             if self.threads:
                 options.intra_op_num_threads = self.threads
@@ -160,9 +172,7 @@ class _RemoteEmbedder:
 
     provider = ""
 
-    def __init__(
-        self, url: str, model: str = DEFAULT_REMOTE_MODEL, key: str = "", *, timeout: float = 30.0
-    ) -> None:
+    def __init__(self, url: str, model: str = DEFAULT_REMOTE_MODEL, key: str = "", *, timeout: float = 30.0) -> None:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"embedding url must start with http:// or https://, got {url!r}")
         self.url = url.rstrip("/")
@@ -268,6 +278,7 @@ def default_embedder(
     *,
     timeout: float = 30.0,
     threads: int = 0,
+    low_memory: bool = False,
 ) -> Embedder | None:
     """The embedder the settings ask for (MEM7_EMBED_URL/MODEL/PROVIDER/KEY), or None when none is available.
 
@@ -285,4 +296,4 @@ def default_embedder(
     model_file = _model_file()
     if model_file is None or not TOKENIZER_PATH.is_file():
         return None
-    return MiniLMEmbedder(model_file, threads=threads)
+    return MiniLMEmbedder(model_file, threads=threads, low_memory=low_memory)

@@ -104,3 +104,9 @@ def test_a_url_selects_a_remote_embedder_named_by_provider_and_model() -> None:
 def test_an_unknown_provider_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="valid: ollama, openai"):
         default_embedder("http://127.0.0.1:1", provider="cohere")
+
+
+def test_low_memory_mode_gives_the_same_vectors(minilm: MiniLMEmbedder) -> None:
+    lean = MiniLMEmbedder(minilm.model_path, low_memory=True, threads=1)
+    texts = ["The cat sat on the mat.", "Budget review moved to Thursday."]
+    assert np.allclose(lean.embed(texts), minilm.embed(texts), atol=1e-4)
