@@ -111,10 +111,13 @@ def _modern_headers(msg: Message) -> dict[str, str]:
 class StdioServer:
     """One stdio session: the agent is fixed (`--mcp-agent`), the session id is `--mcp-session-id` or minted."""
 
-    def __init__(self, server: McpServer, agent: str, session_id: str = "") -> None:
+    def __init__(
+        self, server: McpServer, agent: str, session_id: str = "", ready: asyncio.Future[Any] | None = None
+    ) -> None:
         self.server = server
         self.caller = Caller(agent_id=agent or "claude", authenticated=True)
         self.session_id = session_id or secrets.token_hex(16)
+        self._ready = ready  # the mesh's start (upstream connections): tools wait for it, the handshake does not
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self, channel: LineChannel) -> None:
@@ -139,6 +142,8 @@ class StdioServer:
         try:
             if modern:
                 modern_envelope(msg, None)
+            if self._ready is not None and msg.method.startswith("tools/"):
+                await asyncio.shield(self._ready)
             result = await self.server.handle(msg, ctx)
             reply = result_message(msg.id, result if result is not None else {})
         except McpError as e:
@@ -261,14 +266,24 @@ async def _standalone(settings: Settings, port: int, agent: str, session_id: str
     # The HTTP edge is composed here, at the entry point, as `serve` does with its factory string.
     create_app = importlib.import_module("functions.app").create_app
     mesh = Mesh(settings)
-    await mesh.start()
+    # The handshake is answered at once; upstreams connect meanwhile (tools/* wait for them, up to the
+    # registry's start timeout), so an agent never times out waiting for `initialize`.
+    started = asyncio.ensure_future(mesh.start())
     server = _http_server(create_app(mesh), settings, port)
-    http = asyncio.create_task(server.serve())
+
+    async def serve_http() -> None:
+        await asyncio.shield(started)
+        await server.serve()
+
+    http = asyncio.create_task(serve_http())
     http.add_done_callback(lambda t: _report_http_end(t, port))
     try:
         channel = LineChannel(sys.stdin.buffer, sys.stdout.buffer)
-        await StdioServer(mesh.mcp, agent, session_id).run(channel)
+        await StdioServer(mesh.mcp, agent, session_id, ready=started).run(channel)
     finally:
+        if not started.done():  # stdin ended before the upstreams connected
+            started.cancel()
+        await asyncio.gather(started, return_exceptions=True)
         if not http.done():
             server.stop()
         try:
