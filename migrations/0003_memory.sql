@@ -57,6 +57,14 @@ CREATE TABLE IF NOT EXISTS fact_tags (
 CREATE INDEX IF NOT EXISTS fact_tags_tag ON fact_tags(tag, fact_id);
 CREATE INDEX IF NOT EXISTS fact_tags_fact ON fact_tags(fact_id);
 
+-- One row per believed key, with its newest version's expiry: counting live entries stays O(1) in the
+-- number of permanent keys (a COUNT(*) over this table), whatever the history in facts.
+CREATE TABLE IF NOT EXISTS memory_keys (
+  entity     TEXT PRIMARY KEY,
+  expires_at INTEGER
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS memory_keys_expiring ON memory_keys(expires_at) WHERE expires_at IS NOT NULL;
+
 -- Every byte mem7 appends to the workspace, in order, so `mem7 export` can re-create it after a restore.
 CREATE TABLE IF NOT EXISTS memory_journal (
   seq     INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -169,8 +169,10 @@ class FactIndex:
         return None if row is None else str(row[0])
 
     def count(self, conn: Any, now: int) -> int:
+        """Believed keys whose newest version has not expired."""
         row = conn.execute(
-            "SELECT COUNT(DISTINCT entity) FROM facts WHERE tx_to IS NULL AND (expires_at IS NULL OR expires_at > ?)",
+            "SELECT (SELECT COUNT(*) FROM memory_keys) - "
+            "(SELECT COUNT(*) FROM memory_keys WHERE expires_at IS NOT NULL AND expires_at <= ?)",
             (now,),
         ).fetchone()
         return int(row[0])
@@ -202,6 +204,12 @@ class FactIndex:
             if vt is not None and (old_end is None or old_end > vt):
                 self._reinsert(conn, old_fact.id, tx, vt, old_end)
         updated = e.updated if e.updated is not None else tx
+        expires = updated + e.ttl if e.ttl > 0 else None
+        conn.execute(
+            "INSERT INTO memory_keys (entity, expires_at) VALUES (?, ?) "
+            "ON CONFLICT(entity) DO UPDATE SET expires_at = excluded.expires_at",
+            (e.entity, expires),
+        )
         _insert(
             conn,
             {
@@ -212,7 +220,7 @@ class FactIndex:
                 "agent": e.agent,
                 "trace_id": e.trace,
                 "ttl": max(e.ttl, 0),
-                "expires_at": updated + e.ttl if e.ttl > 0 else None,
+                "expires_at": expires,
                 "source_file": e.file,
                 "source_line": e.line,
                 "created_at": e.created if e.created is not None else updated,
@@ -240,6 +248,7 @@ class FactIndex:
             "UPDATE facts SET tx_to = ?, deleted_at = ? WHERE entity = ? AND tx_to IS NULL",
             (when, when, entity),
         )
+        conn.execute("DELETE FROM memory_keys WHERE entity = ?", (entity,))
         return int(cur.rowcount) > 0
 
     def apply_delete_tags(self, conn: Any, tags: Sequence[str], when: int) -> list[str]:
@@ -253,6 +262,7 @@ class FactIndex:
     def reset(self, conn: Any) -> None:
         conn.execute("DELETE FROM fact_tags")
         conn.execute("DELETE FROM facts")
+        conn.execute("DELETE FROM memory_keys")
         conn.execute("DELETE FROM sqlite_sequence WHERE name = 'facts'")
         conn.execute("INSERT INTO facts_fts(facts_fts) VALUES ('rebuild')")
 
@@ -261,6 +271,7 @@ class FactIndex:
         rows = conn.execute(
             "DELETE FROM facts WHERE expires_at IS NOT NULL AND expires_at <= ? RETURNING entity", (now,)
         ).fetchall()
+        conn.execute("DELETE FROM memory_keys WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,))
         return len({r[0] for r in rows})
 
     def touch(self, conn: Any, ids: Iterable[int], now: int) -> None:
