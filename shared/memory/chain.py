@@ -130,9 +130,7 @@ def verify_chain(workspace: Path, key: bytes) -> ChainReport:
                     continue
                 reason = "entry without a seal after the chain started"
             elif started and e.prev != head:
-                reason = (
-                    "does not follow the previous seal: an entry was removed, added or reordered before it"
-                )
+                reason = "does not follow the previous seal: an entry was removed, added or reordered before it"
             elif not started and e.prev:
                 reason = "the first sealed entry points to a predecessor that is missing"
             elif not hmac.compare_digest(seal(key, e, e.prev), e.hash):

@@ -136,9 +136,7 @@ def _verify(config: MemoryConfig, as_json: bool) -> int:
         print(msgspec.json.format(msgspec.json.encode(report.to_dict()), indent=2).decode())
     else:
         print(f"{report.entries} entries: {report.sealed} sealed, {report.legacy} written before the chain")
-        print(
-            "seals: HMAC-SHA256 with MEM7_CHAIN_KEY" if report.keyed else "seals: SHA-256 (no MEM7_CHAIN_KEY)"
-        )
+        print("seals: HMAC-SHA256 with MEM7_CHAIN_KEY" if report.keyed else "seals: SHA-256 (no MEM7_CHAIN_KEY)")
         if report.brk is None:
             print("chain holds")
         else:
@@ -158,9 +156,7 @@ def _export(config: MemoryConfig, to: str | None, force: bool) -> int:
     service = _service(config)
     bar, advance = _progress("export")
     with bar:
-        written = service.store.export(
-            Path(to).expanduser() if to else Path(config.dir), force=force, progress=advance
-        )
+        written = service.store.export(Path(to).expanduser() if to else Path(config.dir), force=force, progress=advance)
     print(f"exported {len(written)} daily file(s) from the journal")
     service.close()
     return 0
@@ -194,9 +190,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     args = _parser().parse_args(argv)
     listen = getattr(args, "listen", None) or env.get("MEM7_LISTEN") or ":9070"
     try:
-        config = config_from_env(
-            env, token=getattr(args, "token", None), scopes_file=getattr(args, "scopes", None)
-        )
+        config = config_from_env(env, token=getattr(args, "token", None), scopes_file=getattr(args, "scopes", None))
         if args.command is None:
             from .stdio import main_stdio
 

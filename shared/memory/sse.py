@@ -25,9 +25,7 @@ class SseSessions:
         session = secrets.token_hex(16)
         queue: asyncio.Queue[bytes] = asyncio.Queue()
         self._local[session] = queue
-        self.db.execute(
-            "INSERT INTO memory_sse_sessions (id, created_at) VALUES (?, ?)", (session, int(time.time()))
-        )
+        self.db.execute("INSERT INTO memory_sse_sessions (id, created_at) VALUES (?, ?)", (session, int(time.time())))
         return session, queue
 
     def close(self, session: str) -> None:

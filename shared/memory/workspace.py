@@ -34,11 +34,7 @@ ENTRY_SEP = "---"
 MEMORY_SUBDIR = "memory"
 
 # Go's unicode.IsSpace set: what strings.TrimSpace removes.
-_GO_SPACE = (
-    "\t\n\v\f\r \x85\xa0\u1680"
-    + "".join(map(chr, range(0x2000, 0x200B)))
-    + ("\u2028\u2029\u202f\u205f\u3000")
-)
+_GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + ("\u2028\u2029\u202f\u205f\u3000")
 # A body line that could be read as structure once its leading backslashes are ignored. Escaping every
 # such line (a superset of the reference's rule) makes escaping reversible, so the index can hold the
 # value exactly as stored and a rescan gives it back unchanged.
@@ -108,8 +104,7 @@ def escape_body(body: str) -> str:
 
 def unescape_body(body: str) -> str:
     return "\n".join(
-        line[1:] if line.startswith("\\") and _MARKER_LIKE.fullmatch(line[1:]) else line
-        for line in body.split("\n")
+        line[1:] if line.startswith("\\") and _MARKER_LIKE.fullmatch(line[1:]) else line for line in body.split("\n")
     )
 
 
