@@ -38,7 +38,7 @@ __all__ = ["Approval", "ApprovalQueue", "args_digest"]
 
 log = logging.getLogger("flux7.approvals")
 
-POLL_INTERVAL = 0.02
+POLL_INTERVAL = 0.01  # one tiny read per tick, only while this loop has waiters
 SWEEP_INTERVAL = 1.0
 
 Status = Literal["pending", "approved", "denied", "timeout"]
