@@ -100,7 +100,7 @@ def wait_until(predicate: Any, timeout: float = 20.0, what: str = "condition") -
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _healthy(url: str) -> bool:
+def healthy(url: str) -> bool:
     try:
         return httpx.get(f"{url}/health", timeout=0.5, trust_env=False).status_code == 200
     except httpx.HTTPError:
@@ -136,7 +136,7 @@ def run_daemon(config: Path, *, workers: int = 1, port: int | None = None, tools
     )
     daemon = Daemon(proc, port)
     try:
-        wait_until(lambda: proc.poll() is not None or _healthy(daemon.url), what="the daemon")
+        wait_until(lambda: proc.poll() is not None or healthy(daemon.url), what="the daemon")
         if proc.poll() is not None:
             raise AssertionError((config.parent / f"daemon-{port}.log").read_text())
         if tools:

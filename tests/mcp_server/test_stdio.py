@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from tests.mcp_server.conftest import MESH7, REPO, approval_id_in, run_daemon, wait_until, write_config
+from tests.mcp_server.conftest import MESH7, REPO, approval_id_in, healthy, run_daemon, wait_until, write_config
 from tests.support.http import free_port
 
 
@@ -51,8 +51,8 @@ async def test_standalone_stdio_governs_calls_and_serves_approvals_over_http(tmp
     target.write_text("from stdio")
     async with stdio_client(config, port, mode) as client:
         assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
-        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/health").json()["tools"] >= 11, what="upstream tools")
-        names = {t.name for t in (await client.list_tools()).tools}
+        names = {t.name for t in (await client.list_tools()).tools}  # answered once the upstreams are connected
+        wait_until(lambda: healthy(f"http://127.0.0.1:{port}"), what="the HTTP API beside stdio")
         assert {"echo.echo", "say.run", "grant.list", "mesh.catalog"} <= names
 
         echoed = json.loads(text_of(await client.call_tool("echo.echo", {"text": "over stdio"})))
