@@ -31,6 +31,9 @@ if [ -z "$LITESTREAM_REPLICA_URL" ]; then
 fi
 
 # An empty volume with a replica: restore it (and re-create the workspace and trace file from it) before serving.
-# The first boot of a new deployment finds no replica and starts empty.
-$FLUX7 restore --config "$DATA/config.yaml" --litestream "$LITESTREAM_CONFIG" --if-db-not-exists --if-replica-exists
+# The first boot of a new deployment finds no replica and starts empty. A volume that has its database skips
+# this (no Python start before the server's own: a stopped machine wakes on a request).
+if [ ! -f "$DATA/flux7.db" ]; then
+  $FLUX7 restore --config "$DATA/config.yaml" --litestream "$LITESTREAM_CONFIG" --if-db-not-exists --if-replica-exists
+fi
 exec "$LITESTREAM" replicate -config "$LITESTREAM_CONFIG" -exec "$SERVE"

@@ -111,6 +111,13 @@ def test_a_new_machine_with_an_empty_volume_restores_from_the_replica_before_ser
             p.name for p in (first / "memory" / "workspace" / "memory").iterdir()
         )
 
+    # The same machine restarting keeps its own database: nothing is restored over it.
+    with booted(second, replica) as (url, _proc, log):
+        assert "restore" not in log.read_text()
+        assert [g["id"] for g in httpx.get(f"{url}/grants", headers=ADMIN, trust_env=False).json()] == [
+            grant.json()["id"]
+        ]
+
 
 def test_without_a_replica_the_server_runs_alone_and_says_it_is_not_replicated(tmp_path: Path) -> None:
     volume = tmp_path / "vol"
