@@ -200,11 +200,12 @@ export async function handle(req, res) {
     res.writeHead(204, { "Access-Control-Allow-Origin": "*", "Access-Control-Allow-Headers": "*", "Access-Control-Allow-Methods": "*" });
     return res.end();
   }
-  if (p === "/" || p === "/console") {
+  if (p === "/") {
     res.writeHead(302, { Location: "/console/" });
     return res.end();
   }
-  if (p.startsWith("/console/")) {
+  // Like the real service, "/console" (no slash) answers index.html itself; the page fixes its own URL.
+  if (p === "/console" || p.startsWith("/console/")) {
     const rel = normalize(p.slice("/console/".length) || "index.html").replace(/^(\.\.[/\\])+/, "");
     try {
       const body = await readFile(join(DIST, rel));

@@ -100,10 +100,24 @@ export function App() {
   const { node, title } = resolve(loc.path);
   const mainRef = useRef<HTMLElement>(null);
 
+  const lastPath = useRef(loc.path);
   useEffect(() => {
     document.title = `${title} · flux7 console`;
     setMenuOpen(false);
+    // A new page (not a new filter on the same page) moves focus to the content, as a page load would.
+    if (lastPath.current !== loc.path) {
+      lastPath.current = loc.path;
+      mainRef.current?.focus();
+      document.documentElement.scrollTop = 0;
+    }
   }, [title, loc.path]);
+
+  useEffect(() => {
+    if (!menuOpen) return;
+    const close = (e: KeyboardEvent) => e.key === "Escape" && setMenuOpen(false);
+    window.addEventListener("keydown", close);
+    return () => window.removeEventListener("keydown", close);
+  }, [menuOpen]);
 
   return (
     <div className="shell">
