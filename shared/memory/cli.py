@@ -49,6 +49,8 @@ def config_from_env(env: Mapping[str, str], **overrides: Any) -> MemoryConfig:
         "embed_model": env.get("MEM7_EMBED_MODEL", ""),
         "embed_provider": env.get("MEM7_EMBED_PROVIDER", ""),
         "embed_key": env.get("MEM7_EMBED_KEY", ""),
+        "rerank_url": env.get("MEM7_RERANK_URL", ""),
+        "rerank_model": env.get("MEM7_RERANK_MODEL", ""),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return MemoryConfig(**values)

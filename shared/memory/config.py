@@ -23,6 +23,8 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True):
     embed_model: str = ""
     embed_provider: str = ""
     embed_key: str = ""
+    rerank_url: str = ""  # an LLM (Ollama or OpenAI-compatible) that reorders 3N fused candidates
+    rerank_model: str = ""
     version: str = __version__
 
 
@@ -42,4 +44,6 @@ def config_from_settings(settings: Settings) -> MemoryConfig:
         embed_model=m.embed_model,
         embed_provider=m.embed_provider,
         embed_key=m.embed_key,
+        rerank_url=m.rerank_url,
+        rerank_model=m.rerank_model,
     )

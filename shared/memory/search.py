@@ -101,22 +101,35 @@ def default_vectors(
     return VectorIndex(db, embedder)
 
 
+class Reorder(Protocol):
+    """shared.memory.rerank.Reranker, as this module uses it."""
+
+    def rerank(self, query: str, candidates: list[tuple[str, str]], limit: int) -> list[str]: ...
+
+
 class Searcher:
-    def __init__(self, index: FactIndex, vectors: VectorSlot) -> None:
+    def __init__(self, index: FactIndex, vectors: VectorSlot, reranker: Reorder | None = None) -> None:
         self.index = index
         self.vectors = vectors
+        self.reranker = reranker
 
     def search(self, req: SearchRequest, flt: ReadFilter) -> list[Fact]:
         text = naturalize(req.query) if req.mode == "natural" else req.query
         fts = sanitize(text)
         source = self.vectors.get()
+        wide = req if self.reranker is None else msgspec.structs.replace(req, limit=3 * req.limit)
         try:
             if source is None:
-                results = self.index.search(fts, flt, limit=req.limit)
+                results = self.index.search(fts, flt, limit=wide.limit)
             else:
-                results = self._hybrid(source, req, fts, flt)
+                results = self._hybrid(source, wide, fts, flt)
         except sqlite3.OperationalError as e:
             raise BadRequest(f"search failed: {e}") from None
+        if self.reranker is not None and results:
+            # The model reorders up to 3N candidates; any failure there keeps the fused order.
+            by_key = {f.entity: f for f in results}
+            order = self.reranker.rerank(req.query, [(f.entity, f.value) for f in results], req.limit)
+            results = [by_key[k] for k in order if k in by_key]
         if req.include_neighbors:
             results = self._with_neighbours(results, flt, max(req.neighbor_radius, 1))
         return results

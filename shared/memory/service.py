@@ -110,7 +110,7 @@ class MemoryService:
         )
         self.store.open()
         self.vectors = VectorSlot(db, config.hybrid, vectors or self._configured_vectors)
-        self.searcher = Searcher(self.store.index, self.vectors)
+        self.searcher = Searcher(self.store.index, self.vectors, self._configured_reranker())
         self.sse = SseSessions(db)
         self._tools: dict[str, Callable[[dict[str, Any], Caller], str]] = {
             "memory_store": self._store,
@@ -126,6 +126,13 @@ class MemoryService:
     def _configured_vectors(self, db: Database) -> VectorSource | None:
         c = self.config
         return default_vectors(db, url=c.embed_url, model=c.embed_model, provider=c.embed_provider, key=c.embed_key)
+
+    def _configured_reranker(self) -> Any:
+        if not self.config.rerank_url:
+            return None
+        from .rerank import default_reranker
+
+        return default_reranker(self.config.rerank_url, self.config.rerank_model or None)
 
     @property
     def token(self) -> str:

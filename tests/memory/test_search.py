@@ -117,3 +117,24 @@ def test_hybrid_finds_by_meaning_what_bm25_cannot(make_service: Any) -> None:
     bm25_only = make_service(service.store.root.parent / "plain")
     call(bm25_only, "memory_store", key="pet", value="we adopted a kitten last spring")
     assert call(bm25_only, "memory_context", query="feline companion") == "[]"
+
+
+def test_an_llm_rerank_reorders_the_candidates_and_its_failure_keeps_bm25_order(make_service: Any) -> None:
+    from tests.support.http import serve_json
+
+    answers = ["[2, 1]"]
+
+    def ollama(method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any]:
+        assert (method, path) == ("POST", "/api/generate")
+        prompt = json.loads(body)["prompt"]
+        assert "Query: apple" in prompt and "[1]" in prompt and "[2]" in prompt
+        return (200, {"response": answers[0]}) if answers[0] else (500, {"error": "model not loaded"})
+
+    with serve_json(ollama) as (url, seen):
+        service = make_service(rerank_url=url)
+        call(service, "memory_store", key="first", value="apple apple apple")
+        call(service, "memory_store", key="second", value="apple pie")
+        assert keys(call(service, "memory_search", query="apple", limit=2)) == ["second", "first"]
+        answers[0] = ""
+        assert keys(call(service, "memory_search", query="apple", limit=2)) == ["first", "second"]
+        assert len(seen) == 2
