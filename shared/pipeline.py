@@ -113,91 +113,60 @@ class Pipeline:
 
     # -- the pipeline ------------------------------------------------------------------------------------
 
+    def _stop_here(
+        self, call: Call, start: float, status: int, policy: str, rule: str, reason: str, **kw: Any
+    ) -> Outcome:
+        """An outcome that ends the pipeline before the upstream: built, traced, returned."""
+        out = Outcome(status=status, policy=policy, trace_id=call.trace.trace_id, rule=rule, reason=reason, **kw)
+        self._trace(call, out, start)
+        return out
+
     async def run(self, call: Call, mode: ApprovalMode = "block") -> Outcome:
         start = time.perf_counter()
         mesh = self.mesh
         agent = call.caller.agent_id
-        trace_id = call.trace.trace_id
 
         # 1. emergency stop, before everything else
         halts = getattr(mesh, "halts", None)
         halt = halts.active_for(agent, call.session_id) if halts is not None else None
         if halt is not None:
-            out = Outcome(
-                status=403,
-                policy="halted",
-                trace_id=trace_id,
-                rule=f"halt:{halt.id}",
-                reason=halt.message,
-                error=halt.message,
-                halted=True,
-                halt_message=halt.message,
+            msg = halt.message
+            return self._stop_here(
+                call, start, 403, "halted", f"halt:{halt.id}", msg, error=msg, halted=True, halt_message=msg
             )
-            self._trace(call, out, start)
-            return out
 
-        # 2. lookup (no trace for an unknown tool)
+        # 2. lookup (no trace for an unknown tool); /decide governs tools the caller runs itself
         tool = mesh.registry.lookup(call.tool)
-        if tool is None and mode != "decide":  # /decide governs tools the caller runs itself
+        if tool is None and mode != "decide":
             return Outcome(
                 status=404,
                 policy="error",
-                trace_id=trace_id,
+                trace_id=call.trace.trace_id,
                 error=f"unknown tool: {call.tool}",
                 unknown_tool=True,
             )
 
-        # 4 (evaluated first: limits are keyed by the deciding policy's name)
+        # 4, evaluated first: limits are keyed by the name of the policy that decides
         decision = self.evaluate(agent, call.tool, call.arguments, tool)
         policy = mesh.policies.current.by_name.get(decision.rule)
 
-        # 3. rate limit and loop detection (on every transport, DESIGN decision 4)
+        # 3. rate limit and loop detection, on every transport (DESIGN decision 4)
         limits = getattr(mesh, "limits", None)
         if limits is not None and decision.action != "deny":
             limited = limits.check(agent, policy, call.tool, call.arguments)
             if limited:
-                out = Outcome(
-                    status=429,
-                    policy="rate_limited",
-                    trace_id=trace_id,
-                    rule=decision.rule,
-                    reason=limited,
-                    error=limited,
-                    tool=tool,
+                return self._stop_here(
+                    call, start, 429, "rate_limited", decision.rule, limited, error=limited, tool=tool
                 )
-                self._trace(call, out, start)
-                return out
 
         if decision.action == "deny":
-            out = Outcome(
-                status=403,
-                policy="deny",
-                trace_id=trace_id,
-                rule=decision.rule,
-                reason=decision.reason,
-                error=decision.reason,
-                tool=tool,
+            return self._stop_here(
+                call, start, 403, "deny", decision.rule, decision.reason, error=decision.reason, tool=tool
             )
-            self._trace(call, out, start)
-            return out
 
-        grant_id = ""
-        auto_reason = ""
+        grant = None
         if decision.action == "human_approval":
-            # 5. a grant lifts human_approval (never deny)
-            grants = getattr(mesh, "grants", None)
-            grant = grants.find(agent, call.tool) if grants is not None else None
-            if grant is not None:
-                grant_id = grant.id
-                decision = Decision("allow", f"grant:{grant.id}", f"grant {grant.id} covers {call.tool}")
-            else:
-                # 6. precedents from memory (level 1)
-                precedents = getattr(mesh, "precedents", None)
-                if precedents is not None:
-                    verdict = await precedents.check(agent, tool, call.arguments)
-                    if verdict is not None:
-                        auto_reason = verdict
-                        decision = Decision("allow", "supervisor:mem7", verdict)
+            decision, grant = await self._lift(call, decision, tool)
 
         if mode == "decide":
             if limits is not None and decision.action == "allow":
@@ -205,60 +174,37 @@ class Pipeline:
             out = Outcome(
                 status=200,
                 policy=decision.action,
-                trace_id=trace_id,
+                trace_id=call.trace.trace_id,
                 rule=decision.rule,
                 reason=decision.reason,
                 tool=tool,
             )
-            self._trace(call, out, start, grant_id=grant_id, decided_only=True)
+            self._trace(call, out, start, grant=grant)
             return out
+        assert tool is not None  # only /decide reaches here without a registered tool
 
         approval = None
         if decision.action == "human_approval":
             # 7. the approval queue
             approvals = getattr(mesh, "approvals", None)
             if approvals is None:
-                out = Outcome(
-                    status=403,
-                    policy="human_approval",
-                    trace_id=trace_id,
-                    rule=decision.rule,
-                    reason=decision.reason,
-                    error="approval queue not available: human_approval denies (fail closed)",
-                    tool=tool,
+                error = "approval queue not available: human_approval denies (fail closed)"
+                return self._stop_here(
+                    call, start, 403, "human_approval", decision.rule, decision.reason, error=error, tool=tool
                 )
-                self._trace(call, out, start)
-                return out
             if mode == "claim":
-                claimed = approvals.claim_approved(agent, call.tool, call.arguments)
-                if claimed is None:
+                approval = approvals.claim_approved(agent, call.tool, call.arguments)
+                if approval is None:
                     return await self._claim_flow(call, decision, tool, start)
-                approval = claimed
             else:
-                approval, out_or_none = await self._block_flow(call, decision, tool, start)
-                if out_or_none is not None:
-                    return out_or_none
+                approval, refused = await self._block_flow(call, decision, tool, start)
+                if refused is not None:
+                    return refused
 
         # 8. the upstream call
-        ctx = CallContext(
-            trace_id=trace_id, traceparent=call.trace.traceparent, agent_id=agent, session_id=call.session_id
-        )
         if limits is not None:
             limits.record(agent, policy, call.tool, call.arguments)
-        up_start = time.perf_counter()
-        try:
-            upstream = await mesh.registry.call(
-                tool, call.arguments if call.arguments is not None else {}, ctx
-            )
-        except Exception as e:  # an upstream fault is the call's result, never the server's
-            log.warning("upstream call %s failed: %s", call.tool, e)
-            upstream = UpstreamResult(status_code=502, error=str(e) or e.__class__.__name__)
-        upstream_ms = (time.perf_counter() - up_start) * 1000
-        metrics = getattr(mesh, "metrics", None)
-        if metrics is not None:
-            metrics.observe("upstream_latency_seconds", upstream_ms / 1000)
-
-        policy_name = "human_approval" if approval is not None else "allow"
+        upstream = await self._forward(call, tool)
         if not upstream.error and upstream.status_code >= 400 and tool.source != "cli":
             # A gateway answers 502 when the backend fails; the backend's own status stays in the trace.
             upstream.error = f"backend returned HTTP {upstream.status_code}"
@@ -268,10 +214,10 @@ class Pipeline:
             status = 200
         out = Outcome(
             status=status,
-            policy=policy_name,
-            trace_id=trace_id,
+            policy="human_approval" if approval is not None else "allow",
+            trace_id=call.trace.trace_id,
             rule=decision.rule,
-            reason=auto_reason or decision.reason,
+            reason=decision.reason,
             error=upstream.error,
             result=upstream.result,
             has_result=upstream.result is not None or not upstream.error,
@@ -283,26 +229,65 @@ class Pipeline:
         if approval is not None and mode != "claim":
             self._trace_update_after_approval(call, out, approval, upstream, start)
         else:
-            self._trace(call, out, start, grant_id=grant_id, upstream=upstream, approval=approval)
+            self._trace(call, out, start, grant=grant, upstream=upstream, approval=approval)
         return out
 
-    async def _block_flow(
-        self, call: Call, decision: Decision, tool: ToolDef, start: float
-    ) -> tuple[Any, Outcome | None]:
-        mesh = self.mesh
-        approvals = mesh.approvals
-        settings = approvals.effective_settings() if hasattr(approvals, "effective_settings") else None
-        timeout = float(getattr(settings, "timeout_seconds", mesh.settings.approval.timeout_seconds))
-        approval = approvals.submit(
+    async def _lift(self, call: Call, decision: Decision, tool: ToolDef | None) -> tuple[Decision, Any]:
+        """Steps 5 and 6: a grant, then precedents from memory, may turn human_approval into allow."""
+        agent = call.caller.agent_id
+        grants = getattr(self.mesh, "grants", None)
+        grant = grants.find(agent, call.tool) if grants is not None else None
+        if grant is not None:
+            return Decision("allow", f"grant:{grant.id}", f"grant {grant.id} covers {call.tool}"), grant
+        precedents = getattr(self.mesh, "precedents", None)
+        if precedents is not None and tool is not None:
+            verdict = await precedents.check(agent, tool, call.arguments)
+            if verdict is not None:
+                return Decision("allow", "supervisor:mem7", verdict), None
+        return decision, None
+
+    async def _forward(self, call: Call, tool: ToolDef) -> UpstreamResult:
+        ctx = CallContext(
+            trace_id=call.trace.trace_id,
+            traceparent=call.trace.traceparent,
+            agent_id=call.caller.agent_id,
+            session_id=call.session_id,
+        )
+        started = time.perf_counter()
+        try:
+            upstream: UpstreamResult = await self.mesh.registry.call(
+                tool, call.arguments if call.arguments is not None else {}, ctx
+            )
+        except Exception as e:  # an upstream fault is the call's result, never the server's
+            log.warning("upstream call %s failed: %s", call.tool, e)
+            upstream = UpstreamResult(status_code=502, error=str(e) or e.__class__.__name__)
+        metrics = getattr(self.mesh, "metrics", None)
+        if metrics is not None:
+            metrics.observe("upstream_latency_seconds", time.perf_counter() - started)
+        return upstream
+
+    def _submit(self, call: Call, decision: Decision) -> Any:
+        return self.mesh.approvals.submit(
             agent=call.caller.agent_id,
             tool=call.tool,
             arguments=call.arguments,
             trace_id=call.trace.trace_id,
             policy_rule=decision.rule,
-            policy_version=mesh.policies.current.version,
+            policy_version=self.mesh.policies.current.version,
             session_id=call.session_id,
             callback_url=call.callback_url,
         )
+
+    def _approval_setting(self, name: str) -> float:
+        approvals = self.mesh.approvals
+        runtime = approvals.effective_settings() if hasattr(approvals, "effective_settings") else None
+        return float(getattr(runtime, name, getattr(self.mesh.settings.approval, name)))
+
+    async def _block_flow(
+        self, call: Call, decision: Decision, tool: ToolDef, start: float
+    ) -> tuple[Any, Outcome | None]:
+        """REST (and MCP with supervisor.enabled): queue the call and wait for its resolution."""
+        approval = self._submit(call, decision)
         pending = Outcome(
             status=202,
             policy="human_approval",
@@ -313,102 +298,60 @@ class Pipeline:
             tool=tool,
         )
         self._trace(call, pending, start)
-        resolved = await approvals.wait(approval.id, timeout)
+        resolved = await self.mesh.approvals.wait(approval.id, self._approval_setting("timeout_seconds"))
         if resolved.status == "approved":
             return resolved, None
-        if resolved.status == "denied":
-            out = Outcome(
-                status=403,
-                policy="human_approval",
-                trace_id=call.trace.trace_id,
-                rule=decision.rule,
-                reason=decision.reason,
-                error=f"approval denied by {resolved.resolved_by}",
-                approval_id=resolved.id,
-                approval_status="denied",
-                resolved_by=resolved.resolved_by,
-                tool=tool,
-            )
-        else:
-            out = Outcome(
-                status=408,
-                policy="human_approval",
-                trace_id=call.trace.trace_id,
-                rule=decision.rule,
-                reason=decision.reason,
-                error="approval timed out",
-                approval_id=resolved.id,
-                approval_status="timeout",
-                resolved_by=resolved.resolved_by,
-                tool=tool,
-            )
+        denied = resolved.status == "denied"
+        out = Outcome(
+            status=403 if denied else 408,
+            policy="human_approval",
+            trace_id=call.trace.trace_id,
+            rule=decision.rule,
+            reason=decision.reason,
+            error=f"approval denied by {resolved.resolved_by}" if denied else "approval timed out",
+            approval_id=resolved.id,
+            approval_status="denied" if denied else "timeout",
+            resolved_by=resolved.resolved_by,
+            tool=tool,
+        )
         self._trace_update_after_approval(call, out, resolved, None, start)
         return resolved, out
 
     async def _claim_flow(self, call: Call, decision: Decision, tool: ToolDef, start: float) -> Outcome:
         """MCP, non-blocking: a denied claim, an existing pending request, or a new one (CONTRACT 1.14)."""
-        mesh = self.mesh
-        approvals = mesh.approvals
+        approvals = self.mesh.approvals
         agent = call.caller.agent_id
+
+        def answer(approval: Any, status: int, approval_status: str) -> Outcome:
+            return Outcome(
+                status=status,
+                policy="human_approval",
+                trace_id=call.trace.trace_id,
+                rule=decision.rule,
+                reason=decision.reason,
+                approval_id=approval.id,
+                approval_status=approval_status,
+                resolved_by=approval.resolved_by or "",
+                tool=tool,
+            )
+
         denied = approvals.find_denied(agent, call.tool, call.arguments)
         if denied is not None:
-            return Outcome(
-                status=403,
-                policy="human_approval",
-                trace_id=call.trace.trace_id,
-                rule=decision.rule,
-                reason=decision.reason,
-                approval_id=denied.id,
-                approval_status="denied",
-                resolved_by=denied.resolved_by,
-                tool=tool,
-            )
+            return answer(denied, 403, "denied")
         pending = approvals.find_pending(agent, call.tool, call.arguments)
-        if pending is None:
-            pending = approvals.submit(
-                agent=agent,
-                tool=call.tool,
-                arguments=call.arguments,
-                trace_id=call.trace.trace_id,
-                policy_rule=decision.rule,
-                policy_version=mesh.policies.current.version,
-                session_id=call.session_id,
-                callback_url=call.callback_url,
-            )
-            out = Outcome(
-                status=202,
-                policy="human_approval",
-                trace_id=call.trace.trace_id,
-                rule=decision.rule,
-                reason=decision.reason,
-                approval_id=pending.id,
-                approval_status="pending",
-                tool=tool,
-            )
-            self._trace(call, out, start)
-            settings = approvals.effective_settings() if hasattr(approvals, "effective_settings") else None
-            wait_s = float(getattr(settings, "wait_seconds", mesh.settings.approval.wait_seconds))
-            if wait_s > 0:
-                resolved = await approvals.wait_briefly(pending.id, wait_s)
-                if resolved is not None and resolved.status == "approved":
-                    again = approvals.claim_approved(agent, call.tool, call.arguments)
-                    if again is not None:
-                        return await self.run(call, mode="claim")
-                if resolved is not None and resolved.status == "denied":
-                    out.approval_status = "denied"
-                    out.status = 403
-                    out.resolved_by = resolved.resolved_by
-            return out
-        return Outcome(
-            status=202,
-            policy="human_approval",
-            trace_id=call.trace.trace_id,
-            rule=decision.rule,
-            reason=decision.reason,
-            approval_id=pending.id,
-            approval_status="pending",
-            tool=tool,
-        )
+        if pending is not None:
+            return answer(pending, 202, "pending")
+        pending = self._submit(call, decision)
+        out = answer(pending, 202, "pending")
+        self._trace(call, out, start)
+        wait_s = self._approval_setting("wait_seconds")
+        if wait_s > 0:
+            resolved = await approvals.wait_briefly(pending.id, wait_s)
+            if resolved is not None and resolved.status == "approved":
+                return await self.run(call, mode="claim")
+            if resolved is not None and resolved.status == "denied":
+                return answer(resolved, 403, "denied")
+        return out
 
     # -- traces ---------------------------------------------------------------------------------------------
 
@@ -446,15 +389,16 @@ class Pipeline:
         out: Outcome,
         start: float,
         *,
-        grant_id: str = "",
+        grant: Any = None,
         upstream: UpstreamResult | None = None,
         approval: Any = None,
-        decided_only: bool = False,
     ) -> None:
         tracer = getattr(self.mesh, "tracer", None)
         extra: dict[str, Any] = {}
-        if grant_id:
-            extra["grant_id"] = grant_id
+        if grant is not None:
+            # CONTRACT 1.7: a call lifted by a grant links to the trace the grant was made from
+            extra["grant_id"] = grant.id
+            extra["parent_trace_id"] = getattr(grant, "trace_id", "")
         if upstream is not None and upstream.exit_code is not None:
             extra["exit_code"] = upstream.exit_code
         if upstream is not None and upstream.status_code and out.policy in ("allow", "human_approval"):
