@@ -226,7 +226,7 @@ function PrecedentsView() {
                       <td data-label="Refused" className="num">{p.refused}</td>
                       <td data-label="Untagged" className="num hide-narrow">{p.untagged}</td>
                       <td data-label="Auto">
-                        {p.would_auto_approve ? <Badge value="allow" title="the next call would be auto-approved" /> : p.auto_approvable ? <span className="muted small">eligible</span> : <span className="muted small">no</span>}
+                        {p.would_auto_approve ? <span className="badge badge-ok" title="the next call would be auto-approved">next call</span> : p.auto_approvable ? <span className="muted small">eligible</span> : <span className="muted small">no</span>}
                       </td>
                       <td data-label="Last"><Time ts={p.last} /></td>
                       <td data-label="">
