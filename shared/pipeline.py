@@ -5,6 +5,7 @@ REST, /decide and MCP (HTTP and stdio) build a `Call` and get an `Outcome`; only
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from datetime import UTC, datetime
@@ -344,6 +345,11 @@ class Pipeline:
         pending = self._submit(call, decision)
         out = answer(pending, 202, "pending")
         self._trace(call, out, start)
+        asked = await self._ask_terminal(call, pending)
+        if asked == "approved":
+            return await self.run(call, mode="claim")
+        if asked == "denied":
+            return answer(approvals.get(pending.id), 403, "denied")
         wait_s = self._approval_setting("wait_seconds")
         if wait_s > 0:
             resolved = await approvals.wait_briefly(pending.id, wait_s)
@@ -352,6 +358,29 @@ class Pipeline:
             if resolved is not None and resolved.status == "denied":
                 return answer(resolved, 403, "denied")
         return out
+
+    async def _ask_terminal(self, call: Call, pending: Any) -> str:
+        """The `tty` channels (CONTRACT 1.14 step 1), for the stdio transport only: ask the person at the
+        terminal. `tty` without a terminal denies; `tty-fallback` leaves the approval to the queue."""
+        channel = self.mesh.settings.approval.channel
+        if call.transport != "stdio" or channel == "queue":
+            return ""
+        approvals = self.mesh.approvals
+        from . import tty_prompt
+
+        answer = None
+        if tty_prompt.available():
+            view = pending.view(self.mesh.settings.supervisor.expose_content)
+            answer = await asyncio.to_thread(tty_prompt.ask, view, self._approval_setting("timeout_seconds"))
+        if answer is None and channel == "tty":
+            answer = "deny"  # fail closed: nobody can be asked
+            reason = "approval.channel is tty and no terminal answered"
+        else:
+            reason = "answered at the terminal"
+        if answer is None:
+            return ""
+        resolved = approvals.resolve(pending.id, answer, resolved_by="tty", reasoning=reason)
+        return str(resolved.status)
 
     # -- traces ---------------------------------------------------------------------------------------------
 
