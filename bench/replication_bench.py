@@ -178,9 +178,7 @@ def restore_time(memories: int, traces: int) -> dict[str, Any]:
         db.close()
         size = (original / "flux7.db").stat().st_size
         started = time.perf_counter()
-        ls._checked(
-            ["replicate", "-once", "-force-snapshot", str(original / "flux7.db"), replica.as_uri()], timeout=1800
-        )
+        ls.call(["replicate", "-once", "-force-snapshot", str(original / "flux7.db"), replica.as_uri()], timeout=1800)
         pushed = time.perf_counter() - started
         replica_bytes = sum(p.stat().st_size for p in replica.rglob("*") if p.is_file())
 

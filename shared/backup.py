@@ -164,7 +164,7 @@ class Litestream:
             raise LitestreamError(f"cannot run {self.binary}: {e.strerror or e}") from None
         return proc
 
-    def _checked(self, args: Sequence[str], *, timeout: float | None = None) -> str:
+    def call(self, args: Sequence[str], *, timeout: float | None = None) -> str:
         proc = self.run(args, timeout=timeout)
         if proc.returncode != 0:
             detail = (proc.stderr or proc.stdout).strip().splitlines()
@@ -172,11 +172,11 @@ class Litestream:
         return proc.stdout
 
     def version(self) -> str:
-        return self._checked(["version"]).strip()
+        return self.call(["version"]).strip()
 
     def ltx(self, source: ReplicaSource, *, level: str = "all", timeout: float | None = None) -> list[LtxFile]:
         """The LTX files in the replica (read from the replica itself, not from the replicating daemon)."""
-        out = self._checked(["ltx", "-json", "-level", level, *source.target()], timeout=timeout)
+        out = self.call(["ltx", "-json", "-level", level, *source.target()], timeout=timeout)
         rows = json.loads(out or "[]") or []
         return [
             LtxFile(
@@ -195,12 +195,12 @@ class Litestream:
 
     def local_txid(self, config: Path, db: str) -> int:
         """The TXID Litestream has recorded for the local database (its own bookkeeping beside the file)."""
-        rows = json.loads(self._checked(["status", "-json", "-config", str(config), db]) or "[]") or []
+        rows = json.loads(self.call(["status", "-json", "-config", str(config), db]) or "[]") or []
         return _txid(rows[0].get("local_txid")) if rows else 0
 
     def sync(self, db: str, sock: str, *, timeout: float = 30.0) -> tuple[int, int]:
         """Ask the running daemon to push everything committed now; returns (local txid, replica txid)."""
-        out = self._checked(
+        out = self.call(
             ["sync", "-wait", "-json", "-timeout", str(int(timeout)), "-socket", sock, db], timeout=timeout + 5
         )
         data = json.loads(out)
@@ -276,7 +276,7 @@ def restore_database(
         args += ["-timestamp", timestamp]
     started = time.perf_counter()
     try:
-        litestream._checked([*args, *source.target()], timeout=max(litestream.timeout, 600.0))
+        litestream.call([*args, *source.target()], timeout=max(litestream.timeout, 600.0))
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
@@ -341,8 +341,7 @@ def _print(result: dict[str, Any], as_json: bool, lines: list[str]) -> None:
 
 
 def _backup(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    settings, db, source = _resolve(args, args.to or "", env)
-    del settings
+    _settings, db, source = _resolve(args, args.to or "", env)
     ls = Litestream(find_litestream(env.get("FLUX7_LITESTREAM", "")), env=env)
     if args.status:
         files = ls.ltx(source)
@@ -364,12 +363,10 @@ def _backup(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         local, replica = ls.sync(source.db, source.socket)
         how = "sync by the running litestream"
     else:
-        target = source.target() if source.url == "" else [str(db), source.url]
-        if source.url == "":
-            ls._checked(["replicate", "-once", "-force-snapshot", "-config", str(source.config)], timeout=600)
-        else:
-            ls._checked(["replicate", "-once", "-force-snapshot", *target], timeout=600)
-        local = replica = ls.position(source)
+        where = ["-config", str(source.config)] if source.config is not None else [str(db), source.url]
+        ls.call(["replicate", "-once", "-force-snapshot", *where], timeout=600)
+        replica = ls.position(source)
+        local = ls.local_txid(source.config, source.db) if source.config is not None else replica
         how = "one-shot replicate with a snapshot"
     result = {
         "database": str(db),

@@ -20,7 +20,11 @@ def test_doctor_finds_a_replicated_deployment_healthy(tmp_path: Path, backend: B
     cfg = write_config(tmp_path, "data", backend, hybrid=True)  # so the embedding model loads and embeds
     with replicated(cfg, data, replica) as server:
         server.caught_up()
-        r = run_cli("doctor", "--config", str(cfg), "--litestream", str(LITESTREAM_YML), env=env_for(data, replica))
+        env = env_for(data, replica)
+        r = run_cli("doctor", "--config", str(cfg), "--litestream", str(LITESTREAM_YML), env=env)
+        # with the daemon running, `flux7 backup` asks it to push rather than writing the replica itself
+        pushed = run_cli("backup", "--config", str(cfg), "--litestream", str(LITESTREAM_YML), env=env)
+        assert pushed.returncode == 0 and "sync by the running litestream" in pushed.stdout, pushed.stderr
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     assert out.rstrip().endswith("healthy, 0 warning(s)"), out
