@@ -23,42 +23,37 @@ def _trace_verify(argv: list[str]) -> int:
     return verify_main(argv)
 
 
+_DELEGATED = {
+    # subcommands that parse their own arguments (their leading --options must reach them untouched)
+    "doctor": "shared.doctor",
+    "backup": "shared.backup",
+    "restore": "shared.restore",
+    "supervisor": "shared.supervisor.cli",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] in (["doctor"], ["backup"], ["restore"]):  # REMAINDER would refuse their leading --options
+    if argv[:1] and argv[0] in _DELEGATED:
         import importlib
 
-        return int(importlib.import_module(f".{argv[0]}", __package__).main(argv[1:]) or 0)
-    if argv[:1] == ["supervisor"]:  # likewise: sup7's `-c sup7.yaml` comes first
-        from .supervisor.cli import main as sup_main
-
-        return int(sup_main(argv[1:]) or 0)
-    parser = argparse.ArgumentParser(prog="flux7", description="Govern agents' tool calls and remember them.")
+        return int(importlib.import_module(_DELEGATED[argv[0]]).main(argv[1:]) or 0)
+    if argv[:2] == ["trace", "verify"]:
+        return _trace_verify(argv[2:])
+    parser = argparse.ArgumentParser(
+        prog="flux7",
+        description="Govern agents' tool calls and remember them.",
+        epilog="Also: flux7 trace verify FILE..., flux7 supervisor -c sup7.yaml start|status, "
+        "flux7 doctor, flux7 backup, flux7 restore (each has --help).",
+    )
     parser.add_argument("--version", action="version", version=f"flux7 {__version__}")
     sub = parser.add_subparsers(dest="command")
     _serve_args(sub.add_parser("serve", help="run every role in one service"))
-    trace = sub.add_parser("trace", help="trace utilities")
-    trace.add_argument("action", choices=["verify"])
-    trace.add_argument("rest", nargs=argparse.REMAINDER)
-    for name in ("supervisor", "agent", "doctor", "backup", "restore"):
-        p = sub.add_parser(name, help=f"{name} (see docs)")
-        p.add_argument("rest", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.command == "serve":
         from .serve import serve
 
         return serve(args.config, host=args.host, port=args.port, workers=args.workers)
-    if args.command == "trace":
-        return _trace_verify(args.rest)
-    if args.command == "supervisor":
-        from .supervisor.cli import main as sup_main
-
-        return int(sup_main(args.rest) or 0)
-    if args.command in ("agent", "doctor", "backup", "restore"):
-        import importlib
-
-        module = importlib.import_module(f".{args.command}", __package__)
-        return int(module.main(args.rest) or 0)
     parser.print_help()
     return 2
 

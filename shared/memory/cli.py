@@ -2,7 +2,7 @@
 
 mem7                      MCP stdio server (relays to a daemon that already answers at MEM7_LISTEN)
 mem7 serve [--listen :9070] [--token T] [--scopes FILE] [--workers N]
-mem7 rescan | prune | verify [--json] | export [--to DIR] [--force]
+mem7 rescan | prune | verify [--json] | export [--to DIR] [--force]   (each takes --db FILE)
 """
 
 from __future__ import annotations
@@ -65,8 +65,11 @@ def listen_address(listen: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
+_DB_OVERRIDE: list[str] = []  # `--db`: a flux7 database (memory beside the mesh) instead of <MEM7_DIR>/index.db
+
+
 def _database(config: MemoryConfig) -> Database:
-    return Database(Path(config.dir) / "index.db")
+    return Database(_DB_OVERRIDE[0] if _DB_OVERRIDE else Path(config.dir) / "index.db")
 
 
 def _service(config: MemoryConfig) -> MemoryService:
@@ -172,13 +175,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--token", default=None, help="bearer token (default MEM7_TOKEN)")
     serve.add_argument("--scopes", default=None, help="scopes JSON file (default MEM7_SCOPES)")
     serve.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    sub.add_parser("rescan", help="drop the index and replay the markdown")
-    sub.add_parser("prune", help="purge TTL-expired entries from the index")
+    db_help = "the SQLite file (default <MEM7_DIR>/index.db; under flux7 serve: its storage_path)"
+    sub.add_parser("rescan", help="drop the index and replay the markdown").add_argument("--db", help=db_help)
+    sub.add_parser("prune", help="purge TTL-expired entries from the index").add_argument("--db", help=db_help)
     verify = sub.add_parser("verify", help="check the workspace's hash chain")
+    verify.add_argument("--db", help=db_help)
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     export = sub.add_parser("export", help="re-create the workspace from the journal in the database")
     export.add_argument("--to", default=None, help="directory to write workspace/ under (default MEM7_DIR)")
     export.add_argument("--force", action="store_true", help="overwrite daily files that differ")
+    export.add_argument("--db", help=db_help)
     return parser
 
 
@@ -190,6 +196,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         print(f'mem7: unknown subcommand "{argv[0]}" (valid: {", ".join(SUBCOMMANDS)})', file=sys.stderr)
         return 1
     args = _parser().parse_args(argv)
+    _DB_OVERRIDE[:] = [args.db] if getattr(args, "db", None) else []
     listen = getattr(args, "listen", None) or env.get("MEM7_LISTEN") or ":9070"
     try:
         config = config_from_env(env, token=getattr(args, "token", None), scopes_file=getattr(args, "scopes", None))
