@@ -98,8 +98,13 @@ class ReadFilter(msgspec.Struct, kw_only=True):
         if self.owners is not None:
             clauses.append(f"f.agent IN ({','.join('?' * len(self.owners))})" if self.owners else "0")
             params += sorted(self.owners)
-        for tag in self.tags:
-            clauses.append("EXISTS (SELECT 1 FROM fact_tags ft WHERE ft.fact_id = f.id AND ft.tag = ?)")
+        for i, tag in enumerate(self.tags):
+            # The first tag drives the query from the tag index (callers put the rarest first: see
+            # MemoryIndex.select); the others are checked per candidate.
+            if i == 0:
+                clauses.append("f.id IN (SELECT fact_id FROM fact_tags WHERE tag = ?)")
+            else:
+                clauses.append("EXISTS (SELECT 1 FROM fact_tags ft WHERE ft.fact_id = f.id AND ft.tag = ?)")
             params.append(tag)
         if self.since is not None:
             clauses.append("f.updated_at >= ?")
@@ -282,7 +287,18 @@ class FactIndex:
 
     # --- reads ---
 
+    def _rarest_tag_first(self, flt: ReadFilter) -> ReadFilter:
+        """Order the tags by how many facts carry them (counted up to a cap, so the cost stays bounded): an
+        exact-tag list such as the precedent check's then touches only the rarest tag's facts."""
+        if len(flt.tags) < 2:
+            return flt
+        cap = 2000
+        sql = "SELECT count(*) FROM (SELECT 1 FROM fact_tags WHERE tag = ? LIMIT ?)"
+        counts = {tag: int(self.db.query(sql, (tag, cap))[0][0]) for tag in set(flt.tags)}
+        return msgspec.structs.replace(flt, tags=tuple(sorted(flt.tags, key=lambda t: (counts[t], t))))
+
     def select(self, flt: ReadFilter, *, limit: int = 0) -> list[Fact]:
+        flt = self._rarest_tag_first(flt)
         where, params = flt.where()
         sql = f"{_SELECT} WHERE {where} ORDER BY f.updated_at DESC, f.id DESC"
         if limit > 0:
