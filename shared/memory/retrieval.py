@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,12 +30,14 @@ __all__ = [
     "natural_query",
     "neighbour_keys",
     "rrf",
+    "speaker_of",
     "stemmed_query",
     "thread_of",
 ]
 
 Ranked = list[tuple[str, float]]
 Lexical = Callable[[str, int], Ranked]
+Texts = Callable[[list[str]], Mapping[str, str]]
 
 _STOP_WORDS_TEXT = """
 a about above after again against all am an and any are as at be because been before being below between both but
@@ -49,6 +51,8 @@ STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 
 _KEY_SEQUENCE = re.compile(r"^(.*\.[a-zA-Z]+)(\d+)$")
 _WORD = re.compile(r"[a-z0-9]+")
+# A transcript line: an optional `[date]` prefix, then one or two capitalised words and a colon.
+_SPEAKER = re.compile(r"^(?:\[[^\]\n]{1,40}\]\s*)?([A-Z][\w'-]*(?: [A-Z][\w'-]*)?):\s")
 
 
 class DenseSearch(Protocol):
@@ -101,6 +105,9 @@ class HybridWeights:
     previous: float = 0.3  # a memory inherits this share of the score of the one before it in its thread
     following: float = 0.1  # ... and of the one after it
     thread: float = 0.5  # plus this share of the best score in its thread
+    speaker: float = 0.5  # own score x (1 + this) when the memory's speaker is named in the query
+    diversify: int = 5  # the first positions are picked session-aware ...
+    repeat_penalty: float = 0.2  # ... each earlier pick from the same thread costs this share of the best score
     candidates: int = 100  # how deep each retriever is read
 
 
@@ -125,27 +132,45 @@ def _stem(token: str) -> str:
     return token
 
 
+def speaker_of(text: str) -> str | None:
+    """The speaker of a transcript line, `[8 May 2023] Caroline: ...` or `Caroline: ...`, lower-cased; else None."""
+    m = _SPEAKER.match(text)
+    return m.group(1).lower() if m else None
+
+
 def hybrid_search(
     query: str,
     limit: int,
     lexical: Lexical,
     dense: DenseSearch | None,
     weights: HybridWeights = HybridWeights(),
+    *,
+    match: str | None = None,
+    texts: Texts | None = None,
 ) -> Ranked:
-    """BM25 and cosine fused by score, smoothed along each key's thread, boosted by the thread's best hit.
+    """BM25 and cosine fused by score, smoothed along each key's thread, boosted by the thread's best hit,
+    with the first `weights.diversify` positions spread over threads.
 
-    1. Candidates: the top `weights.candidates` of each retriever (BM25 on `stemmed_query`, cosine on the text).
-    2. Own score: `lexical * bm25 / best_bm25 + (1 - lexical) * cosine` min-max scaled over the cosine top list.
+    1. Candidates: the top `weights.candidates` of each retriever (BM25 on `match`, by default
+       `stemmed_query(query)`; cosine on the query text).
+    2. Own score: `lexical * bm25 / best_bm25 + (1 - lexical) * cosine` min-max scaled over the cosine top list,
+       times `1 + speaker` when the memory is a transcript line whose speaker the query names (a question
+       about Melanie is answered by what Melanie said, not by what was said to her).
     3. Neighbour expansion: the keys at +-1 in a thread join the candidates (their cosine is looked up), and every
        key adds `previous` / `following` times its neighbours' own scores: a reply often holds the answer to
        the turn before it, and neither matches the question alone.
     4. Thread aggregation: each key adds `thread` times the best smoothed score in its thread.
-    Keys come only from what the retrievers can return, so the caller's filters hold. Without `dense`, the
-    same steps run on BM25 alone.
+    5. Session-aware head: the first `diversify` positions are picked greedily by score (scaled to the best)
+       minus `repeat_penalty` per earlier pick from the same thread, so a question whose evidence spans
+       sessions sees each of them; the positions after keep the best remaining keys in score order.
+    `texts(keys)` gives the text of each key the caller may see (keys it leaves out are never ranked, which
+    keeps the caller's filters for neighbour keys too); without it, keys come only from what the retrievers
+    return and there is no speaker signal. Without `dense`, the same steps run on BM25 alone.
+    The scores returned are the fused scores of step 4; the order is step 5's.
     """
     if limit <= 0:
         return []
-    lex = lexical(stemmed_query(query), weights.candidates)
+    lex = lexical(stemmed_query(query) if match is None else match, weights.candidates)
     best_lex = max((s for _, s in lex), default=0.0)
     lex_score = {k: s / best_lex for k, s in lex} if best_lex > 0 else {}
     share = weights.lexical if dense is not None else 1.0
@@ -160,11 +185,20 @@ def hybrid_search(
     if dense is not None and (ring1 or ring2):
         cosines.update(dense.similarities(query, sorted(ring1 | ring2)))
     present = set(lex_score) | set(cosines)  # keys that exist and pass the caller's filters
+    named: dict[str, bool] = {}
+    if texts is not None:
+        values = texts(sorted(present))
+        present &= set(values)
+        words = set(_WORD.findall(query.lower()))
+        for key in present:
+            who = speaker_of(values[key])
+            named[key] = who is not None and set(_WORD.findall(who)) <= words
 
     def own(key: str) -> float:
         cos = cosines.get(key)
         scaled = 0.0 if cos is None else (1.0 if hi <= lo else max(0.0, (cos - lo) / (hi - lo)))
-        return share * lex_score.get(key, 0.0) + (1.0 - share) * scaled
+        score = share * lex_score.get(key, 0.0) + (1.0 - share) * scaled
+        return score * (1.0 + weights.speaker) if named.get(key) else score
 
     base = {k: own(k) for k in present}
     candidates = (known | ring1) & present
@@ -183,4 +217,28 @@ def hybrid_search(
         if thread is not None:
             best_in_thread[thread] = max(best_in_thread[thread], score)
     final = {k: s + weights.thread * best_in_thread.get(thread_of(k) or "", 0.0) for k, s in smoothed.items()}
-    return sorted(final.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    ranked = sorted(final.items(), key=lambda kv: (-kv[1], kv[0]))
+    return _spread_head(ranked, limit, weights.diversify, weights.repeat_penalty)
+
+
+def _spread_head(ranked: Ranked, limit: int, head: int, penalty: float) -> Ranked:
+    """Greedy MMR over threads for the first `head` positions; the rest in score order."""
+    head = min(head, limit, len(ranked))
+    if head <= 1 or penalty <= 0 or ranked[0][1] <= 0:
+        return ranked[:limit]
+    top = ranked[0][1]
+    rest = list(ranked)
+    picked: Ranked = []
+    seen: dict[str, int] = defaultdict(int)
+    while len(picked) < head:
+        best_i, best_value = 0, float("-inf")
+        for i, (key, score) in enumerate(rest):
+            if score / top <= best_value:  # sorted by score: nothing further on can beat it
+                break
+            value = score / top - penalty * seen[thread_of(key) or key]
+            if value > best_value:
+                best_i, best_value = i, value
+        key, score = rest.pop(best_i)
+        picked.append((key, score))
+        seen[thread_of(key) or key] += 1
+    return picked + rest[: limit - head]

@@ -1,5 +1,5 @@
-"""memory_search's ranking: BM25 (+ recency), optionally fused with cosine candidates by RRF (k=60), then
-sequential neighbours woven in beside their hit (CONTRACT 2.3)."""
+"""memory_search's ranking: BM25 (+ recency); with a vector index, BM25 and cosine candidates fused by
+`retrieval.hybrid_search` (docs/retrieval.md); then sequential neighbours woven in beside their hit (CONTRACT 2.3)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import msgspec
 from shared.db import Database, sqlite3
 from shared.errors import BadRequest
 
-from .index import Fact, FactIndex, ReadFilter
+from . import retrieval
+from .index import _RANK, Fact, FactIndex, ReadFilter
 from .query import naturalize, neighbour_keys, parse_sequential_key, sanitize
 
 __all__ = ["RRF_K", "SearchRequest", "Searcher", "VectorSlot", "VectorSource", "default_vectors", "rrf"]
@@ -29,6 +30,7 @@ class VectorSource(Protocol):
     def upsert(self, key: str, text: str) -> None: ...
     def delete(self, key: str) -> None: ...
     def search(self, query: str, k: int, *, within: Collection[str] | None = None) -> list[tuple[str, float]]: ...
+    def similarities(self, query: str, keys: list[str]) -> dict[str, float]: ...
     def clear(self) -> None: ...
 
 
@@ -135,24 +137,33 @@ class Searcher:
         return results
 
     def _hybrid(self, source: VectorSource, req: SearchRequest, fts: str, flt: ReadFilter) -> list[Fact]:
-        wide = 2 * req.limit
-        lexical = self.index.search(fts, flt, limit=wide)
-        try:
-            if flt.narrows:  # only keys the caller may see under these filters compete
-                within = [f.entity for f in self.index.select(flt)]
-                dense_keys = [key for key, _ in source.search(req.query, wide, within=within)]
-            else:
-                dense_keys = [key for key, _ in source.search(req.query, wide)]
-        except Exception:
-            log.exception("vector search failed; using BM25 alone")
-            return lexical[: req.limit]
-        dense = self.index.by_keys(dense_keys, flt)
-        facts = {f.entity: f for f in lexical}
-        for key in dense_keys:
-            if key in dense:
-                facts.setdefault(key, dense[key])
-        fused = rrf([f.entity for f in lexical], [k for k in dense_keys if k in dense])
-        return [facts[k] for k in fused[: req.limit]]
+        # Natural mode reads BM25 through the stemmed query (`painting` -> `paint*`); raw mode keeps its expression.
+        match = sanitize(retrieval.stemmed_query(req.query)) if req.mode == "natural" else fts
+        within = [f.entity for f in self.index.select(flt)] if flt.narrows else None
+        facts: dict[str, Fact] = {}
+
+        def texts(keys: list[str]) -> dict[str, str]:
+            facts.update(self.index.by_keys(keys, flt))  # only what the caller may see is ranked
+            return {key: fact.value for key, fact in facts.items()}
+
+        dense = _FilteredDense(source, within)
+        ranked = retrieval.hybrid_search(
+            req.query, req.limit, lambda m, n: self._scored(m, flt, n), dense, match=match, texts=texts
+        )
+        return [facts[key] for key, _ in ranked]
+
+    def _scored(self, match: str, flt: ReadFilter, limit: int) -> list[tuple[str, float]]:
+        """FactIndex.search's ranking (BM25 + recency) with its score, higher better, one row per key."""
+        where, params = flt.where()
+        rows = self.index.db.query(
+            f"SELECT f.entity, {_RANK} AS r FROM facts f JOIN facts_fts ON facts_fts.rowid = f.id "
+            f"WHERE facts_fts MATCH ? AND {where} ORDER BY r, f.id DESC LIMIT ?",
+            (flt.now, match, *params, limit),
+        )
+        best: dict[str, float] = {}
+        for key, rank in rows:
+            best.setdefault(key, -float(rank))
+        return list(best.items())
 
     def _with_neighbours(self, results: list[Fact], flt: ReadFilter, radius: int) -> list[Fact]:
         candidates = neighbour_keys([f.entity for f in results], radius)
@@ -193,3 +204,30 @@ class Searcher:
         for key in sorted(found):
             emit(found[key])
         return woven
+
+
+class _FilteredDense:
+    """The vector index as hybrid_search reads it: cosine candidates from the filtered keys only, and a
+    failure of the model or the index turning the search into BM25 alone rather than an error."""
+
+    def __init__(self, source: VectorSource, within: list[str] | None) -> None:
+        self.source = source
+        self.within = within
+        self.failed = False
+
+    def search(self, query: str, k: int) -> list[tuple[str, float]]:
+        try:
+            return self.source.search(query, k, within=self.within)
+        except Exception:
+            log.exception("vector search failed; using BM25 alone")
+            self.failed = True
+            return []
+
+    def similarities(self, query: str, keys: list[str]) -> dict[str, float]:
+        if self.failed:
+            return {}
+        try:
+            return self.source.similarities(query, keys)
+        except Exception:
+            log.exception("vector similarities failed; neighbours get BM25 alone")
+            return {}

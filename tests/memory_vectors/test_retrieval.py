@@ -6,11 +6,13 @@ from shared.memory.retrieval import (
     natural_query,
     neighbour_keys,
     rrf,
+    speaker_of,
     stemmed_query,
     thread_of,
 )
 
 Ranked = list[tuple[str, float]]
+FUSION_ONLY = HybridWeights(speaker=0.0, repeat_penalty=0.0)
 
 
 class Dense:
@@ -70,7 +72,7 @@ def test_a_reply_is_found_through_the_turn_it_answers() -> None:
     # s.t002 asks the question's words; s.t003 answers without them; x.t001 is a weak unrelated match.
     seen, lexical = lexical_of([("s.t002", 8.0), ("x.t001", 4.0)])
     dense = Dense({"s.t001": 0.10, "s.t002": 0.60, "s.t003": 0.35, "x.t001": 0.30, "x.t002": 0.05})
-    keys = [k for k, _ in hybrid_search("favourite game", 3, lexical, dense)]  # type: ignore[arg-type]
+    keys = [k for k, _ in hybrid_search("favourite game", 3, lexical, dense, FUSION_ONLY)]  # type: ignore[arg-type]
     assert keys == ["s.t002", "s.t003", "x.t001"]
     assert seen == ["favourite* OR game*"]
 
@@ -85,8 +87,65 @@ def test_hybrid_search_returns_only_keys_the_retrievers_can_see() -> None:
 
 def test_without_dense_the_ranking_is_lexical_with_thread_context() -> None:
     _, lexical = lexical_of([("a.t001", 4.0), ("b.t001", 3.0), ("a.t002", 2.9)])
-    results = hybrid_search("q", 3, lexical, None)  # type: ignore[arg-type]
+    results = hybrid_search("q", 3, lexical, None, FUSION_ONLY)  # type: ignore[arg-type]
     assert [k for k, _ in results] == ["a.t001", "a.t002", "b.t001"]  # a.t002 rides on its thread's best hit
-    flat = hybrid_search("q", 3, lexical, None, HybridWeights(previous=0, following=0, thread=0))  # type: ignore[arg-type]
+    flat = hybrid_search("q", 3, lexical, None, HybridWeights(previous=0, following=0, thread=0, repeat_penalty=0))  # type: ignore[arg-type]
     assert [k for k, _ in flat] == ["a.t001", "b.t001", "a.t002"]
     assert hybrid_search("q", 0, lexical, None) == []  # type: ignore[arg-type]
+
+
+def test_speaker_of_reads_a_transcript_line_with_or_without_a_date() -> None:
+    assert speaker_of("[8 May 2023] Caroline: I went to a support group") == "caroline"
+    assert speaker_of("Mary Ann: see you") == "mary ann"
+    assert speaker_of("[8 May 2023] no speaker here") is None
+    assert speaker_of("deploy: done") is None  # a lower-case label is not a name
+    assert speaker_of("Caroline said: hi") is None  # three words before the colon: not a speaker tag
+
+
+def test_what_the_named_speaker_said_outranks_what_was_said_to_them() -> None:
+    values = {
+        "c.s1.t001": "[1 May 2023] Caroline: Melanie, how is the pottery going?",
+        "c.s2.t004": "[9 May 2023] Melanie: my pottery class is going great",
+    }
+    _, lexical = lexical_of([("c.s1.t001", 5.0), ("c.s2.t004", 4.0)])
+
+    def texts(keys: list[str]) -> dict[str, str]:
+        return {k: values[k] for k in keys if k in values}
+
+    named = hybrid_search("What does Melanie do at pottery?", 2, lexical, None, texts=texts)  # type: ignore[arg-type]
+    assert [k for k, _ in named] == ["c.s2.t004", "c.s1.t001"]
+    unnamed = hybrid_search("pottery", 2, lexical, None, texts=texts)  # type: ignore[arg-type]
+    assert [k for k, _ in unnamed] == ["c.s1.t001", "c.s2.t004"]
+
+
+def test_the_head_is_spread_over_threads_and_the_tail_keeps_score_order() -> None:
+    # Thread a holds the three best hits; b and c each hold one weaker hit.
+    hits = [("a.t001", 10.0), ("a.t003", 9.5), ("a.t005", 9.0), ("b.t001", 7.5), ("c.t001", 6.0)]
+    weights = HybridWeights(previous=0, following=0, thread=0, repeat_penalty=0.5, diversify=3)
+    _, lexical = lexical_of(hits)
+    keys = [k for k, _ in hybrid_search("q", 5, lexical, None, weights)]  # type: ignore[arg-type]
+    assert keys == ["a.t001", "b.t001", "c.t001", "a.t003", "a.t005"]
+    # A mild penalty lets a much stronger second hit of the same thread stay ahead of a weak other thread.
+    mild = HybridWeights(previous=0, following=0, thread=0, repeat_penalty=0.1, diversify=3)
+    keys = [k for k, _ in hybrid_search("q", 5, lexical, None, mild)]  # type: ignore[arg-type]
+    assert keys == ["a.t001", "a.t003", "b.t001", "a.t005", "c.t001"]
+    off = HybridWeights(previous=0, following=0, thread=0, repeat_penalty=0.0)
+    assert [k for k, _ in hybrid_search("q", 5, lexical, None, off)] == [k for k, _ in hits]  # type: ignore[arg-type]
+
+
+def test_keys_the_caller_may_not_see_are_never_ranked_even_as_neighbours() -> None:
+    # The dense side scores s.t004 (a neighbour of the hit), but texts() says the caller cannot see it.
+    _, lexical = lexical_of([("s.t003", 5.0), ("s.t005", 1.0)])
+    dense = Dense({"s.t003": 0.5, "s.t004": 0.9, "s.t005": 0.1})
+
+    def texts(keys: list[str]) -> dict[str, str]:
+        return {k: "text" for k in keys if k != "s.t004"}
+
+    keys = {k for k, _ in hybrid_search("q", 10, lexical, dense, texts=texts)}  # type: ignore[arg-type]
+    assert keys == {"s.t003", "s.t005"}
+
+
+def test_an_explicit_match_expression_replaces_the_stemmed_query() -> None:
+    seen, lexical = lexical_of([("a", 1.0)])
+    hybrid_search("painting", 1, lexical, None, match='"painting"')  # type: ignore[arg-type]
+    assert seen == ['"painting"']
