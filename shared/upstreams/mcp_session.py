@@ -1,7 +1,16 @@
-"""A JSON-RPC 2.0 session with an upstream MCP server, over any transport (CONTRACT 1.15).
+"""A JSON-RPC 2.0 session with an upstream MCP server, over any transport (CONTRACT 1.15, docs/upstreams.md).
 
 The session does not know its transport: each transport delivers decoded messages to `on_message` and reports
-its end to `on_close`; the session matches responses to requests by id and answers the server's own requests.
+its end to `on_close`; the session matches responses to requests by id (any number in flight) and answers the
+server's own requests.
+
+Two protocol eras (shared/mcp/messages.py):
+- handshake: `initialize` offering 2025-11-25 (2024-11-05, the reference's offer, when a server refuses
+  that), whatever revision the server answers is used, then `notifications/initialized`;
+- stateless (2026-07-28), over Streamable HTTP only: a `server/discover` probe first; a server that lists
+  2026-07-28 is then sent self-contained requests (the envelope in `params._meta`, no session). Anything else
+  falls back to the handshake, as the official SDK client does. The SDK's own server answers stateless
+  requests with plain JSON instead of an event stream, at a third of the cost.
 """
 
 from __future__ import annotations
@@ -9,12 +18,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
+
+from ..mcp.messages import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    HANDSHAKE_VERSIONS,
+    MODERN_VERSIONS,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+)
 
 __all__ = [
     "CLIENT_INFO",
-    "PROTOCOL_VERSION",
+    "FALLBACK_VERSION",
+    "MODERN_VERSION",
+    "OFFERED_VERSION",
     "ConnectionLost",
     "McpSession",
     "RpcError",
@@ -24,8 +44,11 @@ __all__ = [
 
 log = logging.getLogger("flux7.upstreams.mcp")
 
-PROTOCOL_VERSION = "2024-11-05"
+OFFERED_VERSION = HANDSHAKE_VERSIONS[-1]  # the newest handshake revision
+FALLBACK_VERSION = HANDSHAKE_VERSIONS[0]  # the reference's (CONTRACT 1.15)
+MODERN_VERSION = MODERN_VERSIONS[-1]
 CLIENT_INFO = {"name": "flux7-mesh", "version": "0.1.0"}
+_PROBE_TIMEOUT = 10.0  # a server that never answers server/discover still gets the handshake
 
 OnMessage = Callable[[Any], None]
 OnClose = Callable[[str], None]
@@ -52,24 +75,28 @@ class RpcError(Exception):
 class Transport(Protocol):
     # True when send() returns only after the server's answer to that request was delivered (streamable HTTP).
     answers_inline: bool
+    # True when the transport can carry stateless (2026-07-28) requests (streamable HTTP).
+    stateless_capable: bool
 
     async def open(self, on_message: OnMessage, on_close: OnClose) -> None: ...
 
-    async def send(self, message: dict[str, Any]) -> None: ...
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None: ...
+
+    def negotiated(self, version: str) -> None: ...
 
     async def close(self) -> None: ...
 
 
 class McpSession:
-    def __init__(
-        self, transport: Transport, *, name: str, on_tools_changed: Callable[[], None] | None = None
-    ) -> None:
+    def __init__(self, transport: Transport, *, name: str, on_tools_changed: Callable[[], None] | None = None) -> None:
         self.transport = transport
         self.name = name
         self.closed = asyncio.Event()
         self.close_reason = ""
         self.server_info: dict[str, Any] = {}
         self.protocol_version = ""
+        self.stateless = False
+        self._envelope: dict[str, Any] = {}
         self._on_tools_changed = on_tools_changed
         self._pending: dict[int, tuple[str, asyncio.Future[Any]]] = {}
         self._next_id = 0
@@ -78,16 +105,58 @@ class McpSession:
     async def open(self) -> None:
         await self.transport.open(self._on_message, self._on_close)
 
+    async def connect(self, timeout: float) -> None:
+        """Agree on a protocol revision: stateless when the transport and the server both can, else the
+        initialize handshake."""
+        if self.transport.stateless_capable and await self._discover(min(timeout, _PROBE_TIMEOUT)):
+            return
+        await self.initialize(timeout)
+
+    async def _discover(self, timeout: float) -> bool:
+        envelope = {
+            PROTOCOL_VERSION_META_KEY: MODERN_VERSION,
+            CLIENT_CAPABILITIES_META_KEY: {},
+            CLIENT_INFO_META_KEY: dict(CLIENT_INFO),
+        }
+        try:
+            result = await self.request("server/discover", {"_meta": envelope}, timeout)
+        except (RpcError, TransportError, ConnectionLost, TimeoutError) as e:
+            if self.closed.is_set():  # the server is unreachable: no era would work
+                raise
+            log.debug("mcp %s: server/discover refused (%s); using the handshake", self.name, e)
+            return False
+        versions = result.get("supportedVersions") if isinstance(result, dict) else None
+        if not isinstance(versions, list) or MODERN_VERSION not in versions:
+            return False
+        meta = result.get("_meta")
+        info = meta.get(SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
+        self.server_info = info if isinstance(info, dict) else {}
+        self.protocol_version = MODERN_VERSION
+        self.stateless = True
+        self._envelope = envelope
+        self.transport.negotiated(MODERN_VERSION)
+        return True
+
     async def initialize(self, timeout: float) -> None:
-        result = await self.request(
-            "initialize",
-            {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": dict(CLIENT_INFO)},
-            timeout,
-        )
-        if isinstance(result, dict):
-            self.server_info = result.get("serverInfo") or {}
-            self.protocol_version = str(result.get("protocolVersion") or "")
-        await self.notify("notifications/initialized")
+        for offered in (OFFERED_VERSION, FALLBACK_VERSION):
+            hello = {"protocolVersion": offered, "capabilities": {}, "clientInfo": dict(CLIENT_INFO)}
+            try:
+                result = await self.request("initialize", hello, timeout)
+            except RpcError as e:
+                if offered == FALLBACK_VERSION:
+                    raise
+                log.info("mcp %s: initialize %s refused (%s); offering %s", self.name, offered, e, FALLBACK_VERSION)
+                continue
+            if isinstance(result, dict):
+                self.server_info = result.get("serverInfo") or {}
+                self.protocol_version = str(result.get("protocolVersion") or offered)
+            else:
+                self.protocol_version = offered
+            if self.protocol_version not in HANDSHAKE_VERSIONS:
+                log.warning("mcp %s: the server answered protocol %r; going on", self.name, self.protocol_version)
+            self.transport.negotiated(self.protocol_version)
+            await self.notify("notifications/initialized")
+            return
 
     async def list_tools(self, timeout: float) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
@@ -96,9 +165,7 @@ class McpSession:
             result = await self.request("tools/list", {"cursor": cursor} if cursor else None, timeout)
             if not isinstance(result, dict):
                 raise TransportError("tools/list: the result is not an object")
-            tools.extend(
-                t for t in result.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)
-            )
+            tools.extend(t for t in result.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("name"), str))
             cursor = result.get("nextCursor")
             if not cursor:
                 break
@@ -110,9 +177,20 @@ class McpSession:
             msg["params"] = params
         await self.transport.send(msg)
 
-    async def request(self, method: str, params: dict[str, Any] | None, timeout: float) -> Any:
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        """One request; `headers` are extra HTTP headers (stateless `Mcp-Param-*`), ignored off HTTP."""
         if self.closed.is_set():
             raise ConnectionLost(f"connection lost: {self.close_reason}")
+        if self.stateless:  # every request carries the envelope; the caller's other _meta keys stay
+            params = dict(params or {})
+            meta = params.get("_meta")
+            params["_meta"] = {**meta, **self._envelope} if isinstance(meta, dict) else self._envelope
         self._next_id += 1
         rid = self._next_id
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -121,19 +199,22 @@ class McpSession:
         if params is not None:
             msg["params"] = params
         try:
-            return await asyncio.wait_for(self._roundtrip(msg, fut, method), timeout)
+            async with asyncio.timeout(timeout):
+                await self.transport.send(msg, headers)
+                if self.transport.answers_inline and not fut.done():
+                    raise ConnectionLost(f"{method}: the server answered without a response")
+                return await fut
         except TimeoutError:
-            if not self.closed.is_set():
+            # Stateless HTTP cancels by closing the request's stream, which the timeout just did.
+            if not self.closed.is_set() and not self.stateless:
                 self._spawn(self._cancel_upstream(rid))
             raise TimeoutError(f"{method} timed out after {timeout:g}s") from None
         finally:
             self._pending.pop(rid, None)
-
-    async def _roundtrip(self, msg: dict[str, Any], fut: asyncio.Future[Any], method: str) -> Any:
-        await self.transport.send(msg)
-        if self.transport.answers_inline and not fut.done():
-            raise ConnectionLost(f"{method}: the server answered without a response")
-        return await fut
+            if not fut.done():
+                fut.cancel()
+            elif not fut.cancelled():
+                fut.exception()  # retrieved: an answer nobody waits for any more is not an error
 
     async def _cancel_upstream(self, rid: int) -> None:
         with contextlib.suppress(TransportError, OSError):
@@ -168,9 +249,7 @@ class McpSession:
         if isinstance(err, dict):
             code = err.get("code")
             entry[1].set_exception(
-                RpcError(
-                    code if isinstance(code, int) else -32603, str(err.get("message", "")), err.get("data")
-                )
+                RpcError(code if isinstance(code, int) else -32603, str(err.get("message", "")), err.get("data"))
             )
         else:
             entry[1].set_result(msg.get("result"))
@@ -194,9 +273,7 @@ class McpSession:
         self.closed.set()
         for method, fut in list(self._pending.values()):
             if not fut.done():
-                fut.set_exception(
-                    ConnectionLost(f"connection lost while waiting for {method}: {self.close_reason}")
-                )
+                fut.set_exception(ConnectionLost(f"connection lost while waiting for {method}: {self.close_reason}"))
 
     async def close(self) -> None:
         self._on_close("closed by the mesh")

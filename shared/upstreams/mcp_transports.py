@@ -1,6 +1,10 @@
 """The three ways to reach an upstream MCP server: stdio (a child process speaking line JSON), SSE (a GET
 event stream plus POSTs to the endpoint it names) and Streamable HTTP (a POST per message, answered by JSON or
-by an event stream). Each delivers decoded messages to the session and reports its end once."""
+by an event stream). Each delivers decoded messages to the session and reports its end once.
+
+Streamable HTTP runs on mcp_http's keep-alive pool: any number of POSTs in flight, each answer parsed as it
+arrives. SSE keeps httpx for its long-lived GET stream and its POSTs (answered 202, the answers arrive on the
+stream)."""
 
 from __future__ import annotations
 
@@ -10,13 +14,15 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 import msgspec
 
+from ..mcp.messages import MODERN_VERSIONS, NAME_BEARING, PROTOCOL_VERSION_META_KEY, encode_header_value
+from .mcp_http import HttpError, HttpPool, HttpResponse, HttpTimeout, SseParser, valid_headers
 from .mcp_session import OnClose, OnMessage, TransportError
 
 __all__ = ["SseTransport", "StdioTransport", "StreamableHttpTransport", "same_origin"]
@@ -60,34 +66,11 @@ def same_origin(a: str, b: str) -> bool:
     )
 
 
-async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
-    """(event, data) pairs of a text/event-stream; `event` is "" when the server names none."""
-    event, data = "", list[str]()
-    async for raw in lines:
-        line = raw.rstrip("\r")
-        if not line:
-            if data:
-                yield event, "\n".join(data)
-            event, data = "", []
-        elif line.startswith(":"):
-            continue
-        else:
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "event":
-                event = value
-            elif field == "data":
-                data.append(value)
-    if data:
-        yield event, "\n".join(data)
-
-
 class StdioTransport:
     answers_inline = False
+    stateless_capable = False
 
-    def __init__(
-        self, name: str, command: str, args: tuple[str, ...], env: Mapping[str, str], cwd: str | None
-    ) -> None:
+    def __init__(self, name: str, command: str, args: tuple[str, ...], env: Mapping[str, str], cwd: str | None) -> None:
         self.name = name
         self.command = command
         self.args = args
@@ -145,7 +128,10 @@ class StdioTransport:
         finally:
             self._on_close(reason)
 
-    async def send(self, message: dict[str, Any]) -> None:
+    def negotiated(self, version: str) -> None:
+        return None
+
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
         proc = self.proc
         if proc is None or proc.stdin is None or proc.returncode is not None:
             raise TransportError("the server process is not running")
@@ -179,6 +165,7 @@ class StdioTransport:
 
 class SseTransport:
     answers_inline = False
+    stateless_capable = False
 
     def __init__(
         self, name: str, url: str, headers: Mapping[str, str], http: httpx.AsyncClient, post_timeout: float
@@ -210,17 +197,12 @@ class SseTransport:
             async with self.http.stream("GET", self.url, headers=headers, timeout=timeout) as resp:
                 if resp.status_code != 200:
                     raise TransportError(f"GET {self.url}: status {resp.status_code}")
-                async for event, data in _sse_events(resp.aiter_lines()):
-                    if event == "endpoint":
-                        endpoint = urljoin(self.url, data.strip())
-                        if not same_origin(self.url, endpoint):
-                            raise TransportError(f"endpoint {endpoint} is not on the origin of {self.url}")
-                        if not self._ready.done():
-                            self._ready.set_result(endpoint)
-                    elif event in ("", "message"):
-                        msg = _decode(data, self.name)
-                        if msg is not None:
-                            self._on_message(msg)
+                parser = SseParser()
+                async for chunk in resp.aiter_bytes():
+                    for event, data in parser.feed(chunk):
+                        self._event(event, data)
+                for event, data in parser.end():
+                    self._event(event, data)
         except (httpx.HTTPError, TransportError) as e:
             reason = str(e) or e.__class__.__name__
         finally:
@@ -228,7 +210,23 @@ class SseTransport:
                 self._ready.set_exception(TransportError(f"no endpoint event: {reason}"))
             self._on_close(reason)
 
-    async def send(self, message: dict[str, Any]) -> None:
+    def _event(self, event: str, data: bytes) -> None:
+        assert self._ready is not None
+        if event == "endpoint":
+            endpoint = urljoin(self.url, data.decode("utf-8", "replace").strip())
+            if not same_origin(self.url, endpoint):
+                raise TransportError(f"endpoint {endpoint} is not on the origin of {self.url}")
+            if not self._ready.done():
+                self._ready.set_result(endpoint)
+        elif event in ("", "message"):
+            msg = _decode(data, self.name)
+            if msg is not None:
+                self._on_message(msg)
+
+    def negotiated(self, version: str) -> None:
+        return None
+
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
         if not self.endpoint:
             raise TransportError("not connected")
         try:
@@ -241,9 +239,7 @@ class SseTransport:
         except httpx.HTTPError as e:
             raise TransportError(f"POST {self.endpoint}: {e or e.__class__.__name__}") from None
         if resp.status_code >= 400:
-            raise TransportError(
-                f"POST {self.endpoint}: status {resp.status_code}: {resp.text[:200].strip()}"
-            )
+            raise TransportError(f"POST {self.endpoint}: status {resp.status_code}: {resp.text[:200].strip()}")
 
     async def close(self) -> None:
         if self._task is not None:
@@ -255,69 +251,98 @@ class SseTransport:
 
 class StreamableHttpTransport:
     answers_inline = True
+    stateless_capable = True
 
     def __init__(
-        self, name: str, url: str, headers: Mapping[str, str], http: httpx.AsyncClient, timeout: float
+        self, name: str, url: str, headers: Mapping[str, str], timeout: float, connect_timeout: float = 30.0
     ) -> None:
         self.name = name
         self.url = url
         self.headers = dict(headers)
-        self.http = http
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.session_id = ""
         self.protocol_version = ""
         self._closed = False
+        self._pool: HttpPool | None = None
+        self._head = b""
         self._on_message: OnMessage = _noop_message
         self._on_close: OnClose = _noop_close
 
     async def open(self, on_message: OnMessage, on_close: OnClose) -> None:
-        if urlsplit(self.url).scheme not in ("http", "https"):
-            raise TransportError(f"endpoint must be http or https: {self.url}")
+        try:
+            pool = HttpPool(self.url, connect_timeout=min(self.connect_timeout, self.timeout))
+            configured = valid_headers(self.headers)
+        except ValueError as e:
+            raise TransportError(str(e)) from None
+        # What every POST shares, rendered once; send() adds the per-request headers.
+        self._head = pool.head(
+            "POST",
+            self.url,
+            [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"), *configured],
+        )
+        self._pool = pool
         self._on_message, self._on_close = on_message, on_close
+
+    def negotiated(self, version: str) -> None:
+        self.protocol_version = version
 
     def _lost(self, reason: str) -> TransportError:
         self._closed = True
         self._on_close(reason)
         return TransportError(reason)
 
-    async def send(self, message: dict[str, Any]) -> None:
-        if self._closed:
-            raise TransportError("session closed")
-        headers = {
-            **self.headers,
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-        }
+    def _request_head(self, message: dict[str, Any], headers: Mapping[str, str] | None) -> bytes:
+        lines: list[str] = []
         if self.session_id:
-            headers["Mcp-Session-Id"] = self.session_id
-        if self.protocol_version:
-            headers["MCP-Protocol-Version"] = self.protocol_version
-        request = self.http.build_request(
-            "POST", self.url, content=msgspec.json.encode(message), headers=headers, timeout=self.timeout
-        )
+            lines.append(f"Mcp-Session-Id: {self.session_id}")
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+        if isinstance(version, str) and version in MODERN_VERSIONS:
+            # A stateless request: its headers mirror the body, for the server to route on without parsing it.
+            assert isinstance(params, dict)
+            method = str(message.get("method", ""))
+            lines += [f"MCP-Protocol-Version: {version}", f"Mcp-Method: {method}"]
+            key = NAME_BEARING.get(method)
+            if key is not None and isinstance(params.get(key), str):
+                lines.append(f"Mcp-Name: {encode_header_value(params[key])}")
+        elif self.protocol_version:
+            lines.append(f"MCP-Protocol-Version: {self.protocol_version}")
+        if headers:
+            lines += [f"{k}: {v}" for k, v in headers.items()]
+        if not lines:
+            return self._head
+        return self._head + ("\r\n".join(lines) + "\r\n").encode("latin-1")
+
+    async def send(self, message: dict[str, Any], headers: Mapping[str, str] | None = None) -> None:
+        pool = self._pool
+        if self._closed or pool is None:
+            raise TransportError("session closed")
+        body = msgspec.json.encode(message)
         try:
-            resp = await self.http.send(request, stream=True)
-        except httpx.TimeoutException as e:
-            raise TransportError(f"POST {self.url}: {e.__class__.__name__}") from None
-        except httpx.HTTPError as e:
+            resp = await pool.request(self._request_head(message, headers), body)
+        except HttpTimeout as e:
+            raise TransportError(f"POST {self.url}: {e}") from None
+        except (HttpError, OSError) as e:
             raise self._lost(f"POST {self.url}: {e or e.__class__.__name__}") from None
         try:
             await self._receive(resp, message)
-        except httpx.TimeoutException as e:
-            raise TransportError(f"POST {self.url}: {e.__class__.__name__}") from None
-        except httpx.HTTPError as e:
+        except (HttpError, OSError) as e:
             raise self._lost(f"POST {self.url}: {e or e.__class__.__name__}") from None
         finally:
-            await resp.aclose()
+            resp.close()
 
-    async def _receive(self, resp: httpx.Response, message: dict[str, Any]) -> None:
+    async def _receive(self, resp: HttpResponse, message: dict[str, Any]) -> None:
         sid = resp.headers.get("mcp-session-id")
         if sid:
+            if not sid.isascii() or not sid.isprintable() or " " in sid:
+                raise self._lost(f"the server sent a session id that is not visible ASCII: {sid[:40]!r}")
             self.session_id = sid
-        if resp.status_code == 404 and self.session_id:
+        if resp.status == 404 and self.session_id:
             raise self._lost("the server no longer knows the session (404)")
-        if resp.status_code >= 400:
-            raw = await resp.aread()
+        if resp.status >= 400:
+            raw = await resp.read()
             answer = _json_or_none(raw)
             if isinstance(answer, dict) and isinstance(answer.get("error"), dict) and "id" in message:
                 # A JSON-RPC error with an HTTP error status still answers the request: the caller gets
@@ -326,34 +351,45 @@ class StreamableHttpTransport:
                 self._on_message(answer)
                 return
             body = raw[:300].decode("utf-8", "replace").strip()
-            raise TransportError(f"POST {self.url}: status {resp.status_code}: {body}")
-        if resp.status_code == 202:
+            raise TransportError(f"POST {self.url}: status {resp.status}: {body}")
+        if "text/event-stream" in resp.headers.get("content-type", ""):
+            parser = SseParser()
+            async for chunk in resp.chunks():
+                for event, data in parser.feed(chunk):
+                    self._event(event, data)
+            for event, data in parser.end():
+                self._event(event, data)
             return
-        ctype = resp.headers.get("content-type", "")
-        if "text/event-stream" in ctype:
-            async for event, data in _sse_events(resp.aiter_lines()):
-                if event in ("", "message") and data.strip():
-                    self._deliver(_decode(data, self.name), message)
-        else:
-            raw = await resp.aread()
-            if raw.strip():
-                self._deliver(_decode(raw, self.name), message)
+        raw = await resp.read()  # read even when empty (202): the connection goes back to the pool
+        if raw.strip() and resp.status != 202:
+            msg = _decode(raw, self.name)
+            if msg is not None:
+                self._on_message(msg)
 
-    def _deliver(self, msg: Any, sent: dict[str, Any]) -> None:
-        if msg is None:
-            return
-        if sent.get("method") == "initialize" and isinstance(msg, dict) and msg.get("id") == sent.get("id"):
-            result = msg.get("result")
-            if isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
-                self.protocol_version = result["protocolVersion"]
-        self._on_message(msg)
+    def _event(self, event: str, data: bytes) -> None:
+        if event in ("", "message") and data.strip():
+            msg = _decode(data, self.name)
+            if msg is not None:
+                self._on_message(msg)
 
     async def close(self) -> None:
         self._closed = True
-        if not self.session_id:
+        pool, self._pool = self._pool, None
+        if pool is None:
             return
-        # Ends the session server-side; best effort (a server without sessions answers 405).
-        with contextlib.suppress(httpx.HTTPError):
-            await self.http.delete(
-                self.url, headers={**self.headers, "Mcp-Session-Id": self.session_id}, timeout=5.0
-            )
+        try:
+            if self.session_id:
+                # Ends the session server-side; best effort (a server without sessions answers 405).
+                head = pool.head("DELETE", self.url, valid_headers(self.headers))
+                head += f"Mcp-Session-Id: {self.session_id}\r\n".encode()
+                if self.protocol_version:
+                    head += f"MCP-Protocol-Version: {self.protocol_version}\r\n".encode()
+                with contextlib.suppress(HttpError, OSError, TimeoutError):
+                    async with asyncio.timeout(5.0):
+                        resp = await pool.request(head, b"", method="DELETE")
+                        try:
+                            await resp.read()
+                        finally:
+                            resp.close()
+        finally:
+            await pool.aclose()

@@ -3,6 +3,8 @@
 A server down at start is retried (5 s doubling to 5 min) with status `retrying`; a connection lost later
 is retried (1 s doubling to 30 s) with status `error`. The last tool list stays published while
 reconnecting, so an agent's catalogue does not flicker; calls made meanwhile fail fast with a 502.
+A stateless (2026-07-28) server holds no session that could tell us it restarted, so its tools are listed
+again every minute.
 """
 
 from __future__ import annotations
@@ -16,15 +18,19 @@ from typing import Any
 
 import httpx
 
+from ..mcp.messages import SERVER_INFO_META_KEY, encode_header_value
 from ..settings import McpServer
 from .base import CallContext, Param, Timings, ToolDef, UpstreamResult
 from .classify import classify
+from .mcp_http import is_token
 from .mcp_session import ConnectionLost, McpSession, RpcError, Transport, TransportError
 from .mcp_transports import SseTransport, StdioTransport, StreamableHttpTransport
 
 __all__ = ["McpUpstream", "tool_defs"]
 
 log = logging.getLogger("flux7.upstreams.mcp")
+
+RELIST_SECONDS = 60.0  # stateless servers: how often the tool list is fetched again
 
 
 def _param_type(schema: Any) -> str:
@@ -47,9 +53,7 @@ def tool_defs(server: str, listed: list[dict[str, Any]]) -> list[ToolDef]:
             schema = {"type": "object", "properties": {}}
         props: dict[str, Any] = schema["properties"] if isinstance(schema.get("properties"), dict) else {}
         required = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
-        params = [
-            Param(name=k, in_="body", type=_param_type(v), required=k in required) for k, v in props.items()
-        ]
+        params = [Param(name=k, in_="body", type=_param_type(v), required=k in required) for k, v in props.items()]
         annotations = t.get("annotations") if isinstance(t.get("annotations"), dict) else None
         description = t.get("description")
         out.append(
@@ -66,6 +70,66 @@ def tool_defs(server: str, listed: list[dict[str, Any]]) -> list[ToolDef]:
             )
         )
     return out
+
+
+def param_header_map(schema: Any) -> dict[tuple[str, ...], str]:
+    """The `x-mcp-header` annotations of an input schema (2026-07-28): property path -> header token, for
+    string, integer and boolean properties reached through `properties` alone."""
+    out: dict[tuple[str, ...], str] = {}
+    stack: list[tuple[tuple[str, ...], Any]] = [((), schema)]
+    while stack:
+        path, node = stack.pop()
+        props = node.get("properties") if isinstance(node, dict) else None
+        if not isinstance(props, dict):
+            continue
+        for key, sub in props.items():
+            if not isinstance(sub, dict):
+                continue
+            token = sub.get("x-mcp-header")
+            if isinstance(token, str) and is_token(token) and sub.get("type") in ("string", "integer", "boolean"):
+                out[(*path, key)] = token
+            stack.append(((*path, key), sub))
+    return out
+
+
+def param_headers(header_map: dict[tuple[str, ...], str], arguments: dict[str, Any]) -> dict[str, str]:
+    """`Mcp-Param-<token>` for each annotated argument present, as the official SDK client renders it."""
+    headers: dict[str, str] = {}
+    for path, token in header_map.items():
+        value: Any = arguments
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, str | int | float):
+            try:
+                text = str(value)
+            except ValueError:  # an int past the conversion limit has no header form
+                continue
+        else:
+            continue
+        headers[f"Mcp-Param-{token}"] = encode_header_value(text)
+    return headers
+
+
+def _plain_result(result: Any) -> tuple[Any, str]:
+    """A stateless tools/call result in the handshake era's shape: without `resultType: complete` and the
+    server's identity stamp, so agents see the same result whatever revision the upstream speaks. Another
+    resultType (`input_required`) asks for a round trip the mesh cannot make: an error."""
+    if not isinstance(result, dict) or ("resultType" not in result and "_meta" not in result):
+        return result, ""
+    kind = result.get("resultType", "complete")
+    if kind != "complete":
+        return None, f"the MCP server answered resultType {kind!r}, which the mesh does not support"
+    out = {k: v for k, v in result.items() if k != "resultType"}
+    meta = out.get("_meta")
+    if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
+        rest = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY}
+        if rest:
+            out["_meta"] = rest
+        else:
+            del out["_meta"]
+    return out, ""
 
 
 def _describe(e: BaseException) -> str:
@@ -92,6 +156,8 @@ class McpUpstream:
         self.status = "retrying"
         self.error = "not connected yet"
         self._tools: list[ToolDef] = []
+        self._param_maps: dict[str, dict[tuple[str, ...], str]] = {}  # tool -> its Mcp-Param-* headers
+        self.relist_every = RELIST_SECONDS
         self._session: McpSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._refresh: asyncio.Task[None] | None = None
@@ -110,6 +176,12 @@ class McpUpstream:
             out["error"] = self.error
         out["tools"] = [t.upstream_name for t in self._tools]
         return out
+
+    @property
+    def protocol(self) -> str:
+        """The protocol revision agreed with the server while connected ("2026-07-28" when stateless)."""
+        session = self._session
+        return session.protocol_version if session is not None else ""
 
     @property
     def pid(self) -> int | None:
@@ -132,9 +204,7 @@ class McpUpstream:
         for task in (self._task, self._refresh):
             if task is not None:
                 task.cancel()
-        await asyncio.gather(
-            *(t for t in (self._task, self._refresh) if t is not None), return_exceptions=True
-        )
+        await asyncio.gather(*(t for t in (self._task, self._refresh) if t is not None), return_exceptions=True)
         session, self._session = self._session, None
         if session is not None:
             await session.close()
@@ -149,14 +219,14 @@ class McpUpstream:
         if cfg.transport == "sse":
             return SseTransport(cfg.name, cfg.url, cfg.headers, self._http(), self._timings.http_timeout)
         return StreamableHttpTransport(
-            cfg.name, cfg.url, cfg.headers, self._http(), self._timings.call_timeout
+            cfg.name, cfg.url, cfg.headers, self._timings.call_timeout, self._timings.http_timeout
         )
 
     async def _connect(self) -> tuple[McpSession, list[dict[str, Any]]]:
         session = McpSession(self._transport(), name=self.name, on_tools_changed=self._tools_changed)
         try:
             await session.open()
-            await session.initialize(self._timings.call_timeout)
+            await session.connect(self._timings.call_timeout)
             listed = await session.list_tools(self._timings.call_timeout)
         except BaseException:
             await asyncio.shield(session.close())
@@ -205,7 +275,12 @@ class McpUpstream:
                 asyncio.ensure_future(session.closed.wait()),
             ]
             try:
-                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                while True:
+                    every = self.relist_every if session.stateless else None
+                    done, _ = await asyncio.wait(waiters, timeout=every, return_when=asyncio.FIRST_COMPLETED)
+                    if done:
+                        break
+                    self._tools_changed()
             finally:
                 for w in waiters:
                     w.cancel()
@@ -222,6 +297,7 @@ class McpUpstream:
 
     def _publish(self, listed: list[dict[str, Any]]) -> None:
         tools = tool_defs(self.name, listed)
+        self._param_maps = {t.upstream_name: m for t in tools if (m := param_header_map(t.input_schema))}
         changed = [t.fingerprint_text() for t in tools] != [t.fingerprint_text() for t in self._tools]
         self._tools = tools
         if changed:
@@ -245,9 +321,7 @@ class McpUpstream:
     async def call(self, tool: ToolDef, arguments: dict[str, Any], ctx: CallContext) -> UpstreamResult:
         session = self._session
         if session is None or session.closed.is_set():
-            return UpstreamResult(
-                status_code=502, error=f"MCP server {self.name} is not connected: {self.error}"
-            )
+            return UpstreamResult(status_code=502, error=f"MCP server {self.name} is not connected: {self.error}")
         params: dict[str, Any] = {"name": tool.upstream_name, "arguments": arguments}
         meta: dict[str, Any] = {}
         if ctx.traceparent:
@@ -256,10 +330,16 @@ class McpUpstream:
             meta["art.flux7/agent"] = ctx.agent_id
         if meta:
             params["_meta"] = meta
+        header_map = self._param_maps.get(tool.upstream_name) if session.stateless else None
+        headers = param_headers(header_map, arguments) if header_map else None
         try:
-            result = await session.request("tools/call", params, self._timings.call_timeout)
+            result = await session.request("tools/call", params, self._timings.call_timeout, headers)
         except RpcError as e:
             return UpstreamResult(status_code=502, error=f"MCP error {e.code}: {e.message}")
         except (ConnectionLost, TransportError, TimeoutError) as e:
             return UpstreamResult(status_code=502, error=_describe(e))
+        if session.stateless:
+            result, error = _plain_result(result)
+            if error:
+                return UpstreamResult(status_code=502, error=error)
         return UpstreamResult(result=result, status_code=200)

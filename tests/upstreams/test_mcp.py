@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -17,7 +20,9 @@ from shared.upstreams import CallContext, Registry, ToolDef
 
 from .conftest import FAST, TRACEPARENT
 from .servers import mcp_echo
-from .servers.launch import McpHttpProcess, eventually, free_port, stdio_server_config
+from .servers.launch import McpHttpProcess, eventually, free_port, stdio_server_config, wait_port
+
+MEET = os.path.join(os.path.dirname(__file__), "servers", "mcp_meet.py")
 
 TRANSPORTS = ["stdio", "streamable-http", "sse"]
 ECHO_TOOLS = ["echo", "read_file", "write_file", "search", "fail", "broken", "whoami"]
@@ -29,9 +34,7 @@ def http_servers() -> Iterator[dict[str, McpHttpProcess]]:
         yield {"streamable-http": streamable, "sse": sse}
 
 
-def server_cfg(
-    transport: str, http_servers: dict[str, McpHttpProcess], name: str = "echo", **extra: Any
-) -> Any:
+def server_cfg(transport: str, http_servers: dict[str, McpHttpProcess], name: str = "echo", **extra: Any) -> Any:
     if transport == "stdio":
         return stdio_server_config(name, **extra)
     return {"name": name, "transport": transport, "url": http_servers[transport].url, **extra}
@@ -47,10 +50,7 @@ async def _sdk_schemas() -> dict[str, Any]:
     """What the official SDK client sees of the same server: the reference for "verbatim"."""
     async with Client(mcp_echo.build(), mode="legacy") as client:
         listed = await client.list_tools()
-    return {
-        t.name: t.model_dump(by_alias=True, exclude_none=True, mode="json")["inputSchema"]
-        for t in listed.tools
-    }
+    return {t.name: t.model_dump(by_alias=True, exclude_none=True, mode="json")["inputSchema"] for t in listed.tools}
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -102,7 +102,9 @@ async def test_meta_carries_the_traceparent_and_the_agent_only_with_forward_iden
 
     async def meta_seen(server: str) -> Any:
         res = await reg.call(_tool(reg, f"{server}.whoami"), {}, ctx)
-        return json.loads(res.result["content"][0]["text"])
+        meta = json.loads(res.result["content"][0]["text"])
+        # A stateless (2026-07-28) request also carries the protocol's own envelope there.
+        return {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/")}
 
     assert await meta_seen("plain") == {"traceparent": TRACEPARENT}
     assert await meta_seen("ident") == {"traceparent": TRACEPARENT, "art.flux7/agent": "alice"}
@@ -123,9 +125,7 @@ async def test_server_env_reaches_a_stdio_server(registry_of: Any) -> None:
     assert reg.lookup("echo.extra") is not None
 
 
-async def test_a_killed_stdio_server_is_respawned_and_serves_calls_again(
-    registry_of: Any, ctx: CallContext
-) -> None:
+async def test_a_killed_stdio_server_is_respawned_and_serves_calls_again(registry_of: Any, ctx: CallContext) -> None:
     reg: Registry = await registry_of(mcp_servers=[stdio_server_config("echo")])
     changes: list[int] = []
     reg.add_listener(lambda: changes.append(1))
@@ -133,9 +133,7 @@ async def test_a_killed_stdio_server_is_respawned_and_serves_calls_again(
     assert upstream is not None and upstream.pid is not None
     first_pid = upstream.pid
     os.kill(first_pid, signal.SIGKILL)
-    await eventually(
-        lambda: upstream.pid not in (None, first_pid) and upstream.status == "ok", what="a new server"
-    )
+    await eventually(lambda: upstream.pid not in (None, first_pid) and upstream.status == "ok", what="a new server")
     res = await reg.call(_tool(reg, "echo.echo"), {"text": "again"}, ctx)
     assert res.result["content"][0]["text"] == "again"
     assert changes == []  # the same tools came back: nothing for pinning to re-check
@@ -147,9 +145,7 @@ async def test_a_restarted_http_server_is_reconnected_and_calls_fail_fast_meanwh
 ) -> None:
     server = McpHttpProcess(transport).start()
     try:
-        reg: Registry = await registry_of(
-            mcp_servers=[{"name": "echo", "transport": transport, "url": server.url}]
-        )
+        reg: Registry = await registry_of(mcp_servers=[{"name": "echo", "transport": transport, "url": server.url}])
         upstream = reg.server("echo")
         assert upstream is not None and upstream.status == "ok"
         tool = _tool(reg, "echo.echo")
@@ -170,13 +166,9 @@ async def test_a_restarted_http_server_is_reconnected_and_calls_fail_fast_meanwh
         server.kill()
 
 
-async def test_a_server_down_at_start_is_retrying_until_it_comes_up(
-    registry_of: Any, ctx: CallContext
-) -> None:
+async def test_a_server_down_at_start_is_retrying_until_it_comes_up(registry_of: Any, ctx: CallContext) -> None:
     server = McpHttpProcess("streamable-http", port=free_port())
-    reg: Registry = await registry_of(
-        mcp_servers=[{"name": "late", "transport": "streamable-http", "url": server.url}]
-    )
+    reg: Registry = await registry_of(mcp_servers=[{"name": "late", "transport": "streamable-http", "url": server.url}])
     changes: list[int] = []
     reg.add_listener(lambda: changes.append(len(reg.tools())))
     [view] = reg.servers()
@@ -208,7 +200,120 @@ async def test_start_is_capped_when_a_server_never_answers(registry_of: Any) -> 
         mcp_servers=[{"name": "mute", "transport": "stdio", "command": "sleep", "args": ["60"]}],
     )
     assert time.monotonic() - started < 3
-    await eventually(
-        lambda: "timed out" in reg.servers()[0].get("error", ""), what="the timeout to be reported"
-    )
+    await eventually(lambda: "timed out" in reg.servers()[0].get("error", ""), what="the timeout to be reported")
     assert reg.servers()[0]["status"] == "retrying"
+
+
+class MeetServer:
+    """tests/upstreams/servers/mcp_meet.py over Streamable HTTP, optionally as an older server."""
+
+    def __init__(self, *flags: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        cmd = [sys.executable, MEET, "--transport", "streamable-http", "--port", str(self.port), *flags]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def __enter__(self) -> MeetServer:
+        wait_port(self.port, proc=self.proc)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def meet_servers() -> Iterator[dict[str, MeetServer]]:
+    with MeetServer() as modern, MeetServer("--handshake-only") as handshake, MeetServer("--only-2024") as old:
+        yield {"stateless": modern, "handshake": handshake, "only-2024": old}
+
+
+def meet_cfg(kind: str, meet_servers: dict[str, MeetServer]) -> dict[str, Any]:
+    if kind == "stdio":
+        return {"name": "meet", "transport": "stdio", "command": sys.executable, "args": [MEET]}
+    return {"name": "meet", "transport": "streamable-http", "url": meet_servers[kind].url}
+
+
+@pytest.mark.parametrize(
+    ("kind", "protocol"),
+    [("stdio", "2025-11-25"), ("stateless", "2026-07-28"), ("handshake", "2025-11-25"), ("only-2024", "2024-11-05")],
+)
+async def test_each_server_gets_the_newest_protocol_it_speaks_and_many_calls_run_at_once(
+    registry_of: Any, meet_servers: dict[str, MeetServer], ctx: CallContext, kind: str, protocol: str
+) -> None:
+    reg: Registry = await registry_of(mcp_servers=[meet_cfg(kind, meet_servers)])
+    upstream = reg.server("meet")
+    assert upstream is not None and upstream.status == "ok"
+    assert upstream.protocol == protocol
+    # Each call returns only once all 16 are inside the tool together: calls sent or answered one at a
+    # time would each wait out the server's 10 s and say "alone".
+    meet = _tool(reg, "meet.meet")
+    answers = await asyncio.gather(*(reg.call(meet, {"group": kind, "n": 16}, ctx) for _ in range(16)))
+    assert [(a.status_code, a.result["content"][0]["text"]) for a in answers] == [(200, "met")] * 16
+
+
+async def test_a_stateless_result_has_the_handshake_era_shape(
+    registry_of: Any, meet_servers: dict[str, MeetServer], ctx: CallContext
+) -> None:
+    reg: Registry = await registry_of(
+        mcp_servers=[
+            {**meet_cfg("stateless", meet_servers), "name": "new"},
+            {**meet_cfg("handshake", meet_servers), "name": "old"},
+        ]
+    )
+    new, old = [await reg.call(_tool(reg, f"{n}.echo"), {"text": "same"}, ctx) for n in ("new", "old")]
+    assert (
+        new.result
+        == old.result
+        == {
+            "content": [{"type": "text", "text": "same"}],
+            "isError": False,
+            "structuredContent": {"result": "same"},
+        }
+    )
+
+
+@pytest.mark.parametrize("kind", ["stateless", "handshake"])
+async def test_an_argument_annotated_x_mcp_header_travels_in_its_header_too(
+    registry_of: Any, meet_servers: dict[str, MeetServer], ctx: CallContext, kind: str
+) -> None:
+    # The SDK refuses a stateless call whose Mcp-Param-Region header does not mirror the argument (-32020).
+    reg: Registry = await registry_of(mcp_servers=[meet_cfg(kind, meet_servers)])
+    for region in ("eu-west-1", "zürich"):  # the second travels base64-wrapped
+        res = await reg.call(_tool(reg, "meet.route"), {"region": region}, ctx)
+        assert (res.status_code, res.error, res.result["content"][0]["text"]) == (200, "", region)
+
+
+async def test_a_timed_out_stateless_call_is_a_502_and_the_next_call_works(
+    registry_of: Any, meet_servers: dict[str, MeetServer], ctx: CallContext
+) -> None:
+    reg: Registry = await registry_of(
+        timings=replace(FAST, call_timeout=0.5), mcp_servers=[meet_cfg("stateless", meet_servers)]
+    )
+    waiting = await reg.call(_tool(reg, "meet.meet"), {"group": "nobody-else", "n": 2}, ctx)
+    assert (waiting.status_code, waiting.error) == (502, "tools/call timed out after 0.5s")
+    res = await reg.call(_tool(reg, "meet.echo"), {"text": "still here"}, ctx)
+    assert res.result["content"][0]["text"] == "still here"
+    assert reg.servers()[0]["status"] == "ok"
+
+
+async def test_a_stateless_server_restarted_with_other_tools_is_listed_again(registry_of: Any) -> None:
+    server = McpHttpProcess("streamable-http").start()
+    try:
+        reg: Registry = await registry_of(
+            start=False, mcp_servers=[{"name": "echo", "transport": "streamable-http", "url": server.url}]
+        )
+        upstream = reg.server("echo")
+        assert upstream is not None
+        upstream.relist_every = 0.1  # no session tells a stateless client of a restart: it asks again
+        await reg.start()
+        assert upstream.protocol == "2026-07-28" and reg.lookup("echo.extra") is None
+        changes: list[int] = []
+        reg.add_listener(lambda: changes.append(1))
+        server.kill()
+        server.env = {"MCP_ECHO_EXTRA_TOOL": "1"}
+        server.start()
+        await eventually(lambda: reg.lookup("echo.extra") is not None, what="the new tool")
+        assert changes
+    finally:
+        server.kill()
