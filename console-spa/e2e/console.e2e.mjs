@@ -1,0 +1,266 @@
+// Drives the console that a running `flux7 serve` serves at /console/, in Debian's Chromium (playwright-core).
+// tests/e2e/test_console.py runs one scenario per server and checks the server's side; this script does the
+// clicking and reports what it saw as one JSON object on stdout (exit 0), or {ok: false, error} (exit 1).
+//
+//   node e2e/console.e2e.mjs <scenario> --base http://127.0.0.1:9090 [--token T] [--params '{"k": "v"}']
+//
+// Scenarios: approve, grant, halt-stop, halt-resume, memory-search, wrong-token, screenshots.
+// Every wait is a condition with a timeout (locator auto-waiting), never a fixed sleep. A page error or a
+// console error fails the scenario, except the 401s of a tab with no token yet or with the wrong one on purpose.
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { chromium } from "playwright-core";
+
+const ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"];
+const SHOTS = fileURLToPath(new URL("../screenshots/e2e/", import.meta.url));
+const WAIT = 15_000; // generous: CI machines are small and shared
+
+const { positionals, values } = parseArgs({
+  allowPositionals: true,
+  options: { base: { type: "string" }, token: { type: "string", default: "" }, params: { type: "string", default: "{}" } },
+});
+const scenario = positionals[0] ?? "";
+const base = (values.base ?? "").replace(/\/+$/, "");
+const token = values.token;
+const params = JSON.parse(values.params);
+
+/** Problems that fail the scenario whatever it checks: uncaught page errors and console errors. */
+const problems = [];
+let where = "start";
+/** The browser logs every refused request: fine before a token is entered, and in the wrong-token scenario. */
+let allow401 = false;
+
+function watch(page) {
+  page.on("pageerror", (e) => problems.push(`${where}: page error: ${e.message}`));
+  page.on("console", (m) => {
+    if (m.type() !== "error") return;
+    if (allow401 && m.text().includes("status of 401")) return;
+    problems.push(`${where}: console error: ${m.text()} (${m.location().url ?? ""})`);
+  });
+  // Halts and Forget ask window.confirm first.
+  page.on("dialog", (d) => void d.accept());
+}
+
+/** Opens a console page with a real page load (sessionStorage stays with the tab) and waits until its heading
+ *  is there and nothing is still loading. `whenBlank` runs between the two documents, e.g. to await a request. */
+async function open(page, route, whenBlank) {
+  where = route;
+  // A goto that changes only the hash would stay in the same document, with the old page's cached data.
+  await page.goto("about:blank");
+  const extra = whenBlank?.();
+  await page.goto(`${base}/console/${route}`);
+  await page.locator("main h1").first().waitFor();
+  await waitLoaded(page);
+  return extra;
+}
+
+async function waitLoaded(page) {
+  await page.waitForFunction(() => !document.querySelector("main")?.textContent?.includes("Loading"), null, { timeout: WAIT });
+}
+
+/** Enters the token on the Settings page, saves and tests; returns each probe's line. From then on a 401 is
+ *  an error unless `refusedOk` (a wrong token on purpose). */
+async function connect(page, adminToken, refusedOk = false) {
+  // A fresh tab has no token yet, so its first requests are refused.
+  allow401 = true;
+  await open(page, "#/settings");
+  await page.getByLabel("Admin token", { exact: true }).fill(adminToken);
+  await page.getByRole("button", { name: "Save and test" }).click();
+  // The last probe (the supervisor, not configured here) lands once all the others have.
+  await page.locator(".probe-list li", { hasText: "Supervisor" }).waitFor();
+  allow401 = refusedOk;
+  return page.locator(".probe-list li").allInnerTexts();
+}
+
+function expectProbesOk(probes) {
+  const bad = probes.filter((p) => !p.includes(": ok") && !p.includes("not configured"));
+  if (bad.length) throw new Error(`Save and test failed: ${bad.join("; ")}`);
+}
+
+/** The pages the screenshots scenario takes when it is given none: those that need no id. */
+const DEFAULT_PAGES = Object.fromEntries(
+  [
+    ...["", "approvals", "approvals?tab=history", "approvals?tab=precedents", "approvals?tab=settings", "agents"],
+    ...["traces", "sessions", "otel", "policies", "policies?tab=tool", "tools", "grants", "memory"],
+    ...["memory?tab=decisions", "supervisor", "halts", "settings"],
+  ].map((r) => [r.replace(/\W+/g, "-") || "overview", `#/${r}`]),
+);
+
+/** What `main` shows, with the contents of its text boxes (innerText leaves those out). */
+const mainText = (page) =>
+  page.locator("main").evaluate((m) => [m.innerText, ...[...m.querySelectorAll("textarea")].map((t) => t.value)].join("\n"));
+
+// ---- scenarios --------------------------------------------------------------------------------------
+
+const SCENARIOS = {
+  /** The pending call shows on Approvals → Pending; approve it with a reasoning; History then shows it. */
+  async approve(page) {
+    expectProbesOk(await connect(page, token));
+    await open(page, "#/approvals");
+    const row = page.locator("tbody tr", { hasText: params.tool });
+    await row.waitFor();
+    const prefix = (await row.locator("a.mono").first().innerText()).trim();
+    await row.getByPlaceholder("reasoning (optional)").fill(params.reasoning);
+    await row.getByRole("button", { name: "Approve" }).click();
+    // Resolved, it leaves the pending list (the list is refetched at once, not at the next poll).
+    await row.waitFor({ state: "detached" });
+    where = "#/approvals?tab=history";
+    await page.getByRole("navigation", { name: "Views" }).getByRole("link", { name: "History" }).click();
+    const done = page.locator("tbody tr", { hasText: prefix });
+    await done.waitFor();
+    return { approval_prefix: prefix, history_row: await done.innerText() };
+  },
+
+  /** Creates a grant with the Grants form; the list shows it with its id (title) and countdown. */
+  async grant(page) {
+    expectProbesOk(await connect(page, token));
+    await open(page, "#/grants");
+    await page.getByLabel("Agent (glob)").fill(params.agent);
+    await page.getByLabel("Tools (glob)").fill(params.tools);
+    await page.getByLabel("Duration").fill(params.duration);
+    await page.getByRole("button", { name: "Grant", exact: true }).click();
+    const status = page.getByRole("status").filter({ hasText: "Granted" });
+    await status.waitFor();
+    const row = page.locator("tbody tr", { hasText: params.tools });
+    await row.waitFor();
+    return { status: await status.innerText(), grant_id: await row.locator("td").first().getAttribute("title"), row: await row.innerText() };
+  },
+
+  /** Stops everything from the Emergency stop page; the red banner then sits on every page visited. */
+  async "halt-stop"(page) {
+    expectProbesOk(await connect(page, token));
+    await open(page, "#/halts");
+    await page.getByLabel("Everything").check();
+    await page.getByLabel("Reason").fill(params.reason);
+    await page.getByRole("button", { name: "Stop", exact: true }).click();
+    await page.getByRole("status").filter({ hasText: "Stopped." }).waitFor();
+    const banners = {};
+    for (const route of params.routes) {
+      // A real page load each time: the banner comes from that page's own request, not from cached data.
+      await open(page, route);
+      const banner = page.locator(".halt-banner");
+      await banner.waitFor();
+      banners[route] = await banner.innerText();
+    }
+    return { banners };
+  },
+
+  /** With a stop in force the banner is there; Resume on the Emergency stop page removes it everywhere. */
+  async "halt-resume"(page) {
+    expectProbesOk(await connect(page, token));
+    await open(page, "#/halts");
+    await page.locator(".halt-banner").waitFor();
+    const row = page.locator("tbody tr", { hasText: params.reason });
+    await row.getByRole("button", { name: "Resume" }).click();
+    await row.getByText("resumed").waitFor();
+    await page.locator(".halt-banner").waitFor({ state: "detached" });
+    const clear = [];
+    for (const route of params.routes) {
+      // After the page's own GET /halts has answered, no banner may show.
+      const answer = await open(page, route, () =>
+        page.waitForResponse((r) => new URL(r.url()).pathname === "/halts" && r.request().method() === "GET"),
+      );
+      if (!answer.ok()) throw new Error(`GET /halts answered ${answer.status()} on ${route}`);
+      const body = await answer.json();
+      const active = (Array.isArray(body) ? body : body.halts ?? []).filter((h) => h.active !== false && !h.resumed_at);
+      if (active.length) throw new Error(`GET /halts still lists ${JSON.stringify(active)} on ${route}`);
+      await page.locator(".halt-banner").waitFor({ state: "detached" });
+      if (await page.locator(".warn-banner").count()) throw new Error(`${route}: ${await page.locator(".warn-banner").innerText()}`);
+      clear.push(route);
+    }
+    return { clear };
+  },
+
+  /** Searches memory from the Search tab; returns the keys and values of the results it lists. */
+  async "memory-search"(page) {
+    expectProbesOk(await connect(page, token));
+    await open(page, "#/memory?tab=search");
+    await page.getByLabel("Query").fill(params.query);
+    await page.getByRole("button", { name: "Search", exact: true }).click();
+    const results = page.locator("ol.results > li");
+    await results.first().waitFor();
+    const keys = await results.locator("a.mono").allInnerTexts();
+    const values = await results.locator("pre.value").allInnerTexts();
+    return { keys, values, summary: await page.locator("main p", { hasText: "ranked by relevance" }).innerText() };
+  },
+
+  /** A wrong admin token: Save and test says so, and so do the pages (panel and banner); the right one fixes it. */
+  async "wrong-token"(page) {
+    const probes = await connect(page, params.wrong, true);
+    await open(page, "#/traces");
+    const panel = page.locator("main .load-error").first();
+    await panel.waitFor();
+    const banner = page.locator(".warn-banner");
+    await banner.waitFor();
+    const out = { probes, panel: await panel.innerText(), banner: await banner.innerText() };
+    // The same pages with the right token: no refusal left, and the data is there.
+    expectProbesOk(await connect(page, token));
+    await open(page, "#/traces");
+    await page.locator("main .load-error").first().waitFor({ state: "detached" });
+    if (await page.locator(".warn-banner").count()) throw new Error("the banner stayed with the right token");
+    out.after = await mainText(page);
+    return out;
+  },
+
+  /** Every page, full size, into screenshots/e2e/; each must load with no error shown or logged.
+   *  params.pages is {name: route}; by default the pages that need no id. */
+  async screenshots(page) {
+    await mkdir(SHOTS, { recursive: true });
+    expectProbesOk(await connect(page, token));
+    const shots = {};
+    for (const [name, route] of Object.entries(params.pages ?? DEFAULT_PAGES)) {
+      const before = problems.length;
+      await open(page, route);
+      const errors = await page.locator("main .load-error").allInnerTexts();
+      for (const e of errors) problems.push(`${name}: ${e}`);
+      const file = join(SHOTS, `${name}.png`);
+      await page.screenshot({ path: file, fullPage: true });
+      shots[name] = { file, route, text: (await mainText(page)).slice(0, 20_000), errors: problems.length - before };
+    }
+    return { shots };
+  },
+};
+
+async function main() {
+  const run = SCENARIOS[scenario];
+  if (!run || !base) {
+    throw new Error(`usage: node e2e/console.e2e.mjs <${Object.keys(SCENARIOS).join("|")}> --base URL [--token T] [--params JSON]`);
+  }
+  const profile = await mkdtemp(join(tmpdir(), "flux7-e2e-chromium-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    headless: true,
+    args: ARGS,
+    viewport: { width: 1280, height: 860 },
+  });
+  try {
+    context.setDefaultTimeout(WAIT);
+    const page = context.pages()[0] ?? (await context.newPage());
+    watch(page);
+    let result;
+    try {
+      result = await run(page);
+    } catch (e) {
+      // A picture of the moment it failed, next to the other screenshots.
+      await mkdir(SHOTS, { recursive: true });
+      await page.screenshot({ path: join(SHOTS, `failed-${scenario}.png`), fullPage: true }).catch(() => {});
+      throw new Error(`${where}: ${e.message}`);
+    }
+    if (problems.length) throw new Error(problems.join("\n"));
+    return result;
+  } finally {
+    await context.close();
+    await rm(profile, { recursive: true, force: true });
+  }
+}
+
+try {
+  const result = await main();
+  process.stdout.write(JSON.stringify({ ok: true, scenario, ...result }) + "\n");
+} catch (e) {
+  process.stdout.write(JSON.stringify({ ok: false, scenario, error: e.message, problems }) + "\n");
+  process.exitCode = 1;
+}

@@ -1,0 +1,302 @@
+"""The console in a real browser against a real `flux7 serve`.
+
+Each test starts `flux7 serve` (granian, loopback) over the pets backend with the memory role on, then runs
+console-spa/e2e/console.e2e.mjs, which drives Debian's Chromium through playwright-core and prints what it saw
+as JSON. The browser does what an operator would (Settings, Approvals, Grants, Emergency stop, Memory); this
+file plays the agents (POST /tool, /rpc) and checks the server's side with httpx.
+
+Needs `apt-get install -y chromium` and `cd console-spa && npm ci` (CI does both): without them the tests
+fail and say so, they never skip.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.functions.conftest import AGENT, make_config
+from tests.support.http import wait_until
+from tests.support.server import REPO, Server, running_server
+from tests.upstreams.servers.http_backend import Backend
+
+CONSOLE = REPO / "console-spa"
+SCRIPT = CONSOLE / "e2e" / "console.e2e.mjs"
+CHROMIUM = Path("/usr/bin/chromium")
+TOKEN = "e2e-admin-token"
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def browser_installed() -> None:
+    """Fail (never skip) with the install command when a piece the browser tests need is missing."""
+    missing = []
+    if shutil.which("node") is None:
+        missing.append("node is not on PATH: apt-get install -y nodejs npm")
+    if not CHROMIUM.exists():
+        missing.append(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    if not (CONSOLE / "node_modules" / "playwright-core" / "package.json").exists():
+        missing.append("console-spa/node_modules lacks playwright-core: cd console-spa && npm ci")
+    if not (CONSOLE / "dist" / "index.html").exists():
+        missing.append("console-spa/dist is missing: cd console-spa && npm ci && npm run build")
+    if missing:
+        pytest.fail("the console e2e tests need:\n  " + "\n  ".join(missing), pytrace=False)
+
+
+def console_config(tmp_path: Path, backend: Backend, extra: str = "") -> Path:
+    """tests/functions' config with the memory role on, an admin token, and approvals that outlast a browser."""
+    cfg = make_config(tmp_path, backend, f"auth: {{admin_token: {TOKEN}}}\n{extra}")
+    text = cfg.read_text()
+    for old, new in (
+        ("memory: {enabled: false}", "memory: {enabled: true, hybrid: false}"),
+        ("timeout_seconds: 5", "timeout_seconds: 90"),
+    ):
+        assert old in text, f"make_config no longer writes {old!r}"
+        text = text.replace(old, new)
+    cfg.write_text(text)
+    return cfg
+
+
+@pytest.fixture
+def server(tmp_path: Path, backend: Backend) -> Iterator[Server]:
+    with running_server(console_config(tmp_path, backend)) as s:
+        yield s
+
+
+def drive(server: Server, scenario: str, token: str = TOKEN, **params: Any) -> dict[str, Any]:
+    """Runs one browser scenario; returns its JSON report, failing with the script's own words."""
+    proc = subprocess.run(
+        ["node", str(SCRIPT), scenario, "--base", server.url, "--token", token, "--params", json.dumps(params)],
+        capture_output=True,
+        text=True,
+        cwd=CONSOLE,
+        timeout=120,
+    )
+    lines = proc.stdout.strip().splitlines()
+    assert lines, f"{scenario}: no report (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+    report: dict[str, Any] = json.loads(lines[-1])
+    shot = f"console-spa/screenshots/e2e/failed-{scenario}.png"
+    detail = f"{report.get('error')}\n{proc.stderr[-4000:]}\n(the page at that moment: {shot})"
+    assert proc.returncode == 0 and report["ok"], f"{scenario} failed in the browser: {detail}"
+    return report
+
+
+def post(server: Server, path: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{server.url}{path}", json=body, headers=ADMIN, timeout=10, trust_env=False)
+
+
+def get(server: Server, path: str, **query: Any) -> Any:
+    r = httpx.get(f"{server.url}{path}", params=query, headers=ADMIN, timeout=10, trust_env=False)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def call(server: Server, tool: str, params: dict[str, Any], headers: dict[str, str] | None = None) -> httpx.Response:
+    url, body = f"{server.url}/tool/{tool}", {"params": params}
+    return httpx.post(url, json=body, headers={**AGENT, **(headers or {})}, timeout=120, trust_env=False)
+
+
+def rpc(server: Server, tool: str, arguments: dict[str, Any]) -> str:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    r = post(server, "/rpc", body)
+    assert r.status_code == 200, r.text
+    return str(r.json()["result"]["content"][0]["text"])
+
+
+def pending(server: Server, tool: str) -> str:
+    """Waits until a call of `tool` waits for approval; returns the approval id."""
+    found: list[str] = []
+
+    def seen() -> bool:
+        found[:] = [a["id"] for a in get(server, "/approvals", status="pending", tool=tool)]
+        return bool(found)
+
+    wait_until(seen, timeout=20)
+    return found[0]
+
+
+def trace(server: Server, trace_id: str) -> dict[str, Any]:
+    [t] = get(server, "/traces", trace=trace_id)
+    return dict(t)
+
+
+def test_a_pending_approval_shows_in_the_console_and_approving_it_there_releases_the_call(server: Server) -> None:
+    with ThreadPoolExecutor(1) as pool:
+        blocked: Future[httpx.Response] = pool.submit(call, server, "create_pet", {"name": "Kit"})
+        approval = pending(server, "create_pet")
+        assert not blocked.done()
+        try:
+            report = drive(server, "approve", tool="create_pet", reasoning="looks fine to me")
+        finally:
+            if not blocked.done():  # a failed scenario must not leave the call waiting out its 90 s
+                post(server, f"/approvals/{approval}/deny", {"reasoning": "cleanup"})
+        resp = blocked.result(timeout=30)
+    assert approval.startswith(report["approval_prefix"])
+    assert "approved" in report["history_row"] and "looks fine to me" in report["history_row"]
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["policy"] == "human_approval" and body["approval_id"] == approval
+    assert body["result"] == {"created": {"name": "Kit"}}
+    t = trace(server, body["trace_id"])
+    # The console sends no resolved_by, so the mesh names the browser's address: a human resolver (CONTRACT 1.13).
+    assert t["approval_status"] == "approved" and t["approved_by"].startswith("http:127.0.0.1:")
+    assert t["supervisor_reasoning"] == "looks fine to me"
+    a = get(server, f"/approvals/{approval}")
+    assert a["status"] == "approved" and a["reasoning"] == "looks fine to me"
+
+
+def test_a_grant_created_in_the_console_lifts_the_approval_of_the_next_call(server: Server) -> None:
+    report = drive(server, "grant", agent="claude", tools="create_pet", duration="15m")
+    grant_id = report["grant_id"]
+    assert "Granted create_pet to claude" in report["status"]
+    [g] = get(server, "/grants")
+    assert g["id"] == grant_id and g["agent"] == "claude" and g["tools"] == "create_pet"
+    started = time.monotonic()
+    resp = call(server, "create_pet", {"name": "Kit"})
+    # At once: nothing waited for the 90 s approval timeout.
+    assert time.monotonic() - started < 10
+    assert resp.status_code == 200 and resp.json()["policy"] == "allow", resp.text
+    assert trace(server, resp.json()["trace_id"])["policy_rule"] == f"grant:{grant_id}"
+    assert get(server, "/approvals", status="all") == []
+
+
+def test_an_emergency_stop_from_the_console_bans_every_page_and_calls_until_resumed(server: Server) -> None:
+    assert call(server, "list_pets", {}).status_code == 200
+    routes = ["#/", "#/traces", "#/grants", "#/memory", "#/settings"]
+    report = drive(server, "halt-stop", reason="runaway loop in e2e", routes=routes)
+    assert set(report["banners"]) == set(routes)
+    for text in report["banners"].values():
+        assert "Emergency stop in force" in text and "runaway loop in e2e" in text
+    [halt] = get(server, "/halts")
+    assert halt["scope"] == "all" and halt["created_by"] == "console"
+    stopped = call(server, "list_pets", {})
+    assert stopped.status_code == 403 and stopped.json()["policy"] == "halted", stopped.text
+    assert "halted" in stopped.json()["error"]
+
+    report = drive(server, "halt-resume", reason="runaway loop in e2e", routes=["#/", "#/traces", "#/memory"])
+    assert report["clear"] == ["#/", "#/traces", "#/memory"]
+    assert get(server, "/halts") == []
+    assert call(server, "list_pets", {}).status_code == 200
+
+
+def test_memory_search_in_the_console_finds_an_entry_stored_over_rpc(server: Server) -> None:
+    entry = {"key": "pets.tortoise", "value": "Zeno the tortoise eats dandelions", "tags": ["pets"]}
+    stored = rpc(server, "memory_store", entry)
+    assert stored.startswith("Memory 'pets.tortoise' created")
+    rpc(server, "memory_store", {"key": "deploy.region", "value": "the service runs in Frankfurt"})
+    report = drive(server, "memory-search", query="tortoise")
+    assert report["keys"] == ["pets.tortoise"]
+    assert report["values"] == ["Zeno the tortoise eats dandelions"]
+    assert report["summary"].startswith("1 results")
+
+
+def test_a_wrong_admin_token_is_refused_with_a_clear_message(server: Server) -> None:
+    assert call(server, "list_pets", {}).status_code == 200
+    report = drive(server, "wrong-token", wrong="not-the-token")
+    probes = "\n".join(report["probes"])
+    assert "Mesh reachable (GET /health): ok" in probes
+    assert "Admin token accepted (GET /grants): refused the token (401)" in probes
+    assert "The server refused the admin token." in report["panel"] and "Settings" in report["panel"]
+    assert "Cannot check for emergency stops: the server refused the admin token." in report["banner"]
+    # With the right token the same page shows the call.
+    assert "list_pets" in report["after"]
+
+
+# The pages of docs/console.md; "{…}" parts are filled from the data seeded below.
+PAGES = {
+    "overview": "#/",
+    "approvals": "#/approvals",
+    "approval-detail": "#/approvals/{approval}",
+    "approvals-history": "#/approvals?tab=history",
+    "approvals-precedents": "#/approvals?tab=precedents",
+    "approvals-settings": "#/approvals?tab=settings",
+    "agents": "#/agents",
+    "agent-detail": "#/agents/claude",
+    "traces": "#/traces",
+    "trace-why": "#/traces?trace={trace}",
+    "sessions": "#/sessions",
+    "session-detail": "#/sessions/{session}",
+    "otel": "#/otel",
+    "policies": "#/policies",
+    "policies-by-tool": "#/policies?tab=tool",
+    "policies-yaml": "#/policies?tab=yaml&file=agents",
+    "tools": "#/tools",
+    "grants": "#/grants",
+    "memory": "#/memory",
+    "memory-search": "#/memory?tab=search&q=tortoise",
+    "memory-decisions": "#/memory?tab=decisions",
+    "memory-entry": "#/memory?key=pets.tortoise",
+    "supervisor": "#/supervisor",
+    "halts": "#/halts",
+    "settings": "#/settings",
+}
+
+
+def test_every_page_loads_its_data_without_errors_and_is_screenshotted(tmp_path: Path, backend: Backend) -> None:
+    # Pinning on: with it off GET /tools/pins answers 501, which the browser logs as an error.
+    with running_server(console_config(tmp_path, backend, "pin_tools: true")) as server:
+        session = {"X-Session-Id": "e2e-session-1"}
+        listed = [call(server, "list_pets", {"limit": i}, session) for i in range(3)]
+        assert all(r.status_code == 200 for r in listed)
+        assert call(server, "delete_pet", {"petId": "1"}, session).status_code == 403
+        rpc(server, "memory_store", {"key": "pets.tortoise", "value": "Zeno the tortoise eats dandelions"})
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(call, server, "create_pet", {"name": "Kit"})
+            approved = pending(server, "create_pet")
+            r = post(server, f"/approvals/{approved}/approve", {"reasoning": "seeded approval"})
+            assert r.status_code == 200 and first.result(timeout=30).status_code == 200
+            waiting = pool.submit(call, server, "create_pet", {"name": "Zeno"})
+            approval = pending(server, "create_pet")
+            grant = post(server, "/grants", {"agent": "cursor", "tools": "get_*", "duration": "1h"})
+            assert grant.status_code == 201
+            ids = {"approval": approval, "trace": listed[-1].json()["trace_id"], "session": "e2e-session-1"}
+            pages = {name: route.format(**ids) for name, route in PAGES.items()}
+            try:
+                report = drive(server, "screenshots", pages=pages)
+            finally:
+                post(server, f"/approvals/{approval}/deny", {})
+            assert waiting.result(timeout=30).status_code == 403
+
+    shots = report["shots"]
+    assert set(shots) == set(PAGES)
+    for name, shot in shots.items():
+        png = Path(shot["file"])
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+        assert shot["errors"] == 0, name
+    expect = {  # what each page must show of the seeded data
+        "overview": "create_pet",
+        "approvals": "create_pet",
+        "approval-detail": "Zeno",
+        "approvals-history": "seeded approval",
+        "approvals-precedents": "create_pet",
+        "approvals-settings": "Human approvals needed",
+        "agents": "claude",
+        "agent-detail": "create_pet",
+        "traces": "delete_pet",
+        "trace-why": ids["trace"],
+        "sessions": "e2e-session-1",
+        "session-detail": "list_pets",
+        "otel": "delete_pet",
+        "policies": "agents",
+        "policies-by-tool": "create_pet",
+        "policies-yaml": "human_approval",
+        "tools": "create_pet",
+        "grants": "cursor",
+        "memory": "pets.tortoise",
+        "memory-search": "Zeno the tortoise",
+        "memory-decisions": "create_pet",
+        "memory-entry": "Zeno the tortoise eats dandelions",
+        "supervisor": "Not configured",
+        "halts": "No stop is in force",
+        "settings": "Connection",
+    }
+    for name, text in expect.items():
+        assert text in shots[name]["text"], f"{name} lacks {text!r}:\n{shots[name]['text'][:2000]}"
