@@ -24,7 +24,7 @@ rules:
     action: allow
   - tools: ["delete_pet"]
     action: deny
-  - tools: ["create_pet", "put_notes_note_id"]
+  - tools: ["create_pet", "put_notes_noteId"]
     action: human_approval
 """
 

@@ -6,7 +6,7 @@ records what arrived (method, path, query, headers, body). As a process:
 
 Operations (tool names in brackets): GET /pets [list_pets], POST /pets [create_pet], GET /pets/{petId}
 [get_pet_by_id], DELETE /pets/{petId} [delete_pet], GET /text [get_text], GET /boom [get_boom, answers 500],
-PUT /notes/{noteId} [put_notes_note_id, no operationId], GET /echo-headers [echo_headers].
+PUT /notes/{noteId} [put_notes_noteId, no operationId], GET /echo-headers [echo_headers].
 """
 
 from __future__ import annotations
