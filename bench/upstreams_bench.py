@@ -2,7 +2,8 @@
 
 - openapi: registry.call() against a real HTTP backend on loopback, versus the same GET sent directly with one
   keep-alive httpx client (the difference is the layer's overhead; target <= 1 ms p50 for the governed call).
-- mcp: tools/call round trips to the SDK-built echo server over stdio and over streamable HTTP.
+- mcp: tools/call round trips to the SDK-built echo server over stdio and over streamable HTTP, one at a time
+  (latency) and 1, 8, 32 at once (throughput, req/s: calls held back by the client would show as a flat line).
 - cli: spawning `echo` (no shell).
 - lookup: exact name and a cached CLI catch-all, in microseconds.
 """
@@ -55,6 +56,22 @@ async def _timed(fn: Any, n: int, warmup: int = 50) -> list[float]:
         await fn()
         out.append((time.perf_counter() - t) * 1000)
     return out
+
+
+async def _throughput(fn: Any, concurrency: int, seconds: float) -> float:
+    """Calls per second with `concurrency` callers each calling in a loop for `seconds`."""
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def caller() -> None:
+        nonlocal done
+        while time.perf_counter() < stop:
+            await fn()
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(concurrency)))
+    return done / (time.perf_counter() - started)
 
 
 async def main(n: int = 2000) -> dict[str, Any]:
@@ -136,6 +153,13 @@ async def main(n: int = 2000) -> dict[str, Any]:
         stdio_ms = await _timed(mcp_stdio, n // 2)
         http_ms = await _timed(mcp_http, n // 4)
         cli_ms = await _timed(cli, 200, warmup=10)
+        throughput = {
+            f"{label}_c{c}_rps": await _throughput(fn, c, 2.0)
+            for label, fn in (("mcp_stdio", mcp_stdio), ("mcp_streamable_http", mcp_http))
+            for c in (1, 8, 32)
+        }
+        upstream = reg.server("sh")
+        protocol = getattr(upstream, "protocol", "2024-11-05")  # what the client agreed with the server
         lookups = 200_000
         t = time.perf_counter()
         for _ in range(lookups):
@@ -158,6 +182,8 @@ async def main(n: int = 2000) -> dict[str, Any]:
         "openapi_overhead_p50_ms": g["p50"] - d["p50"],
         "mcp_stdio_call": summary(stdio_ms),
         "mcp_streamable_http_call": summary(http_ms),
+        "mcp_streamable_http_protocol": protocol,
+        **throughput,
         "cli_echo_call": summary(cli_ms),
         "lookup_exact_us": exact_us,
         "lookup_cli_catch_all_cached_us": dispatch_us,

@@ -11,11 +11,12 @@ compression (none is asked for), no HTTP/2.
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 __all__ = ["HttpError", "HttpPool", "HttpResponse", "HttpTimeout", "SseParser", "is_token", "valid_headers"]
 
@@ -260,6 +261,10 @@ class HttpPool:
         self.port = parts.port or default
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.authority = host if self.port == default else f"{host}:{self.port}"
+        self._basic = ""  # credentials in the URL, sent as httpx sent them
+        if parts.username is not None:
+            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+            self._basic = f"Basic {base64.b64encode(pair).decode('ascii')}"
         self.connect_timeout = connect_timeout
         self.max_idle = max_idle
         self.idle_expiry = idle_expiry
@@ -272,12 +277,16 @@ class HttpPool:
     def target(self, url: str) -> str:
         """The request target (path and query) of a URL on this origin."""
         parts = urlsplit(url)
-        return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        # Percent-encode what may not travel raw (spaces, non-ASCII); escapes already there stay.
+        path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
+        return path + (f"?{quote(parts.query, safe='/?%:@!$&()*+,;=-._~')}" if parts.query else "")
 
     def head(self, method: str, url: str, headers: list[tuple[str, str]]) -> bytes:
         """The request line and the headers every request of this kind shares (without Content-Length)."""
         lines = [f"{method} {self.target(url)} HTTP/1.1", f"Host: {self.authority}", f"User-Agent: {_USER_AGENT}"]
         lines += [f"{k}: {v}" for k, v in headers]
+        if self._basic and not any(k.lower() == "authorization" for k, _ in headers):
+            lines.append(f"Authorization: {self._basic}")
         return ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
     async def _connect(self) -> _Conn:

@@ -345,9 +345,10 @@ class StreamableHttpTransport:
             raw = await resp.read()
             answer = _json_or_none(raw)
             if isinstance(answer, dict) and isinstance(answer.get("error"), dict) and "id" in message:
-                # A JSON-RPC error with an HTTP error status still answers the request: the caller gets
-                # "MCP error <code>: <message>" rather than a bare status.
-                answer["id"] = message["id"] if answer.get("id") is None else answer["id"]
+                # A JSON-RPC error with an HTTP error status still answers the request (a POST carries one,
+                # whatever id the server names: SDK 1.x says "server-error"): the caller gets "MCP error
+                # <code>: <message>" rather than a bare status.
+                answer["id"] = message["id"]
                 self._on_message(answer)
                 return
             body = raw[:300].decode("utf-8", "replace").strip()

@@ -4,6 +4,7 @@ server here is an asyncio server that answers with the exact bytes a case needs.
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import ipaddress
 import ssl
@@ -157,14 +158,16 @@ async def test_requests_carry_host_length_and_body(pools: Callable[..., HttpPool
         await writer.drain()
 
     async with RawServer(handler) as server:
-        pool = pools(f"http://127.0.0.1:{server.port}/base/mcp?k=v")
-        head = pool.head("POST", f"http://127.0.0.1:{server.port}/base/mcp?k=v", [("X-Api-Key", "s3cret")])
+        url = f"http://ann:p%40ss@127.0.0.1:{server.port}/base/my mcp?k=v w"
+        pool = pools(url)
+        head = pool.head("POST", url, [("X-Api-Key", "s3cret")])
         resp = await pool.request(head + b"Mcp-Method: tools/call\r\n", b'{"x":1}')
         assert (resp.status, await resp.read()) == (204, b"")
         resp.close()
     [(line, headers, body)] = seen
-    assert line == "POST /base/mcp?k=v HTTP/1.1"
+    assert line == "POST /base/my%20mcp?k=v%20w HTTP/1.1"
     assert headers["host"] == f"127.0.0.1:{server.port}"
+    assert headers["authorization"] == "Basic " + base64.b64encode(b"ann:p@ss").decode()  # from the URL
     assert (headers["x-api-key"], headers["mcp-method"], headers["content-length"]) == ("s3cret", "tools/call", "7")
     assert body == b'{"x":1}'
 
