@@ -322,8 +322,9 @@ class HttpPool:
 
     async def request(self, head: bytes, body: bytes, *, method: str = "POST") -> HttpResponse:
         """Send `head` (from head(), plus any per-request header lines) and `body`; return once the status
-        and headers are in. A kept-alive connection the server closed meanwhile is retried once on a new
-        one: nothing reached the server's application then."""
+        and headers are in. A kept-alive connection closed without a byte of answer is retried once on a new
+        one: that is a server closing an idle connection as the request went out. (A server that read the
+        request and then dropped the connection unanswered would see it twice; browsers make the same bet.)"""
         if self._closed:
             raise HttpError("client closed")
         message = head + b"Content-Length: %d\r\n\r\n" % len(body) + body
