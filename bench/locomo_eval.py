@@ -303,6 +303,17 @@ def evaluate(method: Method, qs: list[dict[str, Any]]) -> dict[str, Any]:
     return report
 
 
+def embedding_latency(model: Embedder, qs: list[dict[str, Any]]) -> dict[str, float]:
+    """What embedding one question costs, so the service's latency can be read apart from the model's."""
+    times = []
+    for q in qs:
+        start = time.perf_counter()
+        model.embed([q["question"]])
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return {"p50": round(times[len(times) // 2], 2), "p95": round(times[int(len(times) * 0.95)], 2)}
+
+
 def row(name: str, r: dict[str, Any]) -> str:
     return f"{name:<24} {r['turn_r@5']:>8} {r['turn_r@10']:>9} {r['hit@5']:>6} {r['session_r@5']:>8} {r['mrr']:>6}"
 
@@ -379,6 +390,8 @@ def main() -> None:
                 }
                 print(f"service: {len(memories)} memory_store calls at {rate:.1f}/s")
                 service_method(service)("warm-up question", "conv-26")  # loads the model when it was not yet
+                report["query_embedding_ms"] = embedding_latency(model, qs[:200])
+                print(f"query embedding alone (part of the service's latency): {report['query_embedding_ms']}")
             header = f"{'method':<24} {'turn_R@5':>8} {'turn_R@10':>9} {'hit@5':>6} {'sess_R@5':>8} {'MRR':>6}"
             print(header + f" {'p50 ms':>7} {'p95 ms':>7}")
             for name in wanted:

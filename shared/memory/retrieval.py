@@ -8,10 +8,12 @@ API (the memory core's search calls these; nothing here touches SQLite or a mode
   (`conv-26.session_1.t005` -> `...t004`, `...t006`), same zero padding.
 - `thread_of(key) -> str | None`: the sequence prefix a key belongs to (`conv-26.session_1.t`), or None.
 - `stemmed_query(text) -> str`: natural mode with light suffix stripping (`painting` -> `paint*`).
-- `hybrid_search(query, limit, lexical, dense, weights=HybridWeights()) -> [(key, score)]`: the improved
-  hybrid ranking (score fusion, neighbour expansion, thread aggregation), best first.
-  `lexical(match, n)` runs an FTS5 MATCH expression and returns up to n `(key, score)`, higher better;
-  `dense` has `search(query, k)` and `similarities(query, keys)` (VectorIndex, restricted to the caller's filters).
+- `speaker_of(text) -> str | None`: the speaker of a transcript line (`[8 May 2023] Caroline: ...`), lower-cased.
+- `hybrid_search(query, limit, lexical, dense, weights=HybridWeights(), *, match=None, texts=None) -> [(key, score)]`:
+  the improved hybrid ranking (score fusion, speaker match, neighbour expansion, thread aggregation, a
+  session-spread head). `lexical(match, n)` runs an FTS5 MATCH expression and returns up to n `(key, score)`,
+  higher better; `dense` has `search(query, k)` and `similarities(query, keys)` (VectorIndex, restricted to the
+  caller's filters); `texts(keys)` returns the text of each key the caller may see.
 """
 
 from __future__ import annotations
@@ -180,8 +182,16 @@ def hybrid_search(
     hi = max(cosines.values(), default=0.0)
     lo = min(cosines.values(), default=0.0)
     known = set(lex_score) | set(cosines)
-    ring1 = {n for k in known for n in neighbour_keys(k)} - known
-    ring2 = {n for k in ring1 for n in neighbour_keys(k)} - known - ring1
+    around: dict[str, list[str]] = {}  # each key's +-1 neighbours, parsed once
+
+    def near(key: str) -> list[str]:
+        found = around.get(key)
+        if found is None:
+            found = around[key] = neighbour_keys(key)
+        return found
+
+    ring1 = {n for k in known for n in near(k)} - known
+    ring2 = {n for k in ring1 for n in near(k)} - known - ring1
     if dense is not None and (ring1 or ring2):
         cosines.update(dense.similarities(query, sorted(ring1 | ring2)))
     present = set(lex_score) | set(cosines)  # keys that exist and pass the caller's filters
@@ -205,18 +215,19 @@ def hybrid_search(
     smoothed: dict[str, float] = {}
     for key in candidates:
         score = base[key]
-        around = neighbour_keys(key)
-        if len(around) == 2:
-            score += weights.previous * base.get(around[0], 0.0) + weights.following * base.get(around[1], 0.0)
-        elif len(around) == 1:  # the first of a thread (number 0) has only a following key
-            score += weights.following * base.get(around[0], 0.0)
+        pair = near(key)
+        if len(pair) == 2:
+            score += weights.previous * base.get(pair[0], 0.0) + weights.following * base.get(pair[1], 0.0)
+        elif len(pair) == 1:  # the first of a thread (number 0) has only a following key
+            score += weights.following * base.get(pair[0], 0.0)
         smoothed[key] = score
+    threads = {key: thread_of(key) for key in smoothed}
     best_in_thread: dict[str, float] = defaultdict(float)
     for key, score in smoothed.items():
-        thread = thread_of(key)
+        thread = threads[key]
         if thread is not None:
             best_in_thread[thread] = max(best_in_thread[thread], score)
-    final = {k: s + weights.thread * best_in_thread.get(thread_of(k) or "", 0.0) for k, s in smoothed.items()}
+    final = {k: s + weights.thread * best_in_thread.get(threads[k] or "", 0.0) for k, s in smoothed.items()}
     ranked = sorted(final.items(), key=lambda kv: (-kv[1], kv[0]))
     return _spread_head(ranked, limit, weights.diversify, weights.repeat_penalty)
 
