@@ -5,8 +5,8 @@ its end to `on_close`; the session matches responses to requests by id (any numb
 server's own requests.
 
 Two protocol eras (shared/mcp/messages.py):
-- handshake: `initialize` offering 2025-11-25 (2024-11-05, the reference's offer, when a server refuses
-  that), whatever revision the server answers is used, then `notifications/initialized`;
+- handshake: `initialize` offering 2024-11-05, exactly as the reference does (CONTRACT 1.15); whatever revision
+  the server answers is used, then `notifications/initialized`;
 - stateless (2026-07-28), over Streamable HTTP only: a `server/discover` probe first; a server that lists
   2026-07-28 is then sent self-contained requests (the envelope in `params._meta`, no session). Anything else
   falls back to the handshake, as the official SDK client does. The SDK's own server answers stateless
@@ -44,8 +44,8 @@ __all__ = [
 
 log = logging.getLogger("flux7.upstreams.mcp")
 
-OFFERED_VERSION = HANDSHAKE_VERSIONS[-1]  # the newest handshake revision
-FALLBACK_VERSION = HANDSHAKE_VERSIONS[0]  # the reference's (CONTRACT 1.15)
+OFFERED_VERSION = HANDSHAKE_VERSIONS[0]  # the reference's offer (CONTRACT 1.15); servers answer their own
+FALLBACK_VERSION = OFFERED_VERSION
 MODERN_VERSION = MODERN_VERSIONS[-1]
 CLIENT_INFO = {"name": "flux7-mesh", "version": "0.1.0"}
 _PROBE_TIMEOUT = 10.0  # a server that never answers server/discover still gets the handshake
@@ -138,7 +138,7 @@ class McpSession:
         return True
 
     async def initialize(self, timeout: float) -> None:
-        for offered in (OFFERED_VERSION, FALLBACK_VERSION):
+        for offered in dict.fromkeys((OFFERED_VERSION, FALLBACK_VERSION)):
             hello = {"protocolVersion": offered, "capabilities": {}, "clientInfo": dict(CLIENT_INFO)}
             try:
                 result = await self.request("initialize", hello, timeout)
