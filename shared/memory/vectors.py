@@ -168,22 +168,38 @@ class VectorIndex:
             raise BadRequest("vector search query must be a string")
         if k <= 0:
             return []
-        keys, rows = self._candidates(within)
-        if not keys:
-            return []
-        q = self._query_vector(query)
-        if q.shape[0] != rows.shape[1]:
-            raise EmbeddingUnavailable(
-                f"embedder {self.embedder.name}: {q.shape[0]} dimensions, stored vectors {rows.shape[1]}"
-            )
-        scores = rows @ q
-        if k < len(keys):
-            # Everything tied with the k-th score stays in, so ties break by key, the same on every worker.
-            kth = np.partition(scores, len(keys) - k)[len(keys) - k]
-            idx = np.flatnonzero(scores >= kth)
-        else:
-            idx = np.arange(len(keys))
-        ranked = sorted((-float(scores[i]), keys[i]) for i in idx)[:k]
+        with self._lock:
+            m = self._fresh()
+            if m is None or not m.keys:
+                return []  # an empty index never loads the model
+        q = self._query_vector(query)  # outside the lock: embedding is the slow part
+        with self._lock:
+            m = self._fresh()
+            if m is None:
+                return []
+            # Score in place under the lock: copying a 100k x 384 matrix per query cost more than the product.
+            if within is None:
+                positions: list[int] | None = None
+                rows = m.rows
+            else:
+                positions = [m.pos[key] for key in dict.fromkeys(within) if key in m.pos]
+                rows = m.rows[positions]
+            if not len(rows):
+                return []
+            if q.shape[0] != rows.shape[1]:
+                raise EmbeddingUnavailable(
+                    f"embedder {self.embedder.name}: {q.shape[0]} dimensions, stored vectors {rows.shape[1]}"
+                )
+            scores = rows @ q
+            n = len(scores)
+            if k < n:
+                # Everything tied with the k-th score stays in, so ties break by key, the same on every worker.
+                kth = np.partition(scores, n - k)[n - k]
+                idx = np.flatnonzero(scores >= kth)
+            else:
+                idx = np.arange(n)
+            keys = m.keys
+            ranked = sorted((-float(scores[i]), keys[i if positions is None else positions[i]]) for i in idx)[:k]
         return [(key, -neg) for neg, key in ranked]
 
     def similarities(self, query: str, keys: Iterable[str]) -> dict[str, float]:
