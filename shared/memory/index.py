@@ -306,6 +306,18 @@ class FactIndex:
             params.append(limit)
         return [_fact(r) for r in self.db.query(sql, tuple(params))]
 
+    def values_by_keys(self, keys: Sequence[str], flt: ReadFilter) -> dict[str, str]:
+        """The value of the visible version of each key (as by_keys, without building whole facts)."""
+        if not keys:
+            return {}
+        where, params = flt.where()
+        rows = self.db.query(
+            f"SELECT f.entity, f.object FROM facts f WHERE f.entity IN ({','.join('?' * len(keys))}) AND {where} "
+            "ORDER BY f.updated_at ASC, f.id ASC",
+            (*keys, *params),
+        )
+        return {r[0]: r[1] for r in rows}
+
     def by_keys(self, keys: Sequence[str], flt: ReadFilter) -> dict[str, Fact]:
         """The visible version of each key (the newest when several are)."""
         if not keys:

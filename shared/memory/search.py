@@ -140,17 +140,16 @@ class Searcher:
         # Natural mode reads BM25 through the stemmed query (`painting` -> `paint*`); raw mode keeps its expression.
         match = sanitize(retrieval.stemmed_query(req.query)) if req.mode == "natural" else fts
         within = [f.entity for f in self.index.select(flt)] if flt.narrows else None
-        facts: dict[str, Fact] = {}
 
         def texts(keys: list[str]) -> dict[str, str]:
-            facts.update(self.index.by_keys(keys, flt))  # only what the caller may see is ranked
-            return {key: fact.value for key, fact in facts.items()}
+            return self.index.values_by_keys(keys, flt)  # only what the caller may see is ranked
 
         dense = _FilteredDense(source, within)
         ranked = retrieval.hybrid_search(
             req.query, req.limit, lambda m, n: self._scored(m, flt, n), dense, match=match, texts=texts
         )
-        return [facts[key] for key, _ in ranked]
+        facts = self.index.by_keys([key for key, _ in ranked], flt)  # whole facts for what is returned only
+        return [facts[key] for key, _ in ranked if key in facts]
 
     def _scored(self, match: str, flt: ReadFilter, limit: int) -> list[tuple[str, float]]:
         """FactIndex.search's ranking (BM25 + recency) with its score, higher better, one row per key."""
