@@ -26,17 +26,13 @@ def build(n_rules: int) -> PolicySet:
     while made < n_rules:
         rules = []
         for j in range(min(per, n_rules - made)):
-            cond = (
-                Condition(field="path", operator="starts_with", value="/etc") if rng.random() < 0.33 else None
-            )
+            cond = Condition(field="path", operator="starts_with", value="/etc") if rng.random() < 0.33 else None
             rules.append(Rule(tools=(f"svc{i}.tool{j}*", f"svc{i}.other{j}"), action="allow", condition=cond))
         made += len(rules)
         agent = ["agent-7", "agent-*", "*"][i % 3]
         policies.append(Policy(name=f"p{i}", agent=agent, rules=tuple(rules)))
         i += 1
-    policies.append(
-        Policy(name="fallback", agent="*", rules=(Rule(tools=("target.*",), action="human_approval"),))
-    )
+    policies.append(Policy(name="fallback", agent="*", rules=(Rule(tools=("target.*",), action="human_approval"),)))
     return PolicySet(policies)
 
 

@@ -82,7 +82,10 @@ def main() -> None:
         rsses.append(rss)
         print(f"first answer {first * 1000:.0f} ms, worker RSS {rss:.0f} MB", flush=True)
     s_first, s_rss = summary(firsts), summary(rsses)
-    print(f"median: first answer {s_first['p50'] * 1000:.0f} ms (target 1500), worker RSS {s_rss['p50']:.0f} MB (target 150)")
+    print(
+        f"median: first answer {s_first['p50'] * 1000:.0f} ms (target 1500),"
+        f" worker RSS {s_rss['p50']:.0f} MB (target 150)"
+    )
     print(f"saved {save('startup', {'first_answer_s': s_first, 'worker_rss_mb': s_rss})}")
 
 

@@ -50,9 +50,7 @@ def _text(body: dict[str, Any], key: str) -> str:
 
 
 @get("/approvals", guards=[control_plane], sync_to_thread=True)
-def list_approvals(
-    request: Request[Any, Any, Any], status: str = "pending", tool: str = ""
-) -> list[dict[str, Any]]:
+def list_approvals(request: Request[Any, Any, Any], status: str = "pending", tool: str = "") -> list[dict[str, Any]]:
     queue = mesh_of(request).approvals
     return [a.view(queue.expose_content) for a in queue.query(status=status, tool=tool)]
 

@@ -89,9 +89,7 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
         # DESIGN decision 2: no impersonation unless the caller holds control-plane rights.
         peer = request.scope.get("client")
         if not mesh.identity.is_admin(request.headers.get("authorization"), peer[0] if peer else None):
-            raise Forbidden(
-                f"agent {body.agent!r} does not match the authenticated caller {caller.agent_id!r}"
-            )
+            raise Forbidden(f"agent {body.agent!r} does not match the authenticated caller {caller.agent_id!r}")
         caller = Caller(agent_id=body.agent, authenticated=True)
     out = await mesh.pipeline.run(_call(request, caller, body.tool, body.arguments, "decide"), mode="decide")
     payload: dict[str, Any] = {

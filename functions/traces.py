@@ -49,9 +49,7 @@ def traces_verify(request: Request[Any, Any, Any]) -> dict[str, Any]:
 
 
 @get("/traces/{trace_id:str}/why", guards=[control_plane], sync_to_thread=True)
-def traces_why(
-    request: Request[Any, Any, Any], trace_id: FromPath[str], depth: FromQuery[str] = ""
-) -> dict[str, Any]:
+def traces_why(request: Request[Any, Any, Any], trace_id: FromPath[str], depth: FromQuery[str] = "") -> dict[str, Any]:
     chain = _tracer(request).why(trace_id, min(_int(depth, 10), 50))
     if not chain:
         raise NotFound("trace not found")

@@ -163,9 +163,7 @@ class ApprovalQueue:
         self.settings_store = ApprovalSettingsStore(db, settings)
         self._listeners: list[Callable[[Approval], None]] = []
         self._lock = threading.Lock()
-        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaiters] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaiters] = weakref.WeakKeyDictionary()
 
     # -- settings ---------------------------------------------------------------------------------------
 
@@ -196,9 +194,7 @@ class ApprovalQueue:
             if row is None:
                 raise NotFound("approval not found")
             return _from_row(row)
-        rows = self._db.query(
-            "SELECT * FROM approvals WHERE id >= ? AND id < ? ORDER BY id LIMIT 2", (key, key + "g")
-        )
+        rows = self._db.query("SELECT * FROM approvals WHERE id >= ? AND id < ? ORDER BY id LIMIT 2", (key, key + "g"))
         if len(rows) != 1:
             raise NotFound("approval not found")
         return _from_row(rows[0])
@@ -209,9 +205,7 @@ class ApprovalQueue:
         if status == "pending":
             rows = self._db.query("SELECT * FROM approvals WHERE status = 'pending' ORDER BY created_at DESC")
         else:
-            rows = self._db.query(
-                "SELECT * FROM approvals ORDER BY created_at DESC LIMIT ?", (max(1, limit),)
-            )
+            rows = self._db.query("SELECT * FROM approvals ORDER BY created_at DESC LIMIT ?", (max(1, limit),))
         items = [_from_row(r) for r in rows]
         if tool:
             items = [a for a in items if glob_match(tool, a.tool)]
@@ -222,9 +216,7 @@ class ApprovalQueue:
             return given
         return self._policy_version() if self._policy_version is not None else None
 
-    def _find(
-        self, status: str, agent: str, tool: str, arguments: Any, version: str | None
-    ) -> Approval | None:
+    def _find(self, status: str, agent: str, tool: str, arguments: Any, version: str | None) -> Approval | None:
         sql = (
             "SELECT * FROM approvals WHERE agent_id = ? AND tool = ? AND args_digest = ? AND status = ? "
             "AND expires_at > ? AND used_at IS NULL"
@@ -377,9 +369,7 @@ class ApprovalQueue:
         """Resolve every overdue pending approval as `system:timeout` (a read first keeps it cheap)."""
         now = time.time()
         if (
-            self._db.query_one(
-                "SELECT 1 FROM approvals WHERE status = 'pending' AND expires_at <= ? LIMIT 1", (now,)
-            )
+            self._db.query_one("SELECT 1 FROM approvals WHERE status = 'pending' AND expires_at <= ? LIMIT 1", (now,))
             is None
         ):
             return []
@@ -459,9 +449,7 @@ class ApprovalQueue:
         """Set the events of these approvals' waiters, in whichever loop (and thread) each waits."""
         with self._lock:
             targets = [
-                (loop, list(waiters.events.get(i, ())))
-                for loop, waiters in self._loops.items()
-                for i in approval_ids
+                (loop, list(waiters.events.get(i, ()))) for loop, waiters in self._loops.items() for i in approval_ids
             ]
         for loop, events in targets:
             for event in events:
@@ -541,9 +529,7 @@ class ApprovalQueue:
                 supervisor_confidence=approval.confidence,
             )
             if approval.callback_url and self.notifier is not None:
-                self.notifier.send(
-                    approval.callback_url, self._event_body(approval, approval.status), guard=True
-                )
+                self.notifier.send(approval.callback_url, self._event_body(approval, approval.status), guard=True)
             for listener in list(self._listeners):
                 try:
                     listener(approval)

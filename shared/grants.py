@@ -127,9 +127,7 @@ class GrantStore:
         return grant
 
     def active(self) -> list[Grant]:
-        rows = self._db.query(
-            f"SELECT * FROM grants WHERE {_ACTIVE} ORDER BY created_at DESC", (time.time(),)
-        )
+        rows = self._db.query(f"SELECT * FROM grants WHERE {_ACTIVE} ORDER BY created_at DESC", (time.time(),))
         return [_from_row(r) for r in rows]
 
     def find(self, agent: str, tool: str) -> Grant | None:

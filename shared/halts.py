@@ -104,9 +104,7 @@ def _from_row(row: Any) -> Halt:
 
 
 class HaltRegistry:
-    def __init__(
-        self, db: Database, grants: GrantStore, approvals: ApprovalQueue, *, owner: Any = None
-    ) -> None:
+    def __init__(self, db: Database, grants: GrantStore, approvals: ApprovalQueue, *, owner: Any = None) -> None:
         self._db = db
         self._grants = grants
         self._approvals = approvals
@@ -198,20 +196,14 @@ class HaltRegistry:
         if not key:
             raise NotFound("halt not found")
         with self._db.write() as conn:
-            rows = conn.execute(
-                "SELECT * FROM halts WHERE substr(id, 1, ?) = ? LIMIT 2", (len(key), key)
-            ).fetchall()
+            rows = conn.execute("SELECT * FROM halts WHERE substr(id, 1, ?) = ? LIMIT 2", (len(key), key)).fetchall()
             if len(rows) != 1:
                 raise NotFound("halt not found")
             halt = _from_row(rows[0])
             if not halt.active:
                 return HaltResult(halt=halt)
-            conn.execute(
-                "UPDATE halts SET resumed_at = ?, resumed_by = ? WHERE id = ?", (time.time(), by, halt.id)
-            )
-            others = [
-                _from_row(r) for r in conn.execute("SELECT * FROM halts WHERE resumed_at IS NULL").fetchall()
-            ]
+            conn.execute("UPDATE halts SET resumed_at = ?, resumed_by = ? WHERE id = ?", (time.time(), by, halt.id))
+            others = [_from_row(r) for r in conn.execute("SELECT * FROM halts WHERE resumed_at IS NULL").fetchall()]
 
             def still_stopped(agent_glob: str) -> str:
                 return next((h.id for h in others if h.covers_agent(agent_glob)), "")

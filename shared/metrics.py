@@ -72,9 +72,7 @@ class Metrics:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def inc(
-        self, name: str, labels: Mapping[str, str] | None = None, by: float = 1, *, conn: Any = None
-    ) -> None:
+    def inc(self, name: str, labels: Mapping[str, str] | None = None, by: float = 1, *, conn: Any = None) -> None:
         full = _canonical(name)
         spec = COUNTERS.get(full)
         if spec is None:
@@ -114,16 +112,11 @@ class Metrics:
             c.executemany(sql, rows)
 
     def values(self) -> dict[tuple[str, str], float]:
-        return {
-            (r[0], r[1]): float(r[2]) for r in self.db.query("SELECT name, labels, value FROM metric_values")
-        }
+        return {(r[0], r[1]): float(r[2]) for r in self.db.query("SELECT name, labels, value FROM metric_values")}
 
     def pending_approvals(self) -> int:
         """Pending approvals, 0 while the approvals table does not exist yet."""
-        if (
-            self.db.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approvals'")
-            is None
-        ):
+        if self.db.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approvals'") is None:
             return 0
         try:
             row = self.db.query_one("SELECT count(*) FROM approvals WHERE status = 'pending'")

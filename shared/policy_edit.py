@@ -108,9 +108,7 @@ class PolicyFiles:
         exact = [i for i, r in enumerate(rules) if list(r.get("tools") or []) == [tool]]
         for i in exact:
             if rules[i].get("condition"):
-                raise Conflict(
-                    f"a hand-written conditional rule for {tool} decides here; edit {path.name} by hand"
-                )
+                raise Conflict(f"a hand-written conditional rule for {tool} decides here; edit {path.name} by hand")
         changed = True
         if exact:
             i = exact[0]

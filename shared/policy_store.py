@@ -66,9 +66,7 @@ class PolicyStore:
                 return False
             self._fingerprint = fp
             try:
-                fresh = (
-                    load_settings(self._settings.config_path or None) if self._settings.config_path else None
-                )
+                fresh = load_settings(self._settings.config_path or None) if self._settings.config_path else None
                 if fresh is not None:
                     policies = fresh.policies
                 else:
@@ -80,9 +78,7 @@ class PolicyStore:
                 names = [p.name for p in policies]
                 if len(names) != len(set(names)):
                     dup = next(n for n in names if names.count(n) > 1)
-                    raise ConfigError(
-                        self._settings.config_path or "policy_dir", "policies", f"duplicate {dup!r}"
-                    )
+                    raise ConfigError(self._settings.config_path or "policy_dir", "policies", f"duplicate {dup!r}")
             except ConfigError as e:
                 self.last_error = str(e)
                 log.error("policy reload failed, keeping the last good set: %s", e)

@@ -122,9 +122,7 @@ class Verifier:
         if self.key is not None and env.alg != ALG_HMAC:
             return self._fail(file, lineno, env.seq, f"alg {env.alg} where hmac-sha256 is required")
         if self.key is None and env.alg == ALG_HMAC:
-            return self._fail(
-                file, lineno, env.seq, "hmac-sha256 line and no key to check it (set MESH_TRACE_KEY)"
-            )
+            return self._fail(file, lineno, env.seq, "hmac-sha256 line and no key to check it (set MESH_TRACE_KEY)")
         if env.alg not in (ALG_HMAC, ALG_SHA256):
             return self._fail(file, lineno, env.seq, f"unknown alg {env.alg}")
         if self._started:

@@ -132,9 +132,7 @@ def wrap_spans(spans: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def entries_to_otlp(
-    entries: Iterable[TraceEntry], parent_spans: Mapping[str, str] | None = None
-) -> dict[str, Any]:
+def entries_to_otlp(entries: Iterable[TraceEntry], parent_spans: Mapping[str, str] | None = None) -> dict[str, Any]:
     """One export with a span per entry. parent_spans maps a parent_trace_id to that call's stored span id."""
     parents = parent_spans or {}
     return wrap_spans([entry_to_span(e, parents.get(e.parent_trace_id, "")) for e in entries])
@@ -307,9 +305,7 @@ class OtlpExporter:
                 continue
             # Another 4xx: the collector refuses the payload, and retrying would not change its mind.
             self.failed += len(spans)
-            log.warning(
-                "otel: export rejected by %s: HTTP %d (%d spans)", self.url, resp.status_code, len(spans)
-            )
+            log.warning("otel: export rejected by %s: HTTP %d (%d spans)", self.url, resp.status_code, len(spans))
             return
         self.failed += len(spans)
         log.warning(

@@ -54,9 +54,7 @@ class TraceStore:
     """Rows and chain live in SQLite; the JSONL file (when configured) receives each line inside the same
     write transaction, so file order is chain order across processes."""
 
-    def __init__(
-        self, db: Database, *, key: bytes | None = None, appender: JsonlAppender | None = None
-    ) -> None:
+    def __init__(self, db: Database, *, key: bytes | None = None, appender: JsonlAppender | None = None) -> None:
         self.db = db
         self.key = key or None
         self.appender = appender
@@ -91,8 +89,7 @@ class TraceStore:
         with self.db.write() as conn:
             seq, line = self._chain(conn, payload)
             conn.execute(
-                "INSERT INTO traces (trace_id, session_id, agent_id, tool, ts_ns, line_seq)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO traces (trace_id, session_id, agent_id, tool, ts_ns, line_seq) VALUES (?, ?, ?, ?, ?, ?)",
                 (entry.trace_id, entry.session_id, entry.agent_id, entry.tool, ts, seq),
             )
             self._add_stats(conn, _contribution(entry))
@@ -226,9 +223,7 @@ class TraceStore:
         """(seq, line) of every stored line, in chain order, read in batches."""
         after = -1
         while True:
-            rows = self.db.query(
-                "SELECT seq, line FROM trace_lines WHERE seq > ? ORDER BY seq LIMIT ?", (after, batch)
-            )
+            rows = self.db.query("SELECT seq, line FROM trace_lines WHERE seq > ? ORDER BY seq LIMIT ?", (after, batch))
             if not rows:
                 return
             for seq, line in rows:

@@ -36,9 +36,7 @@ class Tracer:
         self.settings = settings
         self.db = db
         self.key = settings.trace_key.encode() if settings.trace_key else None
-        self.trace_file: Path | None = (
-            settings.resolve_path(settings.trace_file) if settings.trace_file else None
-        )
+        self.trace_file: Path | None = settings.resolve_path(settings.trace_file) if settings.trace_file else None
         appender = JsonlAppender(self.trace_file, max_file_bytes) if self.trace_file else None
         self.store = TraceStore(db, key=self.key, appender=appender)
         self.store.adopt_file_head()
@@ -177,8 +175,7 @@ class Tracer:
         v.fail_at_end(
             str(files[-1]),
             lines + 1,
-            f"file ends at seq {v.last_seq} but the store's head is seq {head_seq}"
-            " (lines missing at the end)",
+            f"file ends at seq {v.last_seq} but the store's head is seq {head_seq} (lines missing at the end)",
         )
 
     def export_jsonl(self, path: str | Path) -> int:

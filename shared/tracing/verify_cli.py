@@ -14,8 +14,7 @@ from .chain import verify_files
 __all__ = ["main"]
 
 USAGE = (
-    "usage: mesh7 trace verify [--json] [--key-env NAME] <file>..."
-    " (oldest first, e.g. traces.jsonl.old traces.jsonl)"
+    "usage: mesh7 trace verify [--json] [--key-env NAME] <file>... (oldest first, e.g. traces.jsonl.old traces.jsonl)"
 )
 
 

@@ -65,9 +65,7 @@ class ToolDef(msgspec.Struct, kw_only=True):
             "base_url": self.base_url,
         }
         if self.params:
-            out["params"] = [
-                {"name": p.name, "in": p.in_, "type": p.type, "required": p.required} for p in self.params
-            ]
+            out["params"] = [{"name": p.name, "in": p.in_, "type": p.type, "required": p.required} for p in self.params]
         out["source"] = self.source
         if self.mcp_server:
             out["mcp_server"] = self.mcp_server

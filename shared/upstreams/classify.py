@@ -31,9 +31,7 @@ _WRITE_VERBS = frozenset([
 ])
 # fmt: on
 # Argument names that carry a language rather than a value ("query" alone usually runs a search).
-_LANGUAGE_PARAMS = frozenset(
-    ["code", "script", "sql", "command", "cmd", "statement", "program", "expression"]
-)
+_LANGUAGE_PARAMS = frozenset(["code", "script", "sql", "command", "cmd", "statement", "program", "expression"])
 _RUN_VERBS = frozenset(["execute", "exec", "run", "sql"])
 _SPLIT = re.compile(r"[_\-./ ]+")
 

@@ -76,9 +76,7 @@ def _check(tokens: list[str], allowed: tuple[str, ...]) -> None:
             raise ArgumentRefused(f"flag not allowed: {tok} (allowed: {', '.join(allowed)})")
 
 
-def build_argv(
-    tool: ToolDef, arguments: dict[str, Any], commands: dict[str, CliCommand]
-) -> tuple[list[str], float]:
+def build_argv(tool: ToolDef, arguments: dict[str, Any], commands: dict[str, CliCommand]) -> tuple[list[str], float]:
     """(argv after the binary, timeout in seconds) for a call, or ArgumentRefused."""
     meta = tool.cli_meta or {}
     unknown = sorted(k for k in arguments if k not in _KNOWN_KEYS)
@@ -183,9 +181,7 @@ class CliUpstream:
         cfg = self.cfg
         if cfg.bare is not None:
             # Classified on the binary's name: "run" is the mesh's word, not the upstream's.
-            return [
-                self._tool(f"{cfg.name}.run", f"Run {cfg.bin}", self._meta("", cfg.bare, False), cfg.name)
-            ]
+            return [self._tool(f"{cfg.name}.run", f"Run {cfg.bin}", self._meta("", cfg.bare, False), cfg.name)]
         tools = [
             self._tool(f"{cfg.name}.{sub}", f"Run {cfg.bin} {sub}", self._meta(sub, cmd, False), sub)
             for sub, cmd in cfg.commands.items()

@@ -92,9 +92,7 @@ def _params(spec: dict[str, Any], path_item: dict[str, Any], op: dict[str, Any])
             merged.update({(b.name, "body"): b for b in _body_params(spec, p.get("schema"))})
             continue
         ptype = _schema_type(_resolve(spec, p.get("schema")), _schema_type(p))
-        merged[(p["name"], where)] = Param(
-            name=p["name"], in_=where, type=ptype, required=p.get("required") is True
-        )
+        merged[(p["name"], where)] = Param(name=p["name"], in_=where, type=ptype, required=p.get("required") is True)
     body = _resolve(spec, op.get("requestBody"))
     if isinstance(body, dict):
         content = body.get("content") if isinstance(body.get("content"), dict) else {}
@@ -113,8 +111,7 @@ def _body_params(spec: dict[str, Any], schema: Any) -> list[Param]:
     # A field the schema requires is required of the call: the params map is the body.
     needed = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
     return [
-        Param(name=k, in_="body", type=_schema_type(_resolve(spec, v)), required=k in needed)
-        for k, v in props.items()
+        Param(name=k, in_="body", type=_schema_type(_resolve(spec, v)), required=k in needed) for k, v in props.items()
     ]
 
 
@@ -133,9 +130,7 @@ def _base_url(spec: dict[str, Any], spec_url: str) -> str:
 
 def _input_schema(params: list[Param]) -> dict[str, Any]:
     # CONTRACT 1.14: local params get a shallow {type, description:"<p> parameter (<in>)"}.
-    props = {
-        p.name: {"type": p.type or "string", "description": f"{p.name} parameter ({p.in_})"} for p in params
-    }
+    props = {p.name: {"type": p.type or "string", "description": f"{p.name} parameter ({p.in_})"} for p in params}
     schema: dict[str, Any] = {"type": "object", "properties": props}
     required = [p.name for p in params if p.required]
     if required:

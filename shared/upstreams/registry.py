@@ -39,9 +39,7 @@ class Registry:
         self._started = False
         self.mcp = [McpUpstream(m, self.http, self.timings, self._changed) for m in settings.mcp_servers]
         self.cli = [CliUpstream(c, settings) for c in settings.cli_tools]
-        self.openapi = [
-            OpenApiUpstream(o, settings, self.http, self.timings, self._changed) for o in settings.openapi
-        ]
+        self.openapi = [OpenApiUpstream(o, settings, self.http, self.timings, self._changed) for o in settings.openapi]
         for o in self.openapi:
             if o.cfg.file:
                 o.load_file()
@@ -57,9 +55,7 @@ class Registry:
         if self._client is None:
             self._client = httpx.AsyncClient(
                 timeout=self.timings.http_timeout,
-                limits=httpx.Limits(
-                    max_connections=None, max_keepalive_connections=64, keepalive_expiry=30.0
-                ),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64, keepalive_expiry=30.0),
                 follow_redirects=False,  # a redirect could hand arguments to another origin
                 trust_env=False,  # settings are the only configuration (no proxy variables)
             )
@@ -110,9 +106,7 @@ class Registry:
         for source in self._sources:
             for tool in source.tools():
                 if tool.name in index:
-                    log.warning(
-                        "tool %s is offered twice; keeping the first (%s)", tool.name, owner[tool.name].name
-                    )
+                    log.warning("tool %s is offered twice; keeping the first (%s)", tool.name, owner[tool.name].name)
                     continue
                 index[tool.name] = tool
                 owner[tool.name] = source
@@ -157,7 +151,5 @@ class Registry:
             return UpstreamResult(status_code=400, error="arguments must be a JSON object")
         source = self._owner.get(tool.name)
         if source is None:
-            return UpstreamResult(
-                status_code=502, error=f"tool {tool.name} is no longer offered by any upstream"
-            )
+            return UpstreamResult(status_code=502, error=f"tool {tool.name} is no longer offered by any upstream")
         return await source.call(tool, arguments, ctx)

@@ -54,9 +54,7 @@ def test_bearer_rules_without_jwt() -> None:
 
 
 def test_valid_jwt_gives_the_agent_and_user_claims(jwks_url: str, keys: tuple) -> None:
-    r = resolver(
-        jwks_url=jwks_url, issuer="https://idp", audience="flux7", agent_claim="agent", user_claim="email"
-    )
+    r = resolver(jwks_url=jwks_url, issuer="https://idp", audience="flux7", agent_claim="agent", user_claim="email")
     caller = r.caller("Bearer " + token(keys[0], agent="bot-7", email="ann@example.com"))
     assert (caller.agent_id, caller.user_id, caller.authenticated) == ("bot-7", "ann@example.com", True)
 

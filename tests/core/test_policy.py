@@ -39,9 +39,7 @@ def test_exact_agent_policies_are_evaluated_before_wildcards_and_star() -> None:
     )
     assert [p.name for p in ps.policies] == ["bot-1", "bots", "everyone"]
     assert ps.decide("bot-1", "x").rule == "bot-1"
-    assert ps.decide("bot-2", "x") == Decision(
-        "human_approval", "bots", "policy=bots tool=x action=human_approval"
-    )
+    assert ps.decide("bot-2", "x") == Decision("human_approval", "bots", "policy=bots tool=x action=human_approval")
     assert ps.decide("alice", "x").action == "deny"
 
 
@@ -59,9 +57,7 @@ def test_no_matching_rule_falls_through_to_later_policies_then_fails_closed() ->
 
 def test_first_matching_rule_decides_and_skips_rules_whose_condition_fails() -> None:
     cond = Condition(field="path", operator="starts_with", value=["/etc", "/root"])
-    ps = PolicySet(
-        [Policy(name="p", agent="*", rules=(rule(["fs.*"], "deny", cond), rule(["fs.*"], "allow")))]
-    )
+    ps = PolicySet([Policy(name="p", agent="*", rules=(rule(["fs.*"], "deny", cond), rule(["fs.*"], "allow")))])
     assert ps.decide("a", "fs.read", {"path": "/etc/passwd"}).action == "deny"
     assert ps.decide("a", "fs.read", {"path": "/tmp/x"}).action == "allow"
     assert ps.decide("a", "fs.read", {}).action == "allow"  # a missing field makes the condition false

@@ -59,9 +59,7 @@ def test_env_expansion_and_overrides(tmp_path: Path) -> None:
         tmp_path,
         "memory: {url: 'http://m', token: '${MEMTOK}'}\notel_headers: {x-api-key: '${OTK}'}\n",
     )
-    s = load_settings(
-        cfg, env={"MEMTOK": "s3cret", "OTK": "k", "MESH_ADMIN_TOKEN": "adm", "MESH_TRACE_KEY": "tk"}
-    )
+    s = load_settings(cfg, env={"MEMTOK": "s3cret", "OTK": "k", "MESH_ADMIN_TOKEN": "adm", "MESH_TRACE_KEY": "tk"})
     assert s.memory.token == "s3cret"
     assert s.otel_headers == {"x-api-key": "k"}
     assert s.auth.admin_token == "adm"
@@ -92,9 +90,7 @@ def test_cli_tool_rules(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="strict needs at least one command"):
         load_settings(write(tmp_path, "cli_tools: [{name: g, bin: git, strict: true}]\n"), env={})
     with pytest.raises(ConfigError, match="invalid duration"):
-        load_settings(
-            write(tmp_path, "cli_tools: [{name: g, bin: git, commands: {s: {timeout: soon}}}]\n"), env={}
-        )
+        load_settings(write(tmp_path, "cli_tools: [{name: g, bin: git, commands: {s: {timeout: soon}}}]\n"), env={})
 
 
 def test_openapi_needs_exactly_one_of_url_and_file(tmp_path: Path) -> None:

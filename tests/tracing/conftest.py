@@ -52,9 +52,7 @@ class Collector:
                     collector.attempts += 1
                     status = collector.statuses.pop(0) if collector.statuses else 200
                     if status == 200:
-                        collector.requests.append(
-                            (self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                        )
+                        collector.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                     collector.cond.notify_all()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

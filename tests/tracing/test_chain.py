@@ -35,10 +35,7 @@ def test_each_line_is_the_entry_then_an_envelope_hashing_seq_alg_prev_and_the_by
     assert env.prev_hash == json.loads(first)["hash"]
     want = hashlib.sha256(f"2\nsha256\n{env.prev_hash}\n".encode() + payload).hexdigest()
     assert env.hash == want
-    assert (
-        second
-        == payload[:-1] + f',"seq":2,"alg":"sha256","prev_hash":"{env.prev_hash}","hash":"{want}"}}'.encode()
-    )
+    assert second == payload[:-1] + f',"seq":2,"alg":"sha256","prev_hash":"{env.prev_hash}","hash":"{want}"}}'.encode()
     assert json.loads(first)["prev_hash"] == ""
 
 
@@ -64,9 +61,7 @@ def test_a_deleted_line_breaks_the_chain_at_the_next_one(tmp_path: Path, tracer:
 
 
 def test_params_holding_a_seq_key_do_not_confuse_the_split(tmp_path: Path, tracer: Tracer) -> None:
-    tracer.record(
-        TraceEntry(agent_id="a", tool="t", policy="allow", params={"note": ',"seq":99,"alg":"x"', "seq": 5})
-    )
+    tracer.record(TraceEntry(agent_id="a", tool="t", policy="allow", params={"note": ',"seq":99,"alg":"x"', "seq": 5}))
     v = verify_files([tmp_path / "traces.jsonl"], None)
     assert v.brk is None and v.chained == 1 and v.last_seq == 1
 
@@ -194,8 +189,7 @@ def test_two_processes_appending_at_once_keep_one_valid_chain(tmp_path: Path) ->
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Event()
     procs = [
-        ctx.Process(target=workers.append_traces, args=(storage, trace_file, w, 150, 80_000, start))
-        for w in range(2)
+        ctx.Process(target=workers.append_traces, args=(storage, trace_file, w, 150, 80_000, start)) for w in range(2)
     ]
     for p in procs:
         p.start()

@@ -86,10 +86,7 @@ def test_a_denied_call_is_an_error_span_and_lineage_sets_the_parent() -> None:
     span = entry_to_span(_entry(policy="deny", error="nope", parent_trace_id=PARENT))
     assert span["status"] == {"code": 2, "message": "nope"}
     assert span["parentSpanId"] == PARENT[:16]
-    assert (
-        entry_to_span(_entry(parent_trace_id=PARENT), "00f067aa0ba902b7")["parentSpanId"]
-        == "00f067aa0ba902b7"
-    )
+    assert entry_to_span(_entry(parent_trace_id=PARENT), "00f067aa0ba902b7")["parentSpanId"] == "00f067aa0ba902b7"
     caller = entry_to_span(_entry(span_id="b7ad6b7169203331", parent_span_id="00f067aa0ba902b7"))
     assert (caller["spanId"], caller["parentSpanId"]) == ("b7ad6b7169203331", "00f067aa0ba902b7")
     assert "parentSpanId" not in entry_to_span(_entry())
@@ -155,9 +152,7 @@ def test_network_errors_are_retried_then_counted_as_failed() -> None:
     assert asyncio.run(scenario()).failed == 1
 
 
-def test_the_tracer_exports_recorded_calls_with_the_configured_headers(
-    tmp_path: Path, collector: Collector
-) -> None:
+def test_the_tracer_exports_recorded_calls_with_the_configured_headers(tmp_path: Path, collector: Collector) -> None:
     settings = make_settings(
         tmp_path,
         otel_endpoint=collector.url,
@@ -195,10 +190,7 @@ def test_a_file_endpoint_gets_one_export_per_line_and_stdout_goes_to_a_stream(tm
     ]
     stream = io.StringIO()
     OtlpExporter("stdout", stream=stream).export(entry_to_span(_entry()))
-    assert (
-        msgspec.json.decode(stream.getvalue())["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"]
-        == "fs.read"
-    )
+    assert msgspec.json.decode(stream.getvalue())["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"] == "fs.read"
 
 
 def test_a_full_queue_drops_new_spans_instead_of_blocking() -> None:

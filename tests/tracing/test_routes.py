@@ -64,9 +64,7 @@ def test_traces_are_newest_first_with_exact_filters(client: TestClient[Any], mes
     last = _seed(mesh, tool="fs.write")
     body = client.get("/traces", headers=ADMIN).json()
     assert [e["trace_id"] for e in body] == [last.trace_id, mesh.tracer.query()[1].trace_id, first.trace_id]
-    assert (
-        body[2]["params"] == {"path": "/a"} and "session_id" not in body[2] and body[1]["error"] == "denied"
-    )
+    assert body[2]["params"] == {"path": "/a"} and "session_id" not in body[2] and body[1]["error"] == "denied"
     assert [e["agent_id"] for e in client.get("/traces?agent=scout7", headers=ADMIN).json()] == ["scout7"]
     assert len(client.get("/traces?agent=scout&tool=fs.write", headers=ADMIN).json()) == 0
     assert len(client.get("/traces?agent=claude&tool=fs.write", headers=ADMIN).json()) == 1
@@ -87,9 +85,7 @@ def test_traces_limit_defaults_to_100_and_is_capped_at_1000(client: TestClient[A
     assert [e["tool"] for e in found] == ["memory.store"]  # found past the last 1000 calls
 
 
-def test_verify_reports_the_chain_and_a_break_is_still_200(
-    client: TestClient[Any], mesh: Mesh, tmp_path: Path
-) -> None:
+def test_verify_reports_the_chain_and_a_break_is_still_200(client: TestClient[Any], mesh: Mesh, tmp_path: Path) -> None:
     for _ in range(3):
         _seed(mesh)
     report = client.get("/traces/verify", headers=ADMIN).json()
@@ -161,9 +157,7 @@ def test_metrics_is_prometheus_text_shared_through_sqlite(client: TestClient[Any
     r = client.get("/metrics", headers=ADMIN)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain; version=0.0.4")
     samples = {
-        (s.name, tuple(s.labels.items())): s.value
-        for f in text_string_to_metric_families(r.text)
-        for s in f.samples
+        (s.name, tuple(s.labels.items())): s.value for f in text_string_to_metric_families(r.text) for s in f.samples
     }
     assert samples[("agent_mesh_mem7_writes_attempted_total", ())] == 1
     assert samples[("agent_mesh_mem7_writes_succeeded_total", ())] == 0

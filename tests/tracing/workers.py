@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def append_traces(
-    storage: str, trace_file: str, worker: int, count: int, max_file_bytes: int, start: Any
-) -> None:
+def append_traces(storage: str, trace_file: str, worker: int, count: int, max_file_bytes: int, start: Any) -> None:
     from shared.db import Database
     from shared.settings import load_settings
     from shared.tracing import TraceEntry, Tracer

@@ -9,9 +9,7 @@ import pytest
 
 from shared.upstreams import CallContext, Registry, ToolDef
 
-pytestmark = pytest.mark.skipif(
-    not shutil.which("sleep") or not shutil.which("env"), reason="coreutils needed"
-)
+pytestmark = pytest.mark.skipif(not shutil.which("sleep") or not shutil.which("env"), reason="coreutils needed")
 
 
 def _tool(reg: Registry, name: str) -> ToolDef:
@@ -91,9 +89,7 @@ async def test_no_shell_ever_sees_the_arguments(clis: Registry, ctx: CallContext
 
 
 async def test_flags_become_dash_arguments(clis: Registry, ctx: CallContext) -> None:
-    res = await clis.call(
-        _tool(clis, "echo.hello"), {"flags": {"x": 1, "long": "v", "on": True, "off": False}}, ctx
-    )
+    res = await clis.call(_tool(clis, "echo.hello"), {"flags": {"x": 1, "long": "v", "on": True, "off": False}}, ctx)
     assert res.result["stdout"] == "hello -x 1 --long v --on\n"
 
 
@@ -151,9 +147,7 @@ async def test_env_is_isolated_and_carries_the_configured_variables(clis: Regist
     assert "FOO=bar" in res.result["stdout"].splitlines()
 
 
-async def test_the_catch_all_runs_the_subcommand_named_in_the_tool_name(
-    clis: Registry, ctx: CallContext
-) -> None:
+async def test_the_catch_all_runs_the_subcommand_named_in_the_tool_name(clis: Registry, ctx: CallContext) -> None:
     tool = _tool(clis, "echo.goodbye")
     assert tool.name == "echo.__dispatch" and tool.upstream_name == "goodbye"
     res = await clis.call(tool, {"args": ["now"]}, ctx)
@@ -162,9 +156,7 @@ async def test_the_catch_all_runs_the_subcommand_named_in_the_tool_name(
     assert direct.result["stdout"] == "hi there\n"
 
 
-async def test_the_catch_all_refuses_a_command_other_than_the_called_name(
-    clis: Registry, ctx: CallContext
-) -> None:
+async def test_the_catch_all_refuses_a_command_other_than_the_called_name(clis: Registry, ctx: CallContext) -> None:
     res = await clis.call(_tool(clis, "echo.status"), {"command": "push"}, ctx)
     assert res.status_code == 400 and "does not match the tool name" in res.error
     res = await clis.call(_tool(clis, "echo.__dispatch"), {}, ctx)

@@ -154,9 +154,7 @@ async def test_a_non_json_response_becomes_a_string(pets: Registry, ctx: CallCon
     assert (res.status_code, res.result, res.error) == (200, "hello, plain text", "")
 
 
-async def test_a_backend_500_is_propagated_as_its_status_with_the_body(
-    pets: Registry, ctx: CallContext
-) -> None:
+async def test_a_backend_500_is_propagated_as_its_status_with_the_body(pets: Registry, ctx: CallContext) -> None:
     tool = pets.lookup("get_boom")
     assert tool is not None
     res = await pets.call(tool, {}, ctx)

@@ -16,9 +16,7 @@ def test_an_empty_registry_lists_nothing() -> None:
     assert (reg.tools(), reg.servers(), reg.lookup("anything")) == ([], [], None)
 
 
-async def test_tools_come_in_a_stable_order_mcp_then_cli_then_openapi(
-    registry_of: Any, tmp_path: Path
-) -> None:
+async def test_tools_come_in_a_stable_order_mcp_then_cli_then_openapi(registry_of: Any, tmp_path: Path) -> None:
     spec_file = tmp_path / "pets.json"
     spec_file.write_text(json.dumps(spec("http://127.0.0.1:9")))
     reg: Registry = await registry_of(

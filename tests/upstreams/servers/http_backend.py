@@ -58,13 +58,9 @@ def spec(base_url: str = "") -> dict[str, Any]:
             "/notes/{noteId}": {
                 "put": {
                     "summary": "Replace a note",
-                    "parameters": [
-                        {"name": "noteId", "in": "path", "required": True, "schema": {"type": "string"}}
-                    ],
+                    "parameters": [{"name": "noteId", "in": "path", "required": True, "schema": {"type": "string"}}],
                     "requestBody": {
-                        "content": {
-                            "application/json": {"schema": {"type": "object", "properties": {"text": {}}}}
-                        }
+                        "content": {"application/json": {"schema": {"type": "object", "properties": {"text": {}}}}}
                     },
                 }
             },
@@ -147,9 +143,7 @@ def _handler(backend: Backend) -> type[BaseHTTPRequestHandler]:
                 return self._answer(200, {"path": parts.path, "body": body})
             if route == ("GET", "/echo-headers"):
                 h = self.headers
-                return self._answer(
-                    200, {"x_trace_id": h.get("X-Trace-Id"), "traceparent": h.get("Traceparent")}
-                )
+                return self._answer(200, {"x_trace_id": h.get("X-Trace-Id"), "traceparent": h.get("Traceparent")})
             return self._answer(404, {"error": "not found"})
 
         do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle

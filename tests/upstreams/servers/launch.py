@@ -58,9 +58,7 @@ def stdio_server_config(name: str, **extra: Any) -> dict[str, Any]:
 class McpHttpProcess:
     """mcp_echo served over streamable-http (`/mcp`) or SSE (`/sse`) on a fixed loopback port."""
 
-    def __init__(
-        self, transport: str = "streamable-http", port: int | None = None, env: dict[str, str] | None = None
-    ):
+    def __init__(self, transport: str = "streamable-http", port: int | None = None, env: dict[str, str] | None = None):
         self.transport = transport
         self.port = port or free_port()
         self.env = env or {}
