@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, get, post, put
-from litestar.params import RawBody
+from litestar.params import FromPath, FromQuery, RawBody
 
 from shared.audit import record_event
 from shared.errors import BadRequest
@@ -50,7 +50,9 @@ def _text(body: dict[str, Any], key: str) -> str:
 
 
 @get("/approvals", guards=[control_plane], sync_to_thread=True)
-def list_approvals(request: Request[Any, Any, Any], status: str = "pending", tool: str = "") -> list[dict[str, Any]]:
+def list_approvals(
+    request: Request[Any, Any, Any], status: FromQuery[str] = "pending", tool: FromQuery[str] = ""
+) -> list[dict[str, Any]]:
     queue = mesh_of(request).approvals
     return [a.view(queue.expose_content) for a in queue.query(status=status, tool=tool)]
 
@@ -93,7 +95,7 @@ def put_settings(request: Request[Any, Any, Any], body: RawBody) -> dict[str, An
 
 
 @get("/approvals/{approval_id:str}", guards=[control_plane], sync_to_thread=True)
-def approval_detail(request: Request[Any, Any, Any], approval_id: str) -> dict[str, Any]:
+def approval_detail(request: Request[Any, Any, Any], approval_id: FromPath[str]) -> dict[str, Any]:
     mesh = mesh_of(request)
     approval = mesh.approvals.get(approval_id)
     out = approval.view(mesh.approvals.expose_content)
@@ -126,12 +128,12 @@ def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, dec
 
 
 @post("/approvals/{approval_id:str}/approve", guards=[control_plane], status_code=200, sync_to_thread=True)
-def approve(request: Request[Any, Any, Any], approval_id: str, body: RawBody) -> dict[str, Any]:
+def approve(request: Request[Any, Any, Any], approval_id: FromPath[str], body: RawBody) -> dict[str, Any]:
     return _resolve(request, approval_id, body, "approve")
 
 
 @post("/approvals/{approval_id:str}/deny", guards=[control_plane], status_code=200, sync_to_thread=True)
-def deny(request: Request[Any, Any, Any], approval_id: str, body: RawBody) -> dict[str, Any]:
+def deny(request: Request[Any, Any, Any], approval_id: FromPath[str], body: RawBody) -> dict[str, Any]:
     return _resolve(request, approval_id, body, "deny")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Request, Response, delete, get, post
-from litestar.params import RawBody
+from litestar.params import FromPath, RawBody
 
 from shared.durations import parse_duration
 from shared.errors import BadRequest
@@ -58,7 +58,7 @@ def create_grant(request: Request[Any, Any, Any], body: RawBody) -> Response[dic
 
 
 @delete("/grants/{grant_id:str}", guards=[control_plane], status_code=200, sync_to_thread=True)
-def revoke_grant(request: Request[Any, Any, Any], grant_id: str) -> dict[str, str]:
+def revoke_grant(request: Request[Any, Any, Any], grant_id: FromPath[str]) -> dict[str, str]:
     grant = mesh_of(request).grants.revoke(grant_id, by=remote_actor(request))
     return {"status": "revoked", "id": grant.id}
 

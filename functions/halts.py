@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Request, Response, get, post
-from litestar.params import RawBody
+from litestar.params import FromPath, FromQuery, RawBody
 
 from shared.errors import BadRequest
 
@@ -25,7 +25,7 @@ def _str(body: dict[str, Any], key: str) -> str:
 
 
 @get("/halts", guards=[control_plane], sync_to_thread=True)
-def list_halts(request: Request[Any, Any, Any], status: str = "active") -> list[dict[str, Any]]:
+def list_halts(request: Request[Any, Any, Any], status: FromQuery[str] = "active") -> list[dict[str, Any]]:
     """Stops in force, newest first; `?status=all` adds the resumed ones."""
     registry = mesh_of(request).halts
     halts = registry.all() if status == "all" else registry.active()
@@ -53,7 +53,7 @@ def create_halt(request: Request[Any, Any, Any], body: RawBody) -> Response[dict
 
 
 @post("/halts/{halt_id:str}/resume", guards=[control_plane], status_code=200, sync_to_thread=True)
-def resume_halt(request: Request[Any, Any, Any], halt_id: str, body: RawBody) -> dict[str, Any]:
+def resume_halt(request: Request[Any, Any, Any], halt_id: FromPath[str], body: RawBody) -> dict[str, Any]:
     fields = json_object(body)
     result = mesh_of(request).halts.resume(halt_id, _str(fields, "by") or remote_actor(request))
     return {"halt": result.halt.view(), "restored_grants": result.restored_grants}

@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, put
+from litestar.params import FromPath
 
 from shared.audit import record_event
 from shared.errors import BadRequest
@@ -41,7 +42,9 @@ class _ToolEdit(msgspec.Struct):
 
 
 @put("/policies/{agent:str}/tools/{tool:str}", guards=[control_plane])
-async def edit_tool_action(request: Request[Any, Any, Any], agent: str, tool: str) -> Response[bytes]:
+async def edit_tool_action(
+    request: Request[Any, Any, Any], agent: FromPath[str], tool: FromPath[str]
+) -> Response[bytes]:
     try:
         body = msgspec.json.decode(await request.body() or b"{}", type=_ToolEdit)
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -58,12 +61,12 @@ async def list_policy_files(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 
 @get("/policy-files/{name:str}", guards=[control_plane])
-async def read_policy_file(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def read_policy_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     return _json(_files(request).read(name))
 
 
 @put("/policy-files/{name:str}", guards=[control_plane])
-async def write_policy_file(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def write_policy_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     raw = await request.body()
     text = raw.decode("utf-8", errors="strict") if raw else ""
     if request.headers.get("content-type", "").startswith("application/json"):

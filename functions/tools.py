@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, post
+from litestar.params import FromPath
 
 from shared.errors import BadRequest, Forbidden
 from shared.identity import Caller
@@ -52,7 +53,7 @@ def _call(request: Request[Any, Any, Any], caller: Caller, tool: str, arguments:
 
 
 @post("/tool/{name:str}")
-async def call_tool(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def call_tool(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     raw = await request.body()
     try:
         arguments = _arguments(raw)
