@@ -205,7 +205,7 @@ class Pipeline:
         # 8. the upstream call
         if limits is not None:
             limits.record(agent, policy, call.tool, call.arguments)
-        upstream = await self._forward(call, tool)
+        upstream, upstream_s = await self._forward(call, tool)
         if not upstream.error and upstream.status_code >= 400 and tool.source != "cli":
             # A gateway answers 502 when the backend fails; the backend's own status stays in the trace.
             upstream.error = f"backend returned HTTP {upstream.status_code}"
@@ -228,9 +228,12 @@ class Pipeline:
             tool=tool,
         )
         if approval is not None and mode != "claim":
+            metrics = getattr(mesh, "metrics", None)
+            if metrics is not None:
+                metrics.observe("upstream_latency_seconds", upstream_s)
             self._trace_update_after_approval(call, out, approval, upstream, start)
         else:
-            self._trace(call, out, start, grant=grant, upstream=upstream, approval=approval)
+            self._trace(call, out, start, grant=grant, upstream=upstream, approval=approval, upstream_s=upstream_s)
         return out
 
     async def _lift(self, call: Call, decision: Decision, tool: ToolDef | None) -> tuple[Decision, Any]:
@@ -247,7 +250,8 @@ class Pipeline:
                 return Decision("allow", "supervisor:mem7", verdict), None
         return decision, None
 
-    async def _forward(self, call: Call, tool: ToolDef) -> UpstreamResult:
+    async def _forward(self, call: Call, tool: ToolDef) -> tuple[UpstreamResult, float]:
+        """The upstream's result and how long it took (seconds)."""
         ctx = CallContext(
             trace_id=call.trace.trace_id,
             traceparent=call.trace.traceparent,
@@ -262,10 +266,7 @@ class Pipeline:
         except Exception as e:  # an upstream fault is the call's result, never the server's
             log.warning("upstream call %s failed: %s", call.tool, e)
             upstream = UpstreamResult(status_code=502, error=str(e) or e.__class__.__name__)
-        metrics = getattr(self.mesh, "metrics", None)
-        if metrics is not None:
-            metrics.observe("upstream_latency_seconds", time.perf_counter() - started)
-        return upstream
+        return upstream, time.perf_counter() - started
 
     def _submit(self, call: Call, decision: Decision) -> Any:
         return self.mesh.approvals.submit(
@@ -421,6 +422,7 @@ class Pipeline:
         grant: Any = None,
         upstream: UpstreamResult | None = None,
         approval: Any = None,
+        upstream_s: float | None = None,
     ) -> None:
         tracer = getattr(self.mesh, "tracer", None)
         extra: dict[str, Any] = {}
@@ -439,13 +441,20 @@ class Pipeline:
                 approved_by=approval.resolved_by,
             )
         metrics = getattr(self.mesh, "metrics", None)
-        if metrics is not None:
-            metrics.inc("calls_total", {"action": out.policy})
+
+        def count(conn: Any = None) -> None:
+            if metrics is not None:
+                metrics.inc("calls_total", {"action": out.policy}, conn=conn)
+                if upstream_s is not None:
+                    metrics.observe("upstream_latency_seconds", upstream_s, conn=conn)
+
         if tracer is None:
+            count()
             out.latency_ms = (time.perf_counter() - start) * 1000
             return
         try:
-            tracer.record(self._entry(call, out, start, **extra))
+            # one commit for the trace and the call's metrics
+            tracer.record(self._entry(call, out, start, **extra), count)
         except Exception:  # a trace failure is logged, the decision stands
             log.exception("trace write failed for %s", call.trace.trace_id)
 

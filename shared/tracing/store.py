@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +81,9 @@ class TraceStore:
             elif env.seq == seq and env.hash != digest:
                 log.warning("trace chain: the file's head differs from the database's at seq %d", seq)
 
-    def record(self, entry: TraceEntry) -> TraceEntry:
-        """Store a new call. Durable on return: row and line committed, line appended to the file."""
+    def record(self, entry: TraceEntry, also: Callable[[Any], None] | None = None) -> TraceEntry:
+        """Store a new call. Durable on return: row and line committed, line appended to the file.
+        `also(conn)` runs inside the same transaction (the call's metrics), so one commit covers both."""
         entry = normalise(entry)
         ts = parse_timestamp(entry.timestamp) or time.time_ns()
         payload = encode_entry(entry)
@@ -93,6 +94,8 @@ class TraceStore:
                 (entry.trace_id, entry.session_id, entry.agent_id, entry.tool, ts, seq),
             )
             self._add_stats(conn, _contribution(entry))
+            if also is not None:
+                also(conn)
             self._write_file(line)
         return entry
 

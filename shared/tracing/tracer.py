@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +75,11 @@ class Tracer:
 
     # -- writing ---------------------------------------------------------------------------------------------
 
-    def record(self, entry: TraceEntry) -> TraceEntry:
+    def record(self, entry: TraceEntry, also: Callable[[Any], None] | None = None) -> TraceEntry:
         """Durable on return: the row and the chained line are committed, the line is in the trace file.
-        Returns the entry as stored (trace_id and timestamp filled when they were empty)."""
-        stored = self.store.record(entry)
+        Returns the entry as stored (trace_id and timestamp filled when they were empty). `also(conn)` runs in
+        the same write transaction."""
+        stored = self.store.record(entry, also)
         if self.exporter is not None:
             try:
                 self.exporter.export(entry_to_span(stored, self._parent_span(stored)))
