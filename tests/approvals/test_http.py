@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from shared.mesh import Mesh
+from tests.support.waiting import eventually
 
 from .conftest import echo_settings
 
@@ -17,13 +17,12 @@ AGENT = {"Authorization": "Bearer agent:bot"}
 
 
 async def pending_ids(c: httpx.AsyncClient, count: int = 1, timeout: float = 10) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while True:
-        listed = (await c.get("/approvals")).json()
-        if len(listed) >= count:
-            return [a["id"] for a in listed]
-        assert time.monotonic() < deadline, "no pending approval appeared"
-        await asyncio.sleep(0.01)
+    async def listed() -> list[str]:
+        items = (await c.get("/approvals")).json()
+        return [a["id"] for a in items] if len(items) >= count else []
+
+    ids: list[str] = await eventually(listed, timeout, "a pending approval")
+    return ids
 
 
 async def test_supervisor_protocol_list_detail_resolve(mesh_of: Callable[..., Mesh], client_of: Any) -> None:

@@ -15,13 +15,11 @@ from shared.approvals import Approval
 from shared.errors import Conflict, NotFound
 from shared.mesh import Mesh
 from tests.support.http import wait_until
+from tests.support.waiting import eventually
 
 
 async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.005)
+    await eventually(predicate, timeout)
 
 
 def submit(mesh: Mesh, agent: str = "bot", tool: str = "fs.write", args: Any = None, **kw: Any) -> Approval:

@@ -20,6 +20,7 @@ from shared.memory.config import MemoryConfig
 from shared.memory.service import MemoryService
 from tests.support.http import free_port, wait_until
 from tests.support.server import REPO
+from tests.support.waiting import eventually
 
 
 def new_memory_service(directory: Path) -> MemoryService:
@@ -38,17 +39,16 @@ async def serve_asgi(app: Any) -> AsyncIterator[str]:
     task = asyncio.create_task(server.serve())
     url = f"http://127.0.0.1:{port}"
 
-    async def up() -> None:
+    async def up() -> bool:
         async with httpx.AsyncClient() as c:
-            while True:
-                try:
-                    await c.get(url + "/")
-                    return
-                except httpx.TransportError:
-                    await asyncio.sleep(0.02)  # polling interval while the server binds
+            try:
+                await c.get(url + "/")
+                return True
+            except httpx.TransportError:
+                return False  # still binding
 
     try:
-        await asyncio.wait_for(up(), 15)
+        await eventually(up, 15, f"{url} to answer")
         yield url
     finally:
         server.stop()
@@ -57,11 +57,7 @@ async def serve_asgi(app: Any) -> AsyncIterator[str]:
 
 
 async def wait_for(predicate: Any, timeout: float = 10.0) -> None:
-    async def poll() -> None:
-        while not await _value(predicate()):
-            await asyncio.sleep(0.01)  # polling interval, not a wait for time to pass
-
-    await asyncio.wait_for(poll(), timeout)
+    await eventually(predicate, timeout)
 
 
 async def _value(v: Any) -> Any:

@@ -84,7 +84,7 @@ class Replicated:
         """Push everything committed now, then wait until the replica itself (its LTX files) holds it."""
         source = source_for(self.data, self.replica)
         local, _ = self.litestream.sync(source.db, source.socket)
-        wait_until(lambda: self.litestream.position(source) >= local, timeout=timeout, interval=0.05)
+        wait_until(lambda: self.litestream.position(source) >= local, timeout=timeout)
         return local
 
     def kill9(self) -> None:
@@ -116,7 +116,7 @@ def start_replicated(config: Path, data: Path, replica: Path, *, workers: int = 
     running = Replicated(proc, port, data, replica, log)
     try:
         wait_until(lambda: proc.poll() is not None or _healthy(running.url), timeout=60)
-    except TimeoutError:
+    except AssertionError:  # not up in time
         running.kill9()
         raise
     if proc.poll() is not None:

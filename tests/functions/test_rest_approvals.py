@@ -11,6 +11,7 @@ from functions.app import create_app
 from shared.mesh import Mesh
 from shared.settings import load_settings
 from tests.functions.conftest import ADMIN, AGENT, make_config
+from tests.support.waiting import eventually
 from tests.upstreams.servers.http_backend import Backend
 
 
@@ -28,15 +29,12 @@ async def running(mesh: Mesh) -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def pending_id(client: httpx.AsyncClient, tool: str, timeout: float = 10.0) -> str:
-    async def poll() -> str:
-        while True:
-            r = await client.get("/approvals", params={"status": "pending", "tool": tool}, headers=ADMIN)
-            items = r.json()
-            if items:
-                return str(items[0]["id"])
-            await asyncio.sleep(0.01)  # the polling interval, not a wait for time to pass
+    async def first() -> str:
+        r = await client.get("/approvals", params={"status": "pending", "tool": tool}, headers=ADMIN)
+        items = r.json()
+        return str(items[0]["id"]) if items else ""
 
-    return await asyncio.wait_for(poll(), timeout)
+    return str(await eventually(first, timeout, f"a pending approval of {tool}"))
 
 
 async def test_a_call_needing_approval_blocks_until_approved_then_forwards(tmp_path: Path, backend: Backend) -> None:

@@ -7,16 +7,15 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.support.http import free_port
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 MESH7 = "from shared.cli import mesh7_main; raise SystemExit(mesh7_main())"
@@ -90,16 +89,6 @@ supervisor: {supervisor}
     return cfg
 
 
-def wait_until(predicate: Any, timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def healthy(url: str) -> bool:
     try:
         return httpx.get(f"{url}/health", timeout=0.5, trust_env=False).status_code == 200
@@ -136,11 +125,11 @@ def run_daemon(config: Path, *, workers: int = 1, port: int | None = None, tools
     )
     daemon = Daemon(proc, port)
     try:
-        wait_until(lambda: proc.poll() is not None or healthy(daemon.url), what="the daemon")
+        wait_until(lambda: proc.poll() is not None or healthy(daemon.url), 20, "the daemon")
         if proc.poll() is not None:
             raise AssertionError((config.parent / f"daemon-{port}.log").read_text())
         if tools:
-            wait_until(lambda: daemon.tools_ready(tools), what=f"{tools} tools")
+            wait_until(lambda: daemon.tools_ready(tools), 20, f"{tools} tools")
         yield daemon
     finally:
         if proc.poll() is None:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.mcp_server.conftest import approval_id_in, write_config
 from tests.mcp_server.inproc import ADMIN, ADMIN_TOKEN, Rpc, mesh_client
+from tests.support.waiting import eventually
 
 AUTH = f"auth: {{admin_token: {ADMIN_TOKEN}}}\n"
 
@@ -87,12 +88,11 @@ async def test_supervisor_mode_blocks_the_call_until_a_supervisor_approves(tmp_p
         agent = await Rpc(client).open()
         boss = await Rpc(client, "boss").open()
         blocked = asyncio.create_task(agent.text("secret.run", {"args": ["after approval"]}))
-        pending: list[dict[str, object]] = []
-        for _ in range(500):
-            pending = (await client.get("/approvals", headers=ADMIN)).json()
-            if pending:
-                break
-            await asyncio.sleep(0.01)
+
+        async def listed() -> list[dict[str, object]]:
+            return list((await client.get("/approvals", headers=ADMIN)).json())
+
+        pending: list[dict[str, object]] = await eventually(listed, 5, "the approval to be pending")
         assert len(pending) == 1 and not blocked.done()
         answer = await boss.text("approval.resolve", {"id": str(pending[0]["id"])[:8], "decision": "approve"})
         assert answer.endswith("the waiting caller runs it.")

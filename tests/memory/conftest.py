@@ -7,8 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ import pytest
 from shared.db import Database
 from shared.memory.config import MemoryConfig
 from shared.memory.service import MemoryService
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = 1_790_000_000  # 2026-09-21T14:13:20Z: a fixed clock start for in-process tests
@@ -39,15 +38,7 @@ class Clock:
 
 def eventually(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
     """Poll until `check()` is truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        pause.wait(0.05)
+    return wait_until(check, timeout, what)
 
 
 def free_port() -> int:

@@ -10,6 +10,7 @@ from shared.supervisor.config import AdminConfig
 from shared.supervisor.loop import Decision, Supervisor
 from tests.supervisor.conftest import sup7_config
 from tests.support.http import free_port
+from tests.support.waiting import eventually
 
 TOKEN = {"Authorization": "Bearer t0k"}
 
@@ -81,14 +82,14 @@ async def test_the_admin_server_listens_on_its_port_and_stops(tmp_path: Path) ->
     server.start()
     try:
         async with httpx.AsyncClient() as c:
-            for _ in range(500):
-                try:
-                    r = await c.get(f"http://127.0.0.1:{port}/health")
-                    break
-                except httpx.TransportError:
-                    import asyncio
 
-                    await asyncio.sleep(0.01)  # polling interval while it binds
+            async def health() -> httpx.Response | None:
+                try:
+                    return await c.get(f"http://127.0.0.1:{port}/health")
+                except httpx.TransportError:
+                    return None  # still binding
+
+            r = await eventually(health, 5, "the admin API to answer")
             assert r.json() == {"ok": True}
             assert (await c.get(f"http://127.0.0.1:{port}/status")).status_code == 401
     finally:

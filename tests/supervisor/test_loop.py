@@ -11,6 +11,7 @@ from shared.supervisor.loop import Decision, Supervisor
 from tests.supervisor import llm_servers
 from tests.supervisor.conftest import ADMIN, AGENT, sup7_config, world, write_mesh_config
 from tests.support.http import free_port
+from tests.support.waiting import eventually
 from tests.upstreams.servers.http_backend import Backend
 
 
@@ -18,12 +19,11 @@ async def decisions_until(sup: Supervisor, n: int = 1, timeout: float = 10) -> l
     """Poll as sup7 does until it has decided `n` approvals (calls may still be on their way in)."""
     got: list[Decision] = []
 
-    async def loop() -> None:
-        while len(got) < n:
-            got.extend(await sup.poll_once())
-            await asyncio.sleep(0.01)  # polling interval
+    async def decided() -> bool:
+        got.extend(await sup.poll_once())
+        return len(got) >= n
 
-    await asyncio.wait_for(loop(), timeout)
+    await eventually(decided, timeout, f"{n} decisions")
     return got
 
 
@@ -163,11 +163,7 @@ async def test_a_paused_supervisor_leaves_approvals_for_a_human(tmp_path: Path, 
         pending = call(w.client, "create_pet", {"name": "Kit", "path": "/home/u/proj/a"})
         polls = sup.polls
 
-        async def idle_rounds() -> None:
-            while sup.polls < polls + 3:
-                await asyncio.sleep(0.01)
-
-        await asyncio.wait_for(idle_rounds(), 10)
+        await eventually(lambda: sup.polls >= polls + 3, 10, "three idle polling rounds")
         [still] = (await w.client.get("/approvals?status=pending", headers=ADMIN)).json()
         assert still["status"] == "pending" and sup.status()["state"] == "paused" and not pending.done()
         sup.resume()
@@ -185,11 +181,10 @@ async def test_without_the_admin_token_the_mesh_is_unreachable_and_nothing_is_de
         sup = w.supervisor(sup7_config(tmp_path, mesh={"admin_token": ""}))
         pending = call(w.client, "create_pet", {"name": "Kit", "path": "/home/u/proj/a"})
 
-        async def submitted() -> None:
-            while not (await w.client.get("/approvals?status=pending", headers=ADMIN)).json():
-                await asyncio.sleep(0.01)
+        async def submitted() -> bool:
+            return bool((await w.client.get("/approvals?status=pending", headers=ADMIN)).json())
 
-        await asyncio.wait_for(submitted(), 10)
+        await eventually(submitted, 10, "the call to be pending")
         assert await sup.poll_once() == []
         assert sup.status()["mesh"]["reachable"] is False and not pending.done()
         await sup.aclose()

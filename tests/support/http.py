@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.support.waiting import wait_until
+
+__all__ = ["free_port", "serve_json", "wait_until"]
 
 Handler = Callable[[str, str, dict[str, str], bytes], tuple[int, Any]]
 
@@ -56,13 +59,3 @@ def serve_json(handler: Handler) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.02) -> None:
-    """Poll a condition until it holds; raise TimeoutError otherwise (tests never sleep blindly)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise TimeoutError("condition not met in time")

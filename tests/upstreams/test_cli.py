@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -8,8 +7,6 @@ from typing import Any
 import pytest
 
 from shared.upstreams import CallContext, Registry, ToolDef
-
-pytestmark = pytest.mark.skipif(not shutil.which("sleep") or not shutil.which("env"), reason="coreutils needed")
 
 
 def _tool(reg: Registry, name: str) -> ToolDef:

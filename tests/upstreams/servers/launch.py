@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tests.support.waiting import eventually as _eventually
+from tests.support.waiting import wait_until
 
 __all__ = ["MCP_ECHO", "McpHttpProcess", "eventually", "free_port", "stdio_server_config", "wait_port"]
 
@@ -26,28 +27,20 @@ def free_port() -> int:
 
 def wait_port(port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None) -> None:
     """Block until something accepts on 127.0.0.1:port (or the process dies, or the time is up)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def listening() -> bool:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode} before listening on {port}")
         with socket.socket() as s:
             s.settimeout(0.2)
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.02)  # polling interval of the wait, not a fixed delay
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_until(listening, timeout, f"something listening on 127.0.0.1:{port}")
 
 
 async def eventually(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
     """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
+    return await _eventually(predicate, timeout, what)
 
 
 def stdio_server_config(name: str, **extra: Any) -> dict[str, Any]:
