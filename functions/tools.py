@@ -117,7 +117,7 @@ async def list_tools(request: Request[Any, Any, Any]) -> Response[bytes]:
     if mesh.settings.hide_denied_tools:
         current = mesh.policies.current
         tools = [t for t in tools if not current.can_only_deny(caller.agent_id, t.name)]
-    return _json([mesh.tool_view(t) for t in tools])
+    return _json([t.view() for t in tools])
 
 
 @get("/mcp-servers")

@@ -6,6 +6,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from .approvals import ApprovalQueue
 from .callbacks import Notifier
 from .db import Database
@@ -23,7 +25,6 @@ from .policy_store import PolicyStore
 from .precedents import wire_precedents
 from .settings import Settings
 from .tracing import Tracer
-from .upstreams.base import ToolDef
 from .upstreams.registry import Registry
 
 __all__ = ["Mesh"]
@@ -82,9 +83,6 @@ class Mesh:
 
     # -- views shared by several transports --------------------------------------------------------------
 
-    def tool_view(self, tool: ToolDef) -> dict[str, Any]:
-        return tool.view()
-
     def health(self, config: str) -> dict[str, Any]:
         tracer = getattr(self, "tracer", None)
         counts = (
@@ -121,7 +119,7 @@ class Mesh:
             item: dict[str, Any] = {
                 "name": tool.name,
                 "source": tool.source,
-                "classification": tool.view()["classification"],
+                "classification": msgspec.to_builtins(tool.classification),
                 "action": decision.action,
                 "rule": decision.rule,
                 "conditional": current.conditional(agent, tool.name),

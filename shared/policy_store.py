@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .policy import PolicySet
-from .settings import Settings, load_settings
+from .settings import Settings, load_policy_dir, load_settings, parse_policy
 
 __all__ = ["PolicyStore"]
 
@@ -66,15 +66,13 @@ class PolicyStore:
                 return False
             self._fingerprint = fp
             try:
-                fresh = load_settings(self._settings.config_path or None) if self._settings.config_path else None
-                if fresh is not None:
-                    policies = fresh.policies
+                if self._settings.config_path:
+                    # the config file's own `policies` plus its policy_dir, exactly as at start
+                    policies = load_settings(self._settings.config_path, env={}).policies
                 else:
-                    from .settings import load_policy_dir
-
+                    base = tuple(p for p in self._settings.policies if not p.source_file)
                     directory = self.policy_dir
-                    policies = tuple(load_policy_dir(directory)) if directory else ()
-                    policies = (*self._settings.policies, *policies) if not directory else policies
+                    policies = (*base, *load_policy_dir(directory)) if directory else base
                 names = [p.name for p in policies]
                 if len(names) != len(set(names)):
                     dup = next(n for n in names if names.count(n) > 1)
@@ -90,10 +88,4 @@ class PolicyStore:
 
     def validate_text(self, text: str, name: str) -> None:
         """Validate one policy file's text as the loader would; raises ConfigError."""
-        import tempfile
-
-        from .settings import load_policy_dir
-
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / f"{name}.yaml").write_text(text)
-            load_policy_dir(Path(tmp))
+        parse_policy(text, str((self.policy_dir or Path.cwd()) / f"{name}.yaml"))

@@ -36,6 +36,7 @@ __all__ = [
     "config_id",
     "load_policy_dir",
     "load_settings",
+    "parse_policy",
     "with_cli_openapi",
 ]
 
@@ -283,26 +284,28 @@ def _validate(file: str, s: Settings) -> None:
         raise ConfigError(file, "approval.timeout_seconds", "must be > 0")
 
 
+def parse_policy(text: str, source: str) -> Policy:
+    """One policy file's text, as the loader reads it. Raises ConfigError naming `source`."""
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(source, "(yaml)", str(e).replace("\n", " ")) from None
+    if not isinstance(raw, dict):
+        raise ConfigError(source, "(top level)", "a policy file holds one mapping")
+    if not raw.get("name"):
+        raise ConfigError(source, "name", "a policy needs a name")
+    raw["source_file"] = source
+    try:
+        policy = msgspec.convert(raw, Policy, strict=False)
+    except msgspec.ValidationError as e:
+        raise _fault(source, e) from None
+    _validate_policy(source, "(policy)", policy)
+    return policy
+
+
 def load_policy_dir(directory: Path) -> list[Policy]:
     """Each *.yaml in the directory holds one policy with a name. Raises ConfigError naming the file."""
-    policies: list[Policy] = []
-    for file in sorted(directory.glob("*.yaml")):
-        try:
-            raw = yaml.safe_load(file.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(str(file), "(yaml)", str(e).replace("\n", " ")) from None
-        if not isinstance(raw, dict):
-            raise ConfigError(str(file), "(top level)", "a policy file holds one mapping")
-        if not raw.get("name"):
-            raise ConfigError(str(file), "name", "a policy needs a name")
-        raw["source_file"] = str(file)
-        try:
-            policy = msgspec.convert(raw, Policy, strict=False)
-        except msgspec.ValidationError as e:
-            raise _fault(str(file), e) from None
-        _validate_policy(str(file), "(policy)", policy)
-        policies.append(policy)
-    return policies
+    return [parse_policy(file.read_text(), str(file)) for file in sorted(directory.glob("*.yaml"))]
 
 
 def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
