@@ -55,7 +55,6 @@ class Outcome(msgspec.Struct, kw_only=True):
     halted: bool = False
     halt_message: str = ""
     unknown_tool: bool = False
-    tool: ToolDef | None = None
 
     def rest_body(self) -> dict[str, Any]:
         body: dict[str, Any] = {}
@@ -156,14 +155,10 @@ class Pipeline:
         if limits is not None and decision.action != "deny":
             limited = limits.check(agent, policy, call.tool, call.arguments)
             if limited:
-                return self._stop_here(
-                    call, start, 429, "rate_limited", decision.rule, limited, error=limited, tool=tool
-                )
+                return self._stop_here(call, start, 429, "rate_limited", decision.rule, limited, error=limited)
 
         if decision.action == "deny":
-            return self._stop_here(
-                call, start, 403, "deny", decision.rule, decision.reason, error=decision.reason, tool=tool
-            )
+            return self._stop_here(call, start, 403, "deny", decision.rule, decision.reason, error=decision.reason)
 
         grant = None
         if decision.action == "human_approval":
@@ -178,7 +173,6 @@ class Pipeline:
                 trace_id=call.trace.trace_id,
                 rule=decision.rule,
                 reason=decision.reason,
-                tool=tool,
             )
             self._trace(call, out, start, grant=grant)
             return out
@@ -190,9 +184,7 @@ class Pipeline:
             approvals = getattr(mesh, "approvals", None)
             if approvals is None:
                 error = "approval queue not available: human_approval denies (fail closed)"
-                return self._stop_here(
-                    call, start, 403, "human_approval", decision.rule, decision.reason, error=error, tool=tool
-                )
+                return self._stop_here(call, start, 403, "human_approval", decision.rule, decision.reason, error=error)
             if mode == "claim":
                 approval = approvals.claim_approved(agent, call.tool, call.arguments)
                 if approval is None:
@@ -225,7 +217,6 @@ class Pipeline:
             approval_id=approval.id if approval is not None else "",
             approval_status="approved" if approval is not None else "",
             resolved_by=approval.resolved_by if approval is not None else "",
-            tool=tool,
         )
         if approval is not None and mode != "claim":
             metrics = getattr(mesh, "metrics", None)
@@ -297,7 +288,6 @@ class Pipeline:
             rule=decision.rule,
             reason=decision.reason,
             approval_id=approval.id,
-            tool=tool,
         )
         self._trace(call, pending, start)
         resolved = await self.mesh.approvals.wait(approval.id, self._approval_setting("timeout_seconds"))
@@ -314,7 +304,6 @@ class Pipeline:
             approval_id=resolved.id,
             approval_status="denied" if denied else "timeout",
             resolved_by=resolved.resolved_by,
-            tool=tool,
         )
         self._trace_update_after_approval(call, out, resolved, None, start)
         return resolved, out
@@ -334,7 +323,6 @@ class Pipeline:
                 approval_id=approval.id,
                 approval_status=approval_status,
                 resolved_by=approval.resolved_by or "",
-                tool=tool,
             )
 
         denied = approvals.find_denied(agent, call.tool, call.arguments)
