@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -18,8 +17,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._common import free_port, save, wait_http  # noqa: E402
-from bench.rest_overhead_bench import SPEC, start, stop, wrk  # noqa: E402
+from bench._common import save  # noqa: E402
+from bench.rest_overhead_bench import SPEC, start_backend, start_mesh, stop, wrk  # noqa: E402
 
 LUA = """
 local threads = 0
@@ -50,27 +49,7 @@ def main() -> None:
     args = parser.parse_args()
     if not shutil.which("wrk"):
         sys.exit("wrk is needed: apt-get install wrk")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    backend_port = free_port()
-    backend = start(
-        [
-            sys.executable,
-            "-m",
-            "granian",
-            "--interface",
-            "asgi",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(backend_port),
-            "--workers",
-            "1",
-            "--no-ws",
-            "bench._backend_app:app",
-        ],
-        env=env,
-    )
-    wait_http(f"http://127.0.0.1:{backend_port}/ping")
+    backend, backend_port = start_backend()
     results: dict[str, Any] = {}
     try:
         for label, limited in (("off", False), ("on", True), ("off_again", False)):
@@ -84,24 +63,8 @@ def main() -> None:
                 f"openapi:\n  - file: spec.json\n    backend_url: http://127.0.0.1:{backend_port}\n"
             )
             (tmp / "req.lua").write_text(LUA)
-            port = free_port()
-            mesh = start(
-                [
-                    sys.executable,
-                    "-m",
-                    "shared.cli",
-                    "serve",
-                    "--config",
-                    str(tmp / "config.yaml"),
-                    "--port",
-                    str(port),
-                    "--workers",
-                    str(args.workers),
-                ],
-                env=env,
-            )
+            mesh, port = start_mesh(tmp / "config.yaml", args.workers)
             try:
-                wait_http(f"http://127.0.0.1:{port}/health")
                 url = f"http://127.0.0.1:{port}/tool/ping"
                 # no warm-up run: it would repeat the same arguments and trip loop detection
                 r = wrk(url, args.concurrency, args.seconds, tmp / "req.lua")

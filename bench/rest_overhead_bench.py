@@ -68,6 +68,27 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def start_backend() -> tuple[subprocess.Popen[bytes], int]:
+    """The minimal granian backend (1 worker) on a free port, answering."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port)]
+    proc = start([*cmd, "--workers", "1", "--no-ws", "bench._backend_app:app"], env=ENV)
+    wait_http(f"http://127.0.0.1:{port}/ping")
+    return proc, port
+
+
+def start_mesh(config: Path, workers: int) -> tuple[subprocess.Popen[bytes], int]:
+    """`flux7 serve` with this config on a free port, answering /health."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "shared.cli", "serve", "--config", str(config), "--port", str(port)]
+    proc = start([*cmd, "--workers", str(workers)], env=ENV)
+    wait_http(f"http://127.0.0.1:{port}/health")
+    return proc, port
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=5)
@@ -77,27 +98,8 @@ def main() -> None:
     if not shutil.which("wrk"):
         sys.exit("wrk is needed: apt-get install wrk")
     tmp = Path(tempfile.mkdtemp(prefix="flux7-bench-"))
-    backend_port = free_port()
-    backend = start(
-        [
-            sys.executable,
-            "-m",
-            "granian",
-            "--interface",
-            "asgi",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(backend_port),
-            "--workers",
-            "1",
-            "--no-ws",
-            "bench._backend_app:app",
-        ],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    backend, backend_port = start_backend()
     direct_url = f"http://127.0.0.1:{backend_port}/ping"
-    wait_http(direct_url)
     (tmp / "spec.json").write_text(json.dumps(SPEC))
     (tmp / "policies").mkdir()
     (tmp / "policies" / "bench.yaml").write_text(POLICY)
@@ -113,24 +115,8 @@ def main() -> None:
     results: dict[str, Any] = {}
     try:
         for workers in [int(w) for w in args.workers.split(",")]:
-            port = free_port()
-            mesh = start(
-                [
-                    sys.executable,
-                    "-m",
-                    "shared.cli",
-                    "serve",
-                    "--config",
-                    str(tmp / "config.yaml"),
-                    "--port",
-                    str(port),
-                    "--workers",
-                    str(workers),
-                ],
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
-            )
+            mesh, port = start_mesh(tmp / "config.yaml", workers)
             try:
-                wait_http(f"http://127.0.0.1:{port}/health")
                 url = f"http://127.0.0.1:{port}/tool/ping"
                 wrk(url, 4, 1, script)  # warm up every worker and connection pool
                 for c in [int(x) for x in args.concurrency.split(",")]:
