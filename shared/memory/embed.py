@@ -135,6 +135,9 @@ class MiniLMEmbedder:
                 else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             )
             options.log_severity_level = 3
+            # Idle intra-op threads would otherwise spin on the cores for a while after each run, slowing the
+            # numpy and SQLite work that follows a query's embedding (measured: the 100k cosine product 8 -> 15 ms).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             if self.threads:
                 options.intra_op_num_threads = self.threads
                 options.inter_op_num_threads = 1
