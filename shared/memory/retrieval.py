@@ -7,7 +7,8 @@ API (the memory core's search calls these; nothing here touches SQLite or a mode
 - `neighbour_keys(key, radius) -> [key]`: the keys at +-radius in a `<prefix><digits>` sequence
   (`conv-26.session_1.t005` -> `...t004`, `...t006`), same zero padding.
 - `thread_of(key) -> str | None`: the sequence prefix a key belongs to (`conv-26.session_1.t`), or None.
-- `stemmed_query(text) -> str`: natural mode with light suffix stripping (`painting` -> `paint*`).
+- `stemmed_query(text) -> str`: natural mode with light suffix stripping (`painting` -> `paint*`), plus
+  `date_phrases(text)`: the dates the text names as FTS5 phrases (`"31 july 2023"`, `"2023 07 31"`).
 - `speaker_of(text) -> str | None`: the speaker of a transcript line (`[8 May 2023] Caroline: ...`), lower-cased.
 - `hybrid_search(query, limit, lexical, dense, weights=HybridWeights(), *, match=None, texts=None) -> [(key, score)]`:
   the improved hybrid ranking (score fusion, speaker match, neighbour expansion, thread aggregation, a
@@ -28,6 +29,7 @@ __all__ = [
     "STOP_WORDS",
     "DenseSearch",
     "HybridWeights",
+    "date_phrases",
     "hybrid_search",
     "natural_query",
     "neighbour_keys",
@@ -113,8 +115,45 @@ class HybridWeights:
     candidates: int = 100  # how deep each retriever is read
 
 
+_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
+_ORDINAL = r"(?:st|nd|rd|th)?"
+_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}}){_ORDINAL}\s+(?:of\s+)?({_MONTHS}),?\s+(\d{{4}})\b")
+_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTHS})\s+(\d{{1,2}}){_ORDINAL},?\s*(\d{{4}})\b")
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MONTH_YEAR = re.compile(rf"\b({_MONTHS}),?\s+(\d{{4}})\b")
+_MONTH_NAMES = _MONTHS.split("|")
+
+
+def date_phrases(text: str) -> list[str]:
+    """FTS5 phrases for the dates a question names, as memories write them.
+
+    `on 31 July, 2023`, `July 31, 2023`, `31st of July 2023` and `2023-07-31` each give `"31 july 2023"` and
+    `"2023 07 31"`; a month and year alone (`in November 2022`) give `"november 2022"`. Natural mode drops
+    tokens under three characters, so without this the day of a date is lost and every memory of that month
+    matches equally.
+    """
+    lowered = text.lower()
+    days: list[tuple[int, int, int]] = []
+    for day, month, year in _DAY_MONTH_YEAR.findall(lowered):
+        days.append((int(year), _MONTH_NAMES.index(month) + 1, int(day)))
+    for month, day, year in _MONTH_DAY_YEAR.findall(lowered):
+        days.append((int(year), _MONTH_NAMES.index(month) + 1, int(day)))
+    for year, month, day in _ISO_DATE.findall(lowered):
+        if 1 <= int(month) <= 12:
+            days.append((int(year), int(month), int(day)))
+    phrases: list[str] = []
+    for year, month, day in dict.fromkeys(days):
+        if 1 <= day <= 31:
+            phrases += [f'"{day} {_MONTH_NAMES[month - 1]} {year}"', f'"{year} {month:02d} {day:02d}"']
+    if not phrases:
+        phrases = [f'"{month} {year}"' for month, year in dict.fromkeys(_MONTH_YEAR.findall(lowered))]
+    return phrases
+
+
 def stemmed_query(text: str, max_terms: int = 12) -> str:
-    """Natural mode with light suffix stripping, so `painting` also finds `painted` and `paints` (`paint*`)."""
+    """Natural mode with light suffix stripping, so `painting` also finds `painted` and `paints` (`paint*`),
+    and the dates the text names as phrases (`date_phrases`)."""
+    phrases = date_phrases(text)
     terms: list[str] = []
     for token in _WORD.findall(text.lower()):
         if token in STOP_WORDS or len(token) < 3:
@@ -122,9 +161,9 @@ def stemmed_query(text: str, max_terms: int = 12) -> str:
         term = _stem(token)
         if term not in terms:
             terms.append(term)
-    if not terms:
+    if not terms and not phrases:
         return text
-    return " OR ".join(t + "*" if len(t) >= 4 else t for t in terms[:max_terms])
+    return " OR ".join(phrases + [t + "*" if len(t) >= 4 else t for t in terms[:max_terms]])
 
 
 def _stem(token: str) -> str:

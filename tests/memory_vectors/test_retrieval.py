@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from shared.db import sqlite3
 from shared.memory.retrieval import (
     HybridWeights,
+    date_phrases,
     hybrid_search,
     natural_query,
     neighbour_keys,
@@ -49,6 +51,40 @@ def test_stemmed_query_strips_suffixes_to_a_prefix() -> None:
     assert stemmed_query("When did Melanie go painting and camping?") == "melanie* OR paint* OR camp*"
     assert stemmed_query("activities studies") == "activit* OR stud*"
     assert stemmed_query("red bed") == "red OR bed"  # too short to strip
+
+
+def test_date_phrases_read_the_forms_a_question_names_a_date_in() -> None:
+    full = ['"31 july 2023"', '"2023 07 31"']
+    assert date_phrases("What did Maria do on 31 July, 2023?") == full
+    assert date_phrases("What happened on July 31, 2023?") == full
+    assert date_phrases("the 31st of July 2023") == full
+    assert date_phrases("entries of 2023-07-31") == full
+    assert date_phrases("What did Tim learn in August 2023?") == ['"august 2023"']  # no day: month and year
+    assert date_phrases("on 31 July, 2023 and in May 2024") == full  # a full date makes the month alone moot
+    assert date_phrases("in 2023-13-01") == []  # not a date
+    assert date_phrases("on 45 July 2023") == ['"july 2023"']  # no such day: the month and year stand
+    assert date_phrases("What did Melanie paint?") == []
+
+
+def test_stemmed_query_puts_named_dates_first_as_phrases() -> None:
+    assert stemmed_query("What did Nate cook on 9 November, 2022?") == (
+        '"9 november 2022" OR "2022 11 09" OR nate* OR cook* OR november* OR 2022*'
+    )
+
+
+def test_a_named_date_finds_the_memory_written_that_day_over_the_rest_of_the_month() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(key UNINDEXED, body)")
+    rows = [(f"m.s{day}.t1", f"[{day} July 2023] Maria: volunteering at the shelter again") for day in range(1, 32)]
+    conn.executemany("INSERT INTO t VALUES (?, ?)", rows)
+
+    def lexical(match: str, n: int) -> Ranked:
+        found = conn.execute("SELECT key, bm25(t) FROM t WHERE t MATCH ? ORDER BY 2 LIMIT ?", (match, n))
+        return [(key, -score) for key, score in found]
+
+    ranked = hybrid_search("Where did Maria volunteer on 17 July, 2023?", 3, lexical, None, FUSION_ONLY)
+    assert ranked[0][0] == "m.s17.t1"
+    assert ranked[0][1] > ranked[1][1]
 
 
 def test_rrf_sums_reciprocal_ranks_with_weights() -> None:
