@@ -29,6 +29,7 @@ _DELEGATED = {
     "backup": "shared.backup",
     "restore": "shared.restore",
     "supervisor": "shared.supervisor.cli",
+    "agent": "shared.agent.cli",
 }
 
 
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="flux7",
         description="Govern agents' tool calls and remember them.",
-        epilog="Also: flux7 trace verify FILE..., flux7 supervisor -c sup7.yaml start|status, "
+        epilog="Also: flux7 agent, flux7 trace verify FILE..., flux7 supervisor -c sup7.yaml start|status, "
         "flux7 doctor, flux7 backup, flux7 restore (each has --help).",
     )
     parser.add_argument("--version", action="version", version=f"flux7 {__version__}")

@@ -1,0 +1,39 @@
+"""What the agent and the model say to each other, in one neutral form that each provider translates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Message", "ToolCall", "ToolResult", "ToolSpec"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the model sees it. `name` is safe for every provider (`[A-Za-z0-9_-]{1,64}`)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # the JSON text the model wrote; parsed (and refused when invalid) by the agent
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call_id: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass
+class Message:
+    role: Literal["user", "assistant", "tool"]
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)

@@ -1,0 +1,32 @@
+"""The agent's run as a stream of events, for the terminal (or any other front end) to render."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["AgentEvent", "EventType"]
+
+EventType = Literal[
+    "agent_start",
+    "text_delta",
+    "text_complete",
+    "tool_call_start",
+    "tool_call_complete",
+    "agent_end",
+    "agent_error",
+]
+
+
+@dataclass(frozen=True)
+class AgentEvent:
+    type: EventType
+    text: str = ""
+    tool: str = ""  # the mesh's tool name
+    call_id: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    policy: str = ""  # allow | deny | human_approval | halted | error ...: how the mesh decided
+    trace_id: str = ""
+    approval_id: str = ""
+    is_error: bool = False
+    usage: dict[str, int] = field(default_factory=dict)

@@ -1,0 +1,316 @@
+"""Streaming chat with tools: OpenAI-compatible chat completions (OpenAI, Ollama, vLLM, LM Studio...) and the
+Anthropic Messages API, behind one interface.
+
+`await chat.stream(system, messages, tools)` yields `TextDelta`s as the model writes, one `ToolCallDone` per tool
+call once its arguments are complete, and a final `Finished(stop_reason, usage)`. A refused request (HTTP status,
+an error event, a connection that fails) raises `LLMError`; 429, 5xx and connection errors are retried with
+exponential backoff before the first byte of an answer, never after (a half-streamed answer is not replayed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from .conversation import Message, ToolCall, ToolSpec
+
+__all__ = [
+    "DEFAULT_URLS",
+    "AnthropicChat",
+    "Chat",
+    "Finished",
+    "LLMError",
+    "OpenAIChat",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallDone",
+    "make_chat",
+]
+
+DEFAULT_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "ollama": "http://localhost:11434/v1",  # Ollama's OpenAI-compatible endpoint
+    "anthropic": "https://api.anthropic.com",
+}
+_RETRY_STATUS = {429, 500, 502, 503, 504, 529}
+
+
+class LLMError(Exception):
+    """The model could not be asked, or refused the request."""
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallDone:
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class Finished:
+    stop_reason: str
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+StreamEvent = TextDelta | ToolCallDone | Finished
+
+
+class Chat(Protocol):
+    model: str
+
+    def stream(self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> AsyncIterator[StreamEvent]:
+        """The model's answer to the conversation, streamed."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class _StreamingClient:
+    def __init__(
+        self,
+        model: str,
+        url: str,
+        api_key: str = "",
+        *,
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 1.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.model = model
+        self.url = url.rstrip("/")
+        self.api_key = api_key
+        self.retries = max(0, retries)
+        self.backoff = backoff
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), transport=transport)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _lines(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> AsyncIterator[str]:
+        """The response's lines, after retrying what is worth retrying."""
+        attempt = 0
+        while True:
+            try:
+                async with self._client.stream("POST", url, json=body, headers=headers) as resp:
+                    if resp.status_code != 200:
+                        detail = (await resp.aread()).decode("utf-8", "replace")[:300]
+                        if resp.status_code in _RETRY_STATUS and attempt < self.retries:
+                            raise _Retry(f"HTTP {resp.status_code}: {detail}")
+                        raise LLMError(f"{url}: HTTP {resp.status_code}: {detail}")
+                    async for line in resp.aiter_lines():
+                        yield line
+                    return
+            except (_Retry, httpx.ConnectError, httpx.ConnectTimeout) as e:
+                if attempt >= self.retries:
+                    raise LLMError(f"{url}: {e.__class__.__name__}: {e}") from e
+            except httpx.HTTPError as e:  # a read failing mid-answer is not retried
+                raise LLMError(f"{url}: {e.__class__.__name__}: {e}") from e
+            await asyncio.sleep(self.backoff * 2**attempt)
+            attempt += 1
+
+
+class _Retry(Exception):
+    pass
+
+
+def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[Any]:
+    """The JSON payload of each `data:` line of a server-sent event stream (`[DONE]` ends it)."""
+
+    async def events() -> AsyncIterator[Any]:
+        async for line in lines:
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                return
+            if not data:
+                continue
+            try:
+                yield json.loads(data)
+            except ValueError as e:
+                raise LLMError(f"the model's stream sent a line that is not JSON: {data[:120]}") from e
+
+    return events()
+
+
+class OpenAIChat(_StreamingClient):
+    """`POST <url>/chat/completions` with `stream: true` (the url is the API base, e.g. `.../v1`)."""
+
+    def _endpoint(self) -> str:
+        if self.url.endswith("/chat/completions"):
+            return self.url
+        return f"{self.url}/chat/completions" if self.url.endswith("/v1") else f"{self.url}/v1/chat/completions"
+
+    def _body(self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict[str, Any]:
+        wire: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+        for m in messages:
+            if m.role == "user":
+                wire.append({"role": "user", "content": m.text})
+            elif m.role == "assistant":
+                turn: dict[str, Any] = {"role": "assistant", "content": m.text or None}
+                if m.tool_calls:
+                    turn["tool_calls"] = [
+                        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                        for c in m.tool_calls
+                    ]
+                wire.append(turn)
+            else:
+                wire += [{"role": "tool", "tool_call_id": r.call_id, "content": r.content} for r in m.results]
+        body: dict[str, Any] = {"model": self.model, "messages": wire, "stream": True}
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
+                for t in tools
+            ]
+        return body
+
+    async def stream(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncIterator[StreamEvent]:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        calls: dict[int, dict[str, str]] = {}
+        stop, usage = "stop", {}
+        async for chunk in _sse_data(self._lines(self._endpoint(), self._body(system, messages, tools), headers)):
+            if isinstance(chunk, dict) and "error" in chunk:
+                raise LLMError(f"the model answered with an error: {json.dumps(chunk['error'])[:300]}")
+            if chunk.get("usage"):
+                u = chunk["usage"]
+                usage = {
+                    "input_tokens": int(u.get("prompt_tokens", 0)),
+                    "output_tokens": int(u.get("completion_tokens", 0)),
+                }
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") or {}
+                if delta.get("content"):
+                    yield TextDelta(str(delta["content"]))
+                for part in delta.get("tool_calls") or []:
+                    slot = calls.setdefault(int(part.get("index", 0)), {"id": "", "name": "", "arguments": ""})
+                    fn = part.get("function") or {}
+                    slot["id"] = part.get("id") or slot["id"]
+                    slot["name"] += fn.get("name") or ""
+                    slot["arguments"] += fn.get("arguments") or ""
+                if choice.get("finish_reason"):
+                    stop = str(choice["finish_reason"])
+        for index in sorted(calls):
+            slot = calls[index]
+            yield ToolCallDone(ToolCall(slot["id"] or f"call_{index}", slot["name"], slot["arguments"] or "{}"))
+        yield Finished(stop, usage)
+
+
+class AnthropicChat(_StreamingClient):
+    """`POST <url>/v1/messages` with `stream: true`."""
+
+    max_tokens = 4096
+
+    def _body(self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict[str, Any]:
+        wire: list[dict[str, Any]] = []
+        for m in messages:
+            if m.role == "user":
+                wire.append({"role": "user", "content": m.text})
+            elif m.role == "assistant":
+                blocks: list[dict[str, Any]] = [{"type": "text", "text": m.text}] if m.text else []
+                blocks += [
+                    {"type": "tool_use", "id": c.id, "name": c.name, "input": _object_or_empty(c.arguments)}
+                    for c in m.tool_calls
+                ]
+                wire.append({"role": "assistant", "content": blocks})
+            else:
+                results = [
+                    {"type": "tool_result", "tool_use_id": r.call_id, "content": r.content, "is_error": r.is_error}
+                    for r in m.results
+                ]
+                wire.append({"role": "user", "content": results})
+        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": wire, "stream": True}
+        if system:
+            body["system"] = system
+        if tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
+            ]
+        return body
+
+    async def stream(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncIterator[StreamEvent]:
+        headers = {"anthropic-version": "2023-06-01"}
+        if self.api_key:
+            headers["x-api-key"] = self.api_key
+        blocks: dict[int, dict[str, str]] = {}
+        stop, usage = "end_turn", {"input_tokens": 0, "output_tokens": 0}
+        lines = self._lines(f"{self.url}/v1/messages", self._body(system, messages, tools), headers)
+        async for event in _sse_data(lines):
+            kind = event.get("type")
+            if kind == "error":
+                raise LLMError(f"the model answered with an error: {json.dumps(event.get('error'))[:300]}")
+            if kind == "message_start":
+                usage["input_tokens"] = int((event.get("message") or {}).get("usage", {}).get("input_tokens", 0))
+            elif kind == "content_block_start":
+                block = event.get("content_block") or {}
+                if block.get("type") == "tool_use":
+                    blocks[int(event.get("index", 0))] = {
+                        "id": block.get("id", ""),
+                        "name": block.get("name", ""),
+                        "json": "",
+                    }
+            elif kind == "content_block_delta":
+                delta = event.get("delta") or {}
+                if delta.get("type") == "text_delta" and delta.get("text"):
+                    yield TextDelta(str(delta["text"]))
+                elif delta.get("type") == "input_json_delta":
+                    slot = blocks.get(int(event.get("index", 0)))
+                    if slot is not None:
+                        slot["json"] += delta.get("partial_json") or ""
+            elif kind == "content_block_stop":
+                slot = blocks.pop(int(event.get("index", 0)), None)
+                if slot is not None:
+                    yield ToolCallDone(ToolCall(slot["id"], slot["name"], slot["json"] or "{}"))
+            elif kind == "message_delta":
+                stop = str((event.get("delta") or {}).get("stop_reason") or stop)
+                usage["output_tokens"] = int((event.get("usage") or {}).get("output_tokens", usage["output_tokens"]))
+        yield Finished(stop, usage)
+
+
+def _object_or_empty(arguments: str) -> dict[str, Any]:
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def make_chat(
+    provider: str,
+    model: str,
+    *,
+    url: str = "",
+    api_key: str = "",
+    timeout: float = 120.0,
+    retries: int = 3,
+    backoff: float = 1.0,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Chat:
+    """The client for `provider` (openai | ollama | anthropic); `url` defaults to the provider's public API."""
+    if provider not in DEFAULT_URLS:
+        raise ValueError(f"unknown LLM provider {provider!r} (known: {', '.join(sorted(DEFAULT_URLS))})")
+    kind = AnthropicChat if provider == "anthropic" else OpenAIChat
+    return kind(
+        model,
+        url or DEFAULT_URLS[provider],
+        api_key,
+        timeout=timeout,
+        retries=retries,
+        backoff=backoff,
+        transport=transport,
+    )

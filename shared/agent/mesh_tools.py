@@ -1,0 +1,196 @@
+"""The agent's tools are the mesh's: listed from `GET /tools`, called through `POST /tool/{name}`.
+
+Every call carries the agent's identity (`Bearer agent:<id>`, or a token) and its session (`X-Session-Id`), so the
+mesh applies its policy, grants, limits and approvals to it and traces it like any other agent's call. What the
+mesh answers becomes the tool result the model reads: the backend's result on 200, otherwise a short sentence
+saying who refused and why (a denial is a result, not a crash: the model can tell the user).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from .conversation import ToolSpec
+
+__all__ = ["MeshTool", "MeshTools", "MeshUnavailable", "ToolOutcome", "schema_of"]
+
+_JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object"}
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_RESULT_CHARS = 20_000  # what one tool result may put into the conversation
+
+
+class MeshUnavailable(Exception):
+    """The mesh did not answer, or answered what this client cannot read."""
+
+
+@dataclass(frozen=True)
+class MeshTool:
+    name: str  # the mesh's name, e.g. `github.create_issue`
+    spec: ToolSpec  # as the model sees it, under a provider-safe name
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    content: str  # what the model reads
+    is_error: bool
+    policy: str
+    status: int
+    trace_id: str = ""
+    approval_id: str = ""
+
+
+def schema_of(params: list[dict[str, Any]]) -> dict[str, Any]:
+    """A JSON Schema object for the model from the mesh's flat parameter list (`{name, in, type, required}`)."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for p in params:
+        name = str(p.get("name") or "")
+        if not name:
+            continue
+        kind = str(p.get("type") or "string")
+        prop: dict[str, Any] = {"type": kind if kind in _JSON_TYPES else "string"}
+        if p.get("in"):
+            prop["description"] = f"{p['in']} parameter"
+        properties[name] = prop
+        if p.get("required"):
+            required.append(name)
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+class MeshTools:
+    def __init__(
+        self,
+        url: str,
+        agent_id: str,
+        *,
+        token: str = "",
+        session_id: str = "",
+        timeout: float | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token or f'agent:{agent_id}'}"}
+        if session_id:
+            headers["X-Session-Id"] = session_id
+        self.url = url.rstrip("/")
+        self.agent_id = agent_id
+        self.session_id = session_id
+        # No read timeout by default: a call waiting for a human's approval blocks until the mesh resolves it
+        # (approved, denied or timed out by the mesh's own approval timeout).
+        self._client = httpx.AsyncClient(
+            base_url=self.url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=10.0),
+            transport=transport,
+        )
+        self._by_spec_name: dict[str, str] = {}
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def list(self) -> list[MeshTool]:
+        """The mesh's tools, each under a name every provider accepts (`[A-Za-z0-9_-]{1,64}`, unique)."""
+        try:
+            resp = await self._client.get("/tools")
+        except httpx.HTTPError as e:
+            raise MeshUnavailable(f"{self.url}/tools: {e.__class__.__name__}: {e}") from e
+        if resp.status_code != 200:
+            raise MeshUnavailable(f"{self.url}/tools: HTTP {resp.status_code}: {resp.text[:200]}")
+        try:
+            listed = resp.json()
+        except ValueError as e:
+            raise MeshUnavailable(f"{self.url}/tools: not JSON") from e
+        if not isinstance(listed, list):
+            raise MeshUnavailable(f"{self.url}/tools: not a list")
+        tools: list[MeshTool] = []
+        taken: set[str] = set()
+        self._by_spec_name = {}
+        for item in sorted(listed, key=lambda t: str(t.get("name", ""))):
+            name = str(item.get("name") or "")
+            if not name:
+                continue
+            safe = _safe_name(name, taken)
+            taken.add(safe)
+            self._by_spec_name[safe] = name
+            description = str(item.get("description") or name)
+            tools.append(MeshTool(name, ToolSpec(safe, description, schema_of(list(item.get("params") or [])))))
+        return tools
+
+    def mesh_name(self, spec_name: str) -> str | None:
+        """The mesh's tool behind a name the model used; None for a name that was never offered."""
+        return self._by_spec_name.get(spec_name)
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        """One governed call. Never raises for what the mesh decides; a mesh that does not answer is an error
+        result too, so the model hears about it and nothing runs around the mesh."""
+        try:
+            resp = await self._client.post(f"/tool/{name}", json={"params": arguments})
+        except httpx.HTTPError as e:
+            return ToolOutcome(f"error: the mesh did not answer ({e.__class__.__name__})", True, "error", 0)
+        try:
+            body = resp.json()
+        except ValueError:
+            body = {"error": resp.text[:300]}
+        if not isinstance(body, dict):
+            body = {"result": body}
+        policy = str(body.get("policy") or ("error" if resp.status_code >= 400 else "allow"))
+        ok = resp.status_code == 200
+        return ToolOutcome(
+            _clip(_as_text(body.get("result")))
+            if ok
+            else _refusal(resp.status_code, policy, str(body.get("error") or "")),
+            not ok,
+            policy,
+            resp.status_code,
+            trace_id=str(body.get("trace_id") or ""),
+            approval_id=str(body.get("approval_id") or ""),
+        )
+
+
+def _safe_name(name: str, taken: set[str]) -> str:
+    base = _UNSAFE.sub("_", name)[:60] or "tool"
+    candidate, n = base, 2
+    while candidate in taken:
+        candidate, n = f"{base}_{n}", n + 1
+    return candidate
+
+
+def _as_text(result: Any) -> str:
+    if isinstance(result, str):
+        return result
+    if isinstance(result, dict) and isinstance(result.get("content"), list):  # an MCP tool's result
+        texts = [str(c.get("text", "")) for c in result["content"] if isinstance(c, dict) and c.get("type") == "text"]
+        if texts:
+            return "\n".join(texts)
+    return json.dumps(result, ensure_ascii=False, default=str)
+
+
+def _clip(text: str) -> str:
+    if len(text) <= _MAX_RESULT_CHARS:
+        return text
+    return text[:_MAX_RESULT_CHARS] + f"\n[... {len(text) - _MAX_RESULT_CHARS} more characters cut]"
+
+
+def _refusal(status: int, policy: str, error: str) -> str:
+    """What the model reads when the call did not run (or failed): who decided, and why."""
+    why = error or f"HTTP {status}"
+    if policy == "halted":
+        return f"refused: the mesh is halted for this agent ({why}). Do not retry; tell the user."
+    if status == 403 and policy == "deny":
+        return f"refused by policy: {why}. Do not retry this call; tell the user."
+    if status == 403 and policy == "human_approval":
+        return f"refused: {why}. Do not retry this call; tell the user."
+    if status == 408:
+        return "refused: the approval request timed out without an answer. Tell the user."
+    if status == 429:
+        return f"refused: {why} (rate limit or loop detection). Wait or change approach."
+    if status == 404:
+        return f"error: {why}"
+    return f"error: the tool failed ({why})"

@@ -1,0 +1,153 @@
+"""The agent loop end to end in process: a streaming model on loopback, the real mesh, the pets backend."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.agent.agent import Agent
+from shared.agent.events import AgentEvent
+from shared.agent.llm import make_chat
+from shared.agent.mesh_tools import MeshTools
+from tests.agent.conftest import InProcessMesh, in_process_mesh, write_mesh_config
+from tests.agent.llm_stream_servers import anthropic_stream, last_tool_results, openai_stream
+from tests.support.waiting import eventually
+from tests.upstreams.servers.http_backend import Backend
+
+Steps = list[tuple[str, ...]]
+
+
+def call_then_report(tool: str, arguments: dict[str, Any]) -> Any:
+    """A model that calls `tool` once, then answers with what the tool result said."""
+
+    def script(body: dict[str, Any]) -> Steps:
+        results = last_tool_results(body)
+        if not results:
+            return [("text", f"Calling {tool}."), ("tool", tool, json.dumps(arguments))]
+        return [("text", f"The tool said: {results[0]}")]
+
+    return script
+
+
+async def run(agent: Agent, prompt: str) -> list[AgentEvent]:
+    return [event async for event in agent.run(prompt)]
+
+
+def agent_for(world: InProcessMesh, provider: str, url: str, **kw: Any) -> Agent:
+    key = "sk-test" if provider == "openai" else "sk-ant-test"
+    chat = make_chat(provider, "m", url=url, api_key=key, backoff=0)
+    return Agent(chat, world.tools(agent_id="coder", session_id="sess-7"), **kw)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_tool_call_goes_through_the_mesh_and_its_result_back_to_the_model(
+    tmp_path: Path, backend: Backend, provider: str
+) -> None:
+    serve = openai_stream if provider == "openai" else anthropic_stream
+    with serve(call_then_report("list_pets", {"limit": 2})) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            agent = agent_for(world, provider, llm.url)
+            events = await run(agent, "Which pets are there?")
+            traces = (await world.admin.get("/sessions/sess-7")).json()
+    kinds = [e.type for e in events]
+    assert kinds[0] == "agent_start" and kinds[-2:] == ["text_complete", "agent_end"]
+    assert kinds.index("tool_call_start") < kinds.index("tool_call_complete")
+    done = next(e for e in events if e.type == "tool_call_complete")
+    assert (done.tool, done.arguments, done.policy, done.is_error) == ("list_pets", {"limit": 2}, "allow", False)
+    assert "Rex" in done.text and "Tom" in done.text
+    final = next(e for e in events if e.type == "text_complete").text
+    assert final.startswith("The tool said:") and "Rex" in final  # the model read the mesh's result
+    assert [(t["agent_id"], t["tool"], t["policy"], t["trace_id"]) for t in traces] == [
+        ("coder", "list_pets", "allow", done.trace_id)
+    ]
+    assert events[-1].usage == {"input_tokens": 24, "output_tokens": 14}  # two model turns
+    assert [m.role for m in agent.messages] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_a_denied_call_reaches_the_model_as_a_refusal_and_runs_nothing(tmp_path: Path, backend: Backend) -> None:
+    with openai_stream(call_then_report("delete_pet", {"petId": "1"})) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            before = len(backend.requests)
+            events = await run(agent_for(world, "openai", llm.url), "Delete Rex")
+            assert len(backend.requests) == before
+    done = next(e for e in events if e.type == "tool_call_complete")
+    assert (done.policy, done.is_error) == ("deny", True) and done.trace_id
+    assert llm.bodies[-1]["messages"][-1]["content"].startswith("refused by policy:")
+    assert events[-1].type == "agent_end"
+
+
+async def test_a_call_held_for_approval_runs_once_a_human_approves(tmp_path: Path, backend: Backend) -> None:
+    with openai_stream(call_then_report("create_pet", {"name": "Kit"})) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            running = asyncio.create_task(run(agent_for(world, "openai", llm.url), "Add a pet called Kit"))
+
+            async def pending() -> list[Any]:
+                listed = (await world.admin.get("/approvals", params={"status": "pending"})).json()
+                return [a for a in listed if a["tool"] == "create_pet"]
+
+            held = await eventually(pending, timeout=15)
+            assert held[0]["agent_id"] == "coder"
+            assert not any(r.method == "POST" for r in backend.requests)  # nothing ran while it waited
+            approved = await world.admin.post(f"/approvals/{held[0]['id']}/approve", json={"resolved_by": "ops"})
+            assert approved.status_code == 200
+            events = await asyncio.wait_for(running, 15)
+    done = next(e for e in events if e.type == "tool_call_complete")
+    assert (done.policy, done.approval_id, done.is_error) == ("human_approval", held[0]["id"], False)
+    assert [r.body for r in backend.requests if r.method == "POST"] == [{"name": "Kit"}]
+
+
+async def test_made_up_tools_and_bad_arguments_are_answered_without_calling_anything(
+    tmp_path: Path, backend: Backend
+) -> None:
+    def script(body: dict[str, Any]) -> Steps:
+        if not last_tool_results(body):
+            return [("tool", "rm_rf_everything", "{}"), ("tool", "list_pets", "not json")]
+        return [("text", "done")]
+
+    with openai_stream(script) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            before = len(backend.requests)
+            events = await run(agent_for(world, "openai", llm.url), "go")
+            traces = (await world.admin.get("/traces")).json()
+    assert len(backend.requests) == before and traces == []
+    results = [e.text for e in events if e.type == "tool_call_complete"]
+    assert results == [
+        "error: there is no tool named 'rm_rf_everything'",
+        "error: the arguments must be a JSON object; nothing was called",
+    ]
+    assert last_tool_results(llm.bodies[-1]) == results
+
+
+async def test_a_model_that_never_stops_calling_tools_is_stopped(tmp_path: Path, backend: Backend) -> None:
+    with openai_stream(lambda _b: [("tool", "list_pets", "{}")]) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            agent = agent_for(world, "openai", llm.url, max_turns=3)
+            events = await run(agent, "loop forever")
+    assert events[-1].type == "agent_error" and events[-1].text == "stopped after 3 model turns"
+    assert len(llm.bodies) == 3
+    assert agent.messages[-1].role == "assistant"  # the next prompt follows a well-formed conversation
+
+
+async def test_a_failing_model_leaves_the_conversation_as_it_was(tmp_path: Path, backend: Backend) -> None:
+    with openai_stream(lambda _b: [("text", "hello")]) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            agent = agent_for(world, "openai", llm.url)
+            assert (await run(agent, "first"))[-1].type == "agent_end"
+            llm.fail += [401]
+            failed = await run(agent, "second")
+            assert failed[-1].type == "agent_error" and "HTTP 401" in failed[-1].text
+            assert [m.text for m in agent.messages] == ["first", "hello"]
+            assert (await run(agent, "third"))[-1].type == "agent_end"
+    assert [m["content"] for m in llm.bodies[-1]["messages"][1:]] == ["first", "hello", "third"]
+
+
+async def test_a_mesh_that_does_not_answer_stops_the_run_before_the_model_is_asked() -> None:
+    with openai_stream(lambda _b: [("text", "hello")]) as llm:
+        agent = Agent(make_chat("openai", "m", url=llm.url, api_key="sk-test"), MeshTools("http://127.0.0.1:9", "x"))
+        events = await run(agent, "hi")
+    assert events[-1].type == "agent_error" and events[-1].text.startswith("cannot list the mesh's tools")
+    assert llm.bodies == []

@@ -1,0 +1,97 @@
+"""`flux7 agent` as a user runs it: a real `flux7 serve` process, a streaming model on loopback, the CLI as a
+subprocess (one prompt with -p, and the REPL over stdin)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.agent.conftest import ADMIN, write_mesh_config
+from tests.agent.llm_stream_servers import anthropic_stream
+from tests.agent.test_agent import call_then_report
+from tests.support.server import REPO, running_server
+from tests.upstreams.servers.http_backend import Backend
+
+
+def agent_cli(
+    args: list[str], llm_url: str, *, stdin: str = "", extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLUX7_", "MESH_", "ANTHROPIC_", "OPENAI_"))}
+    env.update({"PYTHONPATH": str(REPO), "FLUX7_LLM_URL": llm_url, "ANTHROPIC_API_KEY": "sk-ant-test"})
+    env.update(extra_env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "shared.cli", "agent", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+    )
+
+
+def test_one_prompt_answers_on_stdout_and_shows_the_governed_call_on_stderr(tmp_path: Path, backend: Backend) -> None:
+    with (
+        anthropic_stream(call_then_report("list_pets", {"limit": 2})) as llm,
+        running_server(write_mesh_config(tmp_path, backend)) as server,
+    ):
+        done = agent_cli(
+            [
+                "-p",
+                "Which pets are there?",
+                "--mesh",
+                server.url,
+                "--model",
+                "claude-x",
+                "--agent-id",
+                "cli-agent",
+                "--session",
+                "cli-session",
+            ],
+            llm.url,
+        )
+        sessions = httpx.get(f"{server.url}/sessions/cli-session", headers=ADMIN, trust_env=False).json()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Calling list_pets.") and "The tool said:" in done.stdout and "Rex" in done.stdout
+    assert '→ list_pets {"limit": 2}' in done.stderr
+    assert "← allow · trace" in done.stderr
+    assert [(t["agent_id"], t["tool"], t["policy"]) for t in sessions] == [("cli-agent", "list_pets", "allow")]
+    assert llm.bodies[0]["model"] == "claude-x"  # provider chosen from ANTHROPIC_API_KEY, model from the flag
+
+
+def test_the_repl_keeps_the_conversation_and_answers_its_commands(tmp_path: Path, backend: Backend) -> None:
+    with (
+        anthropic_stream(lambda body: [("text", f"turn {len(body['messages'])}")]) as llm,
+        running_server(write_mesh_config(tmp_path, backend)) as server,
+    ):
+        done = agent_cli(
+            ["--mesh", server.url, "--session", "repl-1"],
+            llm.url,
+            stdin="/tools\nhello\n/session\nagain\n/nope\n/clear\nfresh\n/exit\nnever sent\n",
+            extra_env={"FLUX7_LLM_MODEL": "claude-y"},
+        )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "list_pets" in out and "delete_pet" in out  # /tools
+    assert "turn 1" in out and "turn 3" in out  # the second prompt saw the first exchange
+    assert "repl-1" in out  # /session
+    assert "unknown command /nope" in done.stderr
+    assert "conversation cleared" in out and out.rstrip().endswith("turn 1")  # /clear started over
+    assert [len(b["messages"]) for b in llm.bodies] == [1, 3, 1]  # nothing after /exit
+
+
+def test_missing_model_is_a_usage_error() -> None:
+    done = agent_cli(["-p", "hi"], "http://127.0.0.1:9")
+    assert done.returncode == 2
+    assert "no model: pass --model or set FLUX7_LLM_MODEL" in done.stderr
+
+
+def test_an_unreachable_model_exits_1_with_the_reason(tmp_path: Path, backend: Backend) -> None:
+    with running_server(write_mesh_config(tmp_path, backend)) as server:
+        done = agent_cli(["-p", "hi", "--mesh", server.url, "--model", "m"], "http://127.0.0.1:9")
+    assert done.returncode == 1
+    assert "error: " in done.stderr and "ConnectError" in done.stderr

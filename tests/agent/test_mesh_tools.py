@@ -1,0 +1,81 @@
+"""The agent's view of the mesh: tools listed for the model, calls governed and traced under the agent's name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from shared.agent.mesh_tools import MeshTools, schema_of
+from tests.agent.conftest import in_process_mesh, write_mesh_config
+from tests.upstreams.servers.http_backend import Backend
+
+
+def test_schema_of_turns_the_mesh_params_into_a_json_schema() -> None:
+    params = [
+        {"name": "petId", "in": "path", "type": "string", "required": True},
+        {"name": "limit", "in": "query", "type": "integer", "required": False},
+        {"name": "odd", "in": "query", "type": "file"},
+    ]
+    assert schema_of(params) == {
+        "type": "object",
+        "properties": {
+            "petId": {"type": "string", "description": "path parameter"},
+            "limit": {"type": "integer", "description": "query parameter"},
+            "odd": {"type": "string", "description": "query parameter"},
+        },
+        "required": ["petId"],
+    }
+
+
+async def test_tools_are_offered_under_provider_safe_unique_names(tmp_path: Path, backend: Backend) -> None:
+    async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+        tools = world.tools()
+        listed = await tools.list()
+        names = {t.name for t in listed}
+        assert {"list_pets", "create_pet", "delete_pet", "get_pet_by_id"} <= names
+        assert all(t.spec.name == t.name for t in listed)  # already safe: kept as is
+        pet = next(t for t in listed if t.name == "get_pet_by_id")
+        assert pet.spec.parameters["required"] == ["petId"]
+        assert tools.mesh_name("get_pet_by_id") == "get_pet_by_id"
+        assert tools.mesh_name("rm_rf") is None
+        await tools.aclose()
+
+
+async def test_an_allowed_call_returns_the_backend_result_and_is_traced_as_the_agent(
+    tmp_path: Path, backend: Backend
+) -> None:
+    async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+        tools = world.tools(agent_id="coder", session_id="sess-42")
+        await tools.list()
+        outcome = await tools.call("list_pets", {"limit": 1})
+        await tools.aclose()
+        assert not outcome.is_error and outcome.status == 200 and outcome.policy == "allow"
+        assert "Rex" in outcome.content
+        traces = (await world.admin.get("/traces", params={"trace": outcome.trace_id})).json()
+        assert [(t["agent_id"], t["tool"], t["session_id"]) for t in traces] == [("coder", "list_pets", "sess-42")]
+        assert (backend.requests[-1].path, backend.requests[-1].query) == ("/pets", {"limit": ["1"]})
+
+
+async def test_a_denied_call_is_a_refusal_the_model_can_read_and_nothing_reaches_the_backend(
+    tmp_path: Path, backend: Backend
+) -> None:
+    async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+        tools = world.tools()
+        before = len(backend.requests)
+        outcome = await tools.call("delete_pet", {"petId": "1"})
+        await tools.aclose()
+        assert outcome.is_error and outcome.status == 403 and outcome.policy == "deny"
+        assert outcome.content.startswith("refused by policy:") and "Do not retry" in outcome.content
+        assert outcome.trace_id  # the refusal is traced
+        assert len(backend.requests) == before
+
+
+async def test_an_unknown_tool_and_a_dead_mesh_are_errors_not_crashes(tmp_path: Path, backend: Backend) -> None:
+    async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+        tools = world.tools()
+        outcome = await tools.call("no_such_tool", {})
+        await tools.aclose()
+        assert outcome.is_error and outcome.status == 404 and "unknown tool: no_such_tool" in outcome.content
+    dead = MeshTools("http://127.0.0.1:9", "coder")
+    outcome = await dead.call("list_pets", {})
+    await dead.aclose()
+    assert outcome.is_error and outcome.policy == "error" and "did not answer" in outcome.content
