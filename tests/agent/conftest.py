@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from functions.app import create_app
 from shared.agent.mesh_tools import MeshTools
 from shared.mesh import Mesh
 from shared.settings import load_settings
+from tests.support.mesh import in_process, pets_mesh_config
 from tests.upstreams.servers.http_backend import Backend
 
 ADMIN = {"Authorization": "Bearer adm1n"}
@@ -32,23 +31,7 @@ rules:
 
 
 def write_mesh_config(tmp_path: Path, backend: Backend) -> Path:
-    (tmp_path / "spec.json").write_text(json.dumps(backend.spec()))
-    (tmp_path / "policies").mkdir(exist_ok=True)
-    (tmp_path / "policies" / "agents.yaml").write_text(POLICY)
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(
-        f"""
-storage_path: {tmp_path}/flux7.db
-policy_dir: policies
-auth: {{admin_token: adm1n}}
-approval: {{timeout_seconds: 20, channel: queue}}
-memory: {{enabled: false}}
-openapi:
-  - file: spec.json
-    backend_url: {backend.url}
-"""
-    )
-    return cfg
+    return pets_mesh_config(tmp_path, backend, POLICY)
 
 
 @dataclass
@@ -64,10 +47,8 @@ class InProcessMesh:
 @contextlib.asynccontextmanager
 async def in_process_mesh(config: Path) -> AsyncIterator[InProcessMesh]:
     mesh = Mesh(load_settings(config, env={}))
-    await mesh.start()
-    try:
-        transport = httpx.ASGITransport(app=create_app(mesh), client=("127.0.0.1", 5000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://mesh", headers=ADMIN) as admin:
-            yield InProcessMesh(mesh, admin, transport)
-    finally:
-        await mesh.stop()
+    async with (
+        in_process(mesh) as transport,
+        httpx.AsyncClient(transport=transport, base_url="http://mesh", headers=ADMIN) as admin,
+    ):
+        yield InProcessMesh(mesh, admin, transport)

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from litestar.testing import TestClient
 from functions.app import create_app
 from shared.mesh import Mesh
 from shared.settings import load_settings
+from tests.support.mesh import pets_mesh_config
 from tests.upstreams.servers.http_backend import Backend
 
 POLICY = """
@@ -30,24 +30,9 @@ rules:
 
 
 def make_config(tmp_path: Path, backend: Backend, extra: str = "") -> Path:
-    (tmp_path / "spec.json").write_text(json.dumps(backend.spec()))
-    (tmp_path / "policies").mkdir(exist_ok=True)
-    (tmp_path / "policies" / "agents.yaml").write_text(POLICY)
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(
-        f"""
-storage_path: {tmp_path}/flux7.db
-trace_file: {tmp_path}/traces.jsonl
-policy_dir: policies
-approval: {{timeout_seconds: 5, channel: queue}}
-memory: {{enabled: false}}
-openapi:
-  - file: spec.json
-    backend_url: {backend.url}
-{extra}
-"""
+    return pets_mesh_config(
+        tmp_path, backend, POLICY, approval_timeout=5, admin_token=None, trace_file=True, extra=extra
     )
-    return cfg
 
 
 @pytest.fixture

@@ -1,31 +1,16 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 
-from functions.app import create_app
 from shared.mesh import Mesh
 from shared.settings import load_settings
 from tests.functions.conftest import ADMIN, AGENT, make_config
+from tests.support.mesh import mesh_client as running
 from tests.support.waiting import eventually
 from tests.upstreams.servers.http_backend import Backend
-
-
-@contextlib.asynccontextmanager
-async def running(mesh: Mesh) -> AsyncIterator[httpx.AsyncClient]:
-    """The app in process over httpx's ASGI transport, which lets concurrent requests interleave."""
-    app = create_app(mesh)
-    await mesh.start()
-    try:
-        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://mesh") as client:
-            yield client
-    finally:
-        await mesh.stop()
 
 
 async def pending_id(client: httpx.AsyncClient, tool: str, timeout: float = 10.0) -> str:

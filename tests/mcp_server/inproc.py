@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx
 
-from functions.app import create_app
 from shared.mesh import Mesh
 from shared.settings import load_settings
+from tests.support import mesh as support
 
 ADMIN_TOKEN = "admin-s3cret"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -25,16 +25,9 @@ META = {
 
 @asynccontextmanager
 async def mesh_client(config: Path) -> AsyncIterator[httpx.AsyncClient]:
-    """The app in process over httpx's ASGI transport, which lets concurrent requests interleave."""
-    mesh = Mesh(load_settings(config))
-    app = create_app(mesh)
-    await mesh.start()
-    try:
-        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))  # type: ignore[arg-type]
-        async with httpx.AsyncClient(transport=transport, base_url="http://mesh") as client:
-            yield client
-    finally:
-        await mesh.stop()
+    """The mesh of this config in process (tests/support/mesh.py)."""
+    async with support.mesh_client(Mesh(load_settings(config))) as client:
+        yield client
 
 
 def bearer(agent: str) -> dict[str, str]:

@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import contextlib
-import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from functions.app import create_app
 from shared.mesh import Mesh
 from shared.settings import load_settings
 from shared.supervisor.config import parse_config
 from shared.supervisor.loop import Supervisor
 from shared.supervisor.mesh_api import MeshApi
-from tests.upstreams.servers.http_backend import Backend, running_backend
+from tests.support.mesh import in_process, pets_mesh_config
+from tests.upstreams.servers.http_backend import Backend
 
 ADMIN = {"Authorization": "Bearer adm1n"}
 AGENT = {"Authorization": "Bearer agent:claude"}
@@ -46,31 +44,8 @@ RULES = [
 ]
 
 
-@pytest.fixture
-def backend() -> Iterator[Backend]:
-    with running_backend() as b:
-        yield b
-
-
 def write_mesh_config(tmp_path: Path, backend: Backend, extra: str = "") -> Path:
-    (tmp_path / "spec.json").write_text(json.dumps(backend.spec()))
-    (tmp_path / "policies").mkdir(exist_ok=True)
-    (tmp_path / "policies" / "agents.yaml").write_text(POLICY)
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(
-        f"""
-storage_path: {tmp_path}/flux7.db
-policy_dir: policies
-auth: {{admin_token: adm1n}}
-approval: {{timeout_seconds: 20, channel: queue}}
-memory: {{enabled: false}}
-openapi:
-  - file: spec.json
-    backend_url: {backend.url}
-{extra}
-"""
-    )
-    return cfg
+    return pets_mesh_config(tmp_path, backend, POLICY, extra=extra)
 
 
 def sup7_config(tmp_path: Path, **over: Any) -> Any:
@@ -104,11 +79,8 @@ class World:
 @contextlib.asynccontextmanager
 async def world(config: Path) -> AsyncIterator[World]:
     mesh = Mesh(load_settings(config, env={}))
-    app = create_app(mesh)
-    await mesh.start()
-    try:
-        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://mesh") as client:
-            yield World(mesh, client, transport)
-    finally:
-        await mesh.stop()
+    async with (
+        in_process(mesh) as transport,
+        httpx.AsyncClient(transport=transport, base_url="http://mesh") as client,
+    ):
+        yield World(mesh, client, transport)

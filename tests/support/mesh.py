@@ -1,0 +1,68 @@
+"""A real mesh for tests, in process: its config over the pets backend, and its ASGI app over httpx.
+
+`pets_mesh_config(tmp_path, backend, policy)` writes the spec, one policy file and a config.yaml (admin token
+`adm1n` unless told otherwise) and returns the config's path. `in_process(mesh)` starts the mesh, yields an
+httpx ASGI transport to its app (concurrent requests interleave, as on a server) and stops it; `mesh_client`
+wraps that in a client."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+
+import httpx
+
+from functions.app import create_app
+from shared.mesh import Mesh
+from tests.upstreams.servers.http_backend import Backend
+
+__all__ = ["in_process", "mesh_client", "pets_mesh_config"]
+
+
+def pets_mesh_config(
+    tmp_path: Path,
+    backend: Backend,
+    policy: str,
+    *,
+    approval_timeout: int = 20,
+    admin_token: str | None = "adm1n",
+    memory: bool = False,
+    trace_file: bool = False,
+    extra: str = "",
+) -> Path:
+    (tmp_path / "spec.json").write_text(json.dumps(backend.spec()))
+    (tmp_path / "policies").mkdir(exist_ok=True)
+    (tmp_path / "policies" / "agents.yaml").write_text(policy)
+    lines = [f"storage_path: {tmp_path}/flux7.db", "policy_dir: policies"]
+    if trace_file:
+        lines.append(f"trace_file: {tmp_path}/traces.jsonl")
+    if admin_token:
+        lines.append(f"auth: {{admin_token: {admin_token}}}")
+    lines.append(f"approval: {{timeout_seconds: {approval_timeout}, channel: queue}}")
+    if not memory:
+        lines.append("memory: {enabled: false}")
+    lines += ["openapi:", "  - file: spec.json", f"    backend_url: {backend.url}", extra]
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("\n".join(lines) + "\n")
+    return cfg
+
+
+@contextlib.asynccontextmanager
+async def in_process(mesh: Mesh) -> AsyncIterator[httpx.ASGITransport]:
+    app = create_app(mesh)
+    await mesh.start()
+    try:
+        yield httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+    finally:
+        await mesh.stop()
+
+
+@contextlib.asynccontextmanager
+async def mesh_client(mesh: Mesh, headers: Mapping[str, str] | None = None) -> AsyncIterator[httpx.AsyncClient]:
+    async with (
+        in_process(mesh) as transport,
+        httpx.AsyncClient(transport=transport, base_url="http://mesh", headers=headers) as client,
+    ):
+        yield client
