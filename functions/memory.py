@@ -52,6 +52,20 @@ def _authenticated(request: Request[Any, Any, Any], service: MemoryService) -> b
     return True if hmac.compare_digest(offered.encode(), f"Bearer {service.token}".encode()) else None
 
 
+def _admit(request: Request[Any, Any, Any], method: str | None = None) -> tuple[MemoryService, bool] | Response[str]:
+    """The service and whether the caller carries its token, or the refusal to send instead: 404 when memory is
+    off, 405 for another method than `method`, 401 for a wrong token."""
+    service = _service(request)
+    if service is None:
+        return _NOT_FOUND
+    if method is not None and request.method != method:
+        return _not_allowed(method)
+    authenticated = _authenticated(request, service)
+    if authenticated is None:
+        return _text("unauthorized\n", 401)
+    return service, authenticated
+
+
 async def _body(request: Request[Any, Any, Any]) -> bytes | None:
     chunks, size = [], 0
     async for chunk in request.stream():
@@ -76,28 +90,20 @@ def _json(body: Any, status: int = 200) -> Response[bytes]:
 @route("/rpc", http_method=[HttpMethod.POST, *_OTHER_METHODS], request_max_body_size=None)
 async def rpc(request: Request[Any, Any, Any]) -> Response[Any]:
     """JSON-RPC 2.0; always HTTP 200 once authorised, protocol errors included."""
-    service = _service(request)
-    if service is None:
-        return _NOT_FOUND
-    if request.method != "POST":
-        return _not_allowed("POST")
-    authenticated = _authenticated(request, service)
-    if authenticated is None:
-        return _text("unauthorized\n", 401)
+    admitted = _admit(request, "POST")
+    if isinstance(admitted, Response):
+        return admitted
+    service, authenticated = admitted
     return _json((await _answer(request, service, authenticated)).body)
 
 
 @route("/mcp", http_method=[HttpMethod.POST, *_OTHER_METHODS], request_max_body_size=None)
 async def mcp(request: Request[Any, Any, Any]) -> Response[Any]:
     """Streamable HTTP without sessions: /rpc's answers, and 202 with no body for a notification."""
-    service = _service(request)
-    if service is None:
-        return _NOT_FOUND
-    if request.method != "POST":
-        return _not_allowed("POST")
-    authenticated = _authenticated(request, service)
-    if authenticated is None:
-        return _text("unauthorized\n", 401)
+    admitted = _admit(request, "POST")
+    if isinstance(admitted, Response):
+        return admitted
+    service, authenticated = admitted
     answer = await _answer(request, service, authenticated)
     if answer.parsed and not answer.has_id:
         return Response(b"", status_code=202)
@@ -116,33 +122,26 @@ async def healthz(request: Request[Any, Any, Any]) -> Response[Any]:
 
 @route("/memory/snapshot_reminder", http_method=[HttpMethod.POST, *_OTHER_METHODS])
 async def snapshot_reminder(request: Request[Any, Any, Any]) -> Response[Any]:
-    service = _service(request)
-    if service is None:
-        return _NOT_FOUND
-    if request.method != "POST":
-        return _not_allowed("POST")
-    if _authenticated(request, service) is None:
-        return _text("unauthorized\n", 401)
-    return _json(await asyncio.to_thread(service.snapshot_reminder))
+    admitted = _admit(request, "POST")
+    if isinstance(admitted, Response):
+        return admitted
+    return _json(await asyncio.to_thread(admitted[0].snapshot_reminder))
 
 
 @get("/memory/chain")
 async def chain(request: Request[Any, Any, Any]) -> Response[Any]:
-    service = _service(request)
-    if service is None:
-        return _NOT_FOUND
-    if _authenticated(request, service) is None:
-        return _text("unauthorized\n", 401)
-    return _json(await asyncio.to_thread(service.chain))
+    admitted = _admit(request)
+    if isinstance(admitted, Response):
+        return admitted
+    return _json(await asyncio.to_thread(admitted[0].chain))
 
 
 @get("/sse")
 async def sse(request: Request[Any, Any, Any]) -> Response[Any]:
-    service = _service(request)
-    if service is None:
-        return _NOT_FOUND
-    if _authenticated(request, service) is None:
-        return _text("unauthorized\n", 401)
+    admitted = _admit(request)
+    if isinstance(admitted, Response):
+        return admitted
+    service = admitted[0]
     session, queue = await asyncio.to_thread(service.sse.open)
 
     async def events() -> AsyncIterator[bytes]:
@@ -169,12 +168,10 @@ async def sse(request: Request[Any, Any, Any]) -> Response[Any]:
 
 @route("/messages", http_method=[HttpMethod.POST], request_max_body_size=None)
 async def messages(request: Request[Any, Any, Any]) -> Response[Any]:
-    service = _service(request)
-    if service is None:
-        return _NOT_FOUND
-    authenticated = _authenticated(request, service)
-    if authenticated is None:
-        return _text("unauthorized\n", 401)
+    admitted = _admit(request)
+    if isinstance(admitted, Response):
+        return admitted
+    service, authenticated = admitted
     session = request.query_params.get("sessionId", "")
     if not session or not await asyncio.to_thread(service.sse.exists, session):
         return _text("unknown session\n", 400)
