@@ -230,6 +230,8 @@ class RestoreOutcome:
     workspace_files: list[str] = field(default_factory=list)
     trace_lines: int | None = None
     set_aside: list[str] = field(default_factory=list)
+    policy_files: list[str] = field(default_factory=list)  # written back into policy_dir
+    policy_files_set_aside: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -284,8 +286,10 @@ def restore_database(
 
 
 def recreate_beside(settings: Settings, db_path: Path, outcome: RestoreOutcome) -> None:
-    """Re-create what lives beside the database from it: missing workspace files and a missing trace file.
-    Files that exist are left alone: they may hold writes newer than the replica, which the server adopts."""
+    """Re-create what lives beside the database from it: missing workspace files, a missing trace file, and the
+    policy files that were in force. Workspace and trace files that exist are left alone: they may hold writes
+    newer than the replica, which the server adopts. Policy files are put back as recorded (a file that differs
+    is kept as `<name>.yaml.bak`): a restored deployment enforces the policies it enforced."""
     from .db import Database
 
     db = Database(db_path, migrate=False)
@@ -299,6 +303,11 @@ def recreate_beside(settings: Settings, db_path: Path, outcome: RestoreOutcome) 
             names = [r[0] for r in db.query("SELECT DISTINCT file FROM memory_journal ORDER BY 1")]
             missing = [n for n in names if not (store.workspace / n).exists()]
             outcome.workspace_files = store.export(root, only=missing) if missing else []
+        if settings.policy_dir:
+            from .policy_files import materialize
+
+            written = materialize(db, settings.resolve_path(settings.policy_dir))
+            outcome.policy_files, outcome.policy_files_set_aside = written.written, written.set_aside
         if settings.trace_file:
             from .tracing.store import TraceStore
 
@@ -400,6 +409,11 @@ def _restore(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         + [f"set aside {p}" for p in outcome.set_aside]
         + ([f"re-created {len(outcome.workspace_files)} workspace file(s)"] if outcome.workspace_files else [])
         + ([f"re-created the trace file ({outcome.trace_lines} lines)"] if outcome.trace_lines is not None else [])
+        + ([f"wrote back policy file(s): {', '.join(outcome.policy_files)}"] if outcome.policy_files else [])
+        + [
+            f"set aside policy file {name} (not in force when the replica was made)"
+            for name in outcome.policy_files_set_aside
+        ]
         if outcome.restored
         else [f"nothing restored: {outcome.reason}"]
     )

@@ -39,7 +39,7 @@ class Mesh:
         self.settings = settings
         self.db = db or Database(settings.resolve_path(settings.storage_path))
         self.identity = IdentityResolver(settings)
-        self.policies = PolicyStore(settings)
+        self.policies = PolicyStore(settings, self.db)
         self.registry = Registry(settings)
         self.pipeline = Pipeline(self)
         self.tracer = Tracer(settings, self.db)

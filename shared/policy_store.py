@@ -10,8 +10,10 @@ import threading
 import time
 from pathlib import Path
 
+from .db import Database
 from .errors import ConfigError
 from .policy import PolicySet
+from .policy_files import snapshot
 from .settings import Settings, load_policy_dir, load_settings, parse_policy
 
 __all__ = ["PolicyStore"]
@@ -22,13 +24,15 @@ log = logging.getLogger("flux7.policy")
 class PolicyStore:
     CHECK_INTERVAL = 1.0
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, db: Database | None = None) -> None:
         self._settings = settings
+        self._db = db
         self._lock = threading.Lock()
         self._fingerprint = self._files_fingerprint()
         self._current = PolicySet(settings.policies, version=self._fingerprint)
         self._next_check = time.monotonic() + self.CHECK_INTERVAL
         self.last_error = ""
+        self._record()
 
     @property
     def policy_dir(self) -> Path | None:
@@ -84,7 +88,19 @@ class PolicyStore:
             self.last_error = ""
             self._current = PolicySet(policies, version=fp)
             log.info("policies reloaded: %d policies", len(policies))
-            return True
+        self._record()
+        return True
+
+    def _record(self) -> None:
+        """Copy the policy files of the set now in force into the database (shared/policy_files.py), so the
+        replica carries them. A failure here is logged: it never changes which policies are enforced."""
+        directory = self.policy_dir
+        if self._db is None or directory is None:
+            return
+        try:
+            snapshot(self._db, directory)
+        except Exception:
+            log.exception("policy files not recorded in the database")
 
     def validate_text(self, text: str, name: str) -> None:
         """Validate one policy file's text as the loader would; raises ConfigError."""

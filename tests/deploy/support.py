@@ -27,17 +27,21 @@ LITESTREAM_YML = REPO / "litestream.yml"
 FLUX7 = f"{sys.executable} -m shared.cli"
 
 
-def write_config(root: Path, data: str, backend: Backend, extra: str = "", *, hybrid: bool = False) -> Path:
-    """A config beside `root/<data>/` (its database is `<data>/flux7.db`, as litestream.yml expects)."""
+def write_config(
+    root: Path, data: str, backend: Backend, extra: str = "", *, hybrid: bool = False, policies: str = "policies"
+) -> Path:
+    """A config beside `root/<data>/` (its database is `<data>/flux7.db`, as litestream.yml expects), with the
+    example policy in `root/<policies>/` (written when that directory has none)."""
     (root / "spec.json").write_text(json.dumps(backend.spec()))
-    (root / "policies").mkdir(exist_ok=True)
-    (root / "policies" / "agents.yaml").write_text(POLICY)
+    (root / policies).mkdir(exist_ok=True)
+    if not (root / policies / "agents.yaml").exists():
+        (root / policies / "agents.yaml").write_text(POLICY)
     cfg = root / f"{data}.yaml"
     cfg.write_text(
         f"""
 storage_path: {data}/flux7.db
 trace_file: {data}/traces.jsonl
-policy_dir: policies
+policy_dir: {policies}
 approval: {{timeout_seconds: 120, channel: queue}}
 memory: {{enabled: true, hybrid: {str(hybrid).lower()}}}
 openapi:

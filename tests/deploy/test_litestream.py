@@ -108,9 +108,14 @@ def test_killed_deployment_restores_into_an_empty_directory_with_every_row_and_f
     tmp_path: Path, backend: Backend
 ) -> None:
     data, replica = tmp_path / "data", tmp_path / "replica"
-    config = write_config(tmp_path, "data", backend)
+    config = write_config(tmp_path, "data", backend, policies="data-policies")
     with replicated(config, data, replica) as server:
         _write_everything(server.url, data / "flux7.db")
+        # A policy edit made through the API (as the console makes it): a file on this machine's disk only.
+        edit = httpx.put(
+            f"{server.url}/policies/claude/tools/create_pet", json={"action": "deny", "by": "ops"}, trust_env=False
+        )
+        assert edit.status_code == 200, edit.text
         counts = httpx.get(f"{server.url}/health", trust_env=False).json()["traces"]
         chained = httpx.get(f"{server.url}/traces/verify", trust_env=False).json()["chained"]
         txid = server.caught_up()
@@ -120,7 +125,8 @@ def test_killed_deployment_restores_into_an_empty_directory_with_every_row_and_f
     # Restore as a fresh machine would: an empty directory, the same litestream.yml, only the replica to go on.
     restored = tmp_path / "restored"
     assert not restored.exists()
-    restored_config = write_config(tmp_path, "restored", backend)
+    restored_config = write_config(tmp_path, "restored", backend, policies="restored-policies")
+    (tmp_path / "restored-policies" / "agents.yaml").write_text("name: agents\nrules: []\n")  # the image's default
     r = run_cli(
         "restore",
         "--config",
@@ -131,6 +137,12 @@ def test_killed_deployment_restores_into_an_empty_directory_with_every_row_and_f
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "restored" in r.stdout and "re-created the trace file" in r.stdout
+    assert "wrote back policy file(s): agent-claude.yaml, agents.yaml" in r.stdout
+
+    # The policies in force when the replica was made, not the image's defaults.
+    policy_files = {p.name: p.read_bytes() for p in (tmp_path / "data-policies").glob("*.yaml")}
+    assert sorted(policy_files) == ["agent-claude.yaml", "agents.yaml"]
+    assert {p.name: p.read_bytes() for p in (tmp_path / "restored-policies").glob("*.yaml")} == policy_files
 
     # Every table, row by row (FTS shadow tables and Litestream's own included), and the schema.
     original, copy = data / "flux7.db", restored / "flux7.db"
@@ -163,6 +175,8 @@ def test_killed_deployment_restores_into_an_empty_directory_with_every_row_and_f
         assert chain["holds"] is True and chain["report"]["entries"] == 60 + 4
         grants = httpx.get(f"{again.url}/grants", trust_env=False).json()
         assert sorted(g["agent"] for g in grants) == ["a1", "a2"]
+        decided = _post(again.url, "/decide", {"tool": "create_pet"}, AGENT)
+        assert (decided.status_code, decided.json()["action"]) == (403, "deny")  # the edit holds after restore
 
 
 def run_mem7(*args: str, env: dict[str, str]) -> Any:
