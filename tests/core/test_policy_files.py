@@ -68,6 +68,11 @@ def test_materialize_does_nothing_without_a_record_and_never_writes_outside_the_
     target.mkdir()
     (target / "agents.yaml").write_text(AGENTS)
     assert materialize(db, target).written == [] and (target / "agents.yaml").read_text() == AGENTS
+    with db.write() as conn:  # a database from before the table (an older replica)
+        conn.execute("ALTER TABLE policy_files RENAME TO policy_files_later")
+    assert materialize(db, target).written == []
+    with db.write() as conn:
+        conn.execute("ALTER TABLE policy_files_later RENAME TO policy_files")
     with db.write() as conn:  # a tampered row naming a path
         conn.execute(
             "INSERT INTO policy_files (name, content, sha256, updated_at) VALUES ('../evil.yaml', x'00', '', 0)"
