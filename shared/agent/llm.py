@@ -196,7 +196,7 @@ class OpenAIChat(_StreamingClient):
                 if delta.get("content"):
                     yield TextDelta(str(delta["content"]))
                 for part in delta.get("tool_calls") or []:
-                    slot = calls.setdefault(int(part.get("index", 0)), {"id": "", "name": "", "arguments": ""})
+                    slot = calls.setdefault(_call_index(part, calls), {"id": "", "name": "", "arguments": ""})
                     fn = part.get("function") or {}
                     slot["id"] = part.get("id") or slot["id"]
                     slot["name"] += fn.get("name") or ""
@@ -280,6 +280,17 @@ class AnthropicChat(_StreamingClient):
                 stop = str((event.get("delta") or {}).get("stop_reason") or stop)
                 usage["output_tokens"] = int((event.get("usage") or {}).get("output_tokens", usage["output_tokens"]))
         yield Finished(stop, usage)
+
+
+def _call_index(part: dict[str, Any], calls: dict[int, dict[str, str]]) -> int:
+    """Which tool call a streamed piece belongs to. Servers that leave out `index` (some OpenAI-compatible ones
+    send each call whole) start a new call with each new id."""
+    if part.get("index") is not None:
+        return int(part["index"])
+    last = max(calls, default=-1)
+    if last < 0 or (part.get("id") and part["id"] != calls[last]["id"]):
+        return last + 1
+    return last
 
 
 def _object_or_empty(arguments: str) -> dict[str, Any]:

@@ -47,6 +47,17 @@ async def test_text_and_tool_calls_arrive_whole_from_a_stream(provider: str) -> 
     assert finished.stop_reason == ("tool_calls" if provider == "openai" else "tool_use")
 
 
+async def test_tool_calls_sent_whole_without_an_index_stay_apart() -> None:
+    with openai_stream(two_steps) as llm:
+        llm.whole_calls = True
+        events = await collect(make_chat("openai", "m", url=llm.url, api_key="sk-test"), [Message("user", "hi")], [])
+    calls = [e.call for e in events if isinstance(e, ToolCallDone)]
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("call_0", "list_pets", '{"limit": 2}'),
+        ("call_1", "get_pet", '{"id": "1"}'),
+    ]
+
+
 async def test_openai_request_carries_the_conversation_and_tools_in_its_shape() -> None:
     with openai_stream(lambda _b: [("text", "ok")]) as llm:
         await collect(make_chat("openai", "gpt-x", url=llm.url + "/v1", api_key="sk-test"), HISTORY, [PETS])
