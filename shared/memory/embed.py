@@ -137,7 +137,8 @@ class MiniLMEmbedder:
             options.log_severity_level = 3
             # Idle intra-op threads would otherwise spin on the cores for a while after each run, slowing the
             # numpy and SQLite work that follows a query's embedding: a hybrid search at 100k entries took 46 ms
-            # with spinning and 27 ms without, though one embedding alone is ~1.5 ms faster with it.
+            # with spinning and 27 ms without. Spinning would make a lone embedding ~1.5 ms and memory_store
+            # ~12% faster; search latency is the target (docs/retrieval.md).
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             if self.threads:
                 options.intra_op_num_threads = self.threads
