@@ -30,8 +30,17 @@ rules:
 """
 
 
+# A CLI tool too: its name (`clock.run`) has a dot, which no model API accepts in a tool name.
+CLOCK = """
+cli_tools:
+  - name: clock
+    bin: date
+    bare: {allowed_args: ["-u"], timeout: 5s}
+"""
+
+
 def write_mesh_config(tmp_path: Path, backend: Backend) -> Path:
-    return pets_mesh_config(tmp_path, backend, POLICY)
+    return pets_mesh_config(tmp_path, backend, POLICY, extra=CLOCK)
 
 
 @dataclass

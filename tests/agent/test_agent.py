@@ -68,6 +68,19 @@ async def test_a_tool_call_goes_through_the_mesh_and_its_result_back_to_the_mode
     assert [m.role for m in agent.messages] == ["user", "assistant", "tool", "assistant"]
 
 
+async def test_a_tool_whose_name_no_model_accepts_is_offered_renamed_and_called_by_its_own_name(
+    tmp_path: Path, backend: Backend
+) -> None:
+    with openai_stream(call_then_report("clock_run", {"args": ["-u"]})) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            events = await run(agent_for(world, "openai", llm.url), "What time is it?")
+    offered = [t["function"]["name"] for t in llm.bodies[0]["tools"]]
+    assert "clock_run" in offered and all("." not in name for name in offered)
+    done = next(e for e in events if e.type == "tool_call_complete")
+    assert (done.tool, done.policy, done.is_error) == ("clock.run", "allow", False), done.text
+    assert "UTC" in done.text
+
+
 async def test_a_denied_call_reaches_the_model_as_a_refusal_and_runs_nothing(tmp_path: Path, backend: Backend) -> None:
     with openai_stream(call_then_report("delete_pet", {"petId": "1"})) as llm:
         async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:

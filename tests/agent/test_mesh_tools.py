@@ -32,7 +32,9 @@ async def test_tools_are_offered_under_provider_safe_unique_names(tmp_path: Path
         listed = await tools.list()
         names = {t.name for t in listed}
         assert {"list_pets", "create_pet", "delete_pet", "get_pet_by_id"} <= names
-        assert all(t.spec.name == t.name for t in listed)  # already safe: kept as is
+        renamed = {t.name: t.spec.name for t in listed if t.spec.name != t.name}
+        assert renamed == {"clock.run": "clock_run"}  # the others are safe already and kept as they are
+        assert tools.mesh_name("clock_run") == "clock.run"
         pet = next(t for t in listed if t.name == "get_pet_by_id")
         assert pet.spec.parameters["required"] == ["petId"]
         assert tools.mesh_name("get_pet_by_id") == "get_pet_by_id"
