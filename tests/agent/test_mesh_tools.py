@@ -6,6 +6,7 @@ from pathlib import Path
 
 from shared.agent.mesh_tools import MeshTools, schema_of
 from tests.agent.conftest import in_process_mesh, write_mesh_config
+from tests.support.http import serve_json
 from tests.upstreams.servers.http_backend import Backend
 
 
@@ -81,3 +82,19 @@ async def test_an_unknown_tool_and_a_dead_mesh_are_errors_not_crashes(tmp_path: 
     outcome = await dead.call("list_pets", {})
     await dead.aclose()
     assert outcome.is_error and outcome.policy == "error" and "did not answer" in outcome.content
+
+
+async def test_names_that_collide_once_made_safe_stay_distinct() -> None:
+    listed = [
+        {"name": "github.create_issue", "description": "a", "params": []},
+        {"name": "github_create_issue", "description": "b", "params": []},
+        {"name": "x" * 80, "description": "long", "params": []},
+    ]
+    with serve_json(lambda *_: (200, listed)) as (url, _seen):
+        tools = MeshTools(url, "coder")
+        offered = await tools.list()
+        await tools.aclose()
+    names = {t.name: t.spec.name for t in offered}
+    assert names["github.create_issue"] != names["github_create_issue"]
+    assert {tools.mesh_name(n) for n in names.values()} == set(names)
+    assert all(len(n) <= 64 for n in names.values())
