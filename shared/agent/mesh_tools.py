@@ -1,5 +1,9 @@
 """The agent's tools are the mesh's: listed from `GET /tools`, called through `POST /tool/{name}`.
 
+Their schemas come from the mesh's own MCP `tools/list` (the stateless revision, one request) when it answers:
+it carries MCP upstreams' input schemas verbatim, where `GET /tools` has flat parameters, and it leaves out what
+`hide_denied_tools` hides from this agent. A mesh that does not answer it gets schemas built from the parameters.
+
 Every call carries the agent's identity (`Bearer agent:<id>`, or a token) and its session (`X-Session-Id`), so the
 mesh applies its policy, grants, limits and approvals to it and traces it like any other agent's call. What the
 mesh answers becomes the tool result the model reads: the backend's result on 200, otherwise a short sentence
@@ -15,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from .. import __version__
 from .conversation import ToolSpec
 
 __all__ = ["MeshTool", "MeshTools", "MeshUnavailable", "ToolOutcome", "schema_of"]
@@ -22,6 +27,8 @@ __all__ = ["MeshTool", "MeshTools", "MeshUnavailable", "ToolOutcome", "schema_of
 _JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_RESULT_CHARS = 20_000  # what one tool result may put into the conversation
+_MCP_REVISION = "2026-07-28"  # stateless: tools/list in one request, no session
+_MAX_PAGES = 50
 
 
 class MeshUnavailable(Exception):
@@ -109,19 +116,50 @@ class MeshTools:
             raise MeshUnavailable(f"{self.url}/tools: not JSON") from e
         if not isinstance(listed, list):
             raise MeshUnavailable(f"{self.url}/tools: not a list")
+        schemas = await self._mcp_schemas()
         tools: list[MeshTool] = []
         taken: set[str] = set()
         self._by_spec_name = {}
         for item in sorted(listed, key=lambda t: str(t.get("name", ""))):
             name = str(item.get("name") or "")
-            if not name:
-                continue
+            if not name or (schemas is not None and name not in schemas):
+                continue  # nameless, or hidden from this agent's MCP list (hide_denied_tools)
             safe = _safe_name(name, taken)
             taken.add(safe)
             self._by_spec_name[safe] = name
             description = str(item.get("description") or name)
-            tools.append(MeshTool(name, ToolSpec(safe, description, schema_of(list(item.get("params") or [])))))
+            schema = (schemas or {}).get(name) or schema_of(list(item.get("params") or []))
+            tools.append(MeshTool(name, ToolSpec(safe, description, schema)))
         return tools
+
+    async def _mcp_schemas(self) -> dict[str, dict[str, Any]] | None:
+        """Each tool's input schema from the mesh's MCP tools/list; None when the mesh does not answer it."""
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": _MCP_REVISION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "flux7-agent", "version": __version__},
+        }
+        headers = {"MCP-Protocol-Version": _MCP_REVISION, "Mcp-Method": "tools/list"}
+        schemas: dict[str, dict[str, Any]] = {}
+        cursor: str | None = None
+        for page in range(_MAX_PAGES):
+            params: dict[str, Any] = {"_meta": meta, **({"cursor": cursor} if cursor else {})}
+            body = {"jsonrpc": "2.0", "id": page + 1, "method": "tools/list", "params": params}
+            try:
+                resp = await self._client.post("/mcp", json=body, headers=headers)
+                result = resp.json()["result"] if resp.status_code == 200 else None
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                return None
+            if not isinstance(result, dict):
+                return None
+            for tool in result.get("tools") or []:
+                schema = tool.get("inputSchema") if isinstance(tool, dict) else None
+                if isinstance(schema, dict) and schema.get("type") == "object":
+                    schemas[str(tool.get("name"))] = schema
+            cursor = result.get("nextCursor") or None
+            if cursor is None:
+                break
+        return schemas
 
     def mesh_name(self, spec_name: str) -> str | None:
         """The mesh's tool behind a name the model used; None for a name that was never offered."""

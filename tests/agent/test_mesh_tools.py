@@ -6,7 +6,9 @@ from pathlib import Path
 
 from shared.agent.mesh_tools import MeshTools, schema_of
 from tests.agent.conftest import in_process_mesh, write_mesh_config
+from tests.mcp_server.conftest import echo_server
 from tests.support.http import serve_json
+from tests.support.mesh import pets_mesh_config
 from tests.upstreams.servers.http_backend import Backend
 
 
@@ -98,3 +100,34 @@ async def test_names_that_collide_once_made_safe_stay_distinct() -> None:
     assert names["github.create_issue"] != names["github_create_issue"]
     assert {tools.mesh_name(n) for n in names.values()} == set(names)
     assert all(len(n) <= 64 for n in names.values())
+
+
+UPSTREAM_POLICY = """
+name: agents
+agent: "*"
+rules:
+  - tools: ["echo.write_file", "delete_pet"]
+    action: deny
+  - tools: ["*"]
+    action: allow
+"""
+
+
+async def test_schemas_come_verbatim_from_mcp_upstreams_and_hidden_tools_are_not_offered(
+    tmp_path: Path, backend: Backend
+) -> None:
+    extra = f"hide_denied_tools: true\nmcp_servers:\n{echo_server()}\n"
+    config = pets_mesh_config(tmp_path, backend, UPSTREAM_POLICY, extra=extra)
+    async with in_process_mesh(config) as world:
+        tools = world.tools()
+        listed = {t.name: t.spec for t in await tools.list()}
+        outcome = await tools.call("echo.search", {"query": "q", "tags": ["a", "b"]})
+        await tools.aclose()
+    search = listed["echo.search"]
+    assert search.name == "echo_search"
+    assert search.parameters["properties"]["tags"]["anyOf"][0] == {"items": {"type": "string"}, "type": "array"}
+    assert search.parameters["required"] == ["query"]
+    assert "echo.write_file" not in listed and "delete_pet" not in listed  # hidden from this agent
+    assert "echo.echo" in listed and "list_pets" in listed
+    assert not any(name.startswith("approval.") for name in listed)  # the MCP-only virtual tools are not tools here
+    assert not outcome.is_error and '"tags": ["a", "b"]' in outcome.content
