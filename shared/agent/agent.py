@@ -11,6 +11,8 @@ answered with an error result without calling anything.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -38,12 +40,14 @@ class Agent:
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         max_turns: int = 20,
         keep_messages: int = 200,
+        wait_notice: float = 2.0,
     ) -> None:
         self.chat = chat
         self.mesh = mesh
         self.system_prompt = system_prompt
         self.max_turns = max(1, max_turns)
         self.keep_messages = max(2, keep_messages)
+        self.wait_notice = wait_notice  # seconds without an answer before saying the call is waiting
         self.messages: list[Message] = []
         self.tools: list[MeshTool] | None = None
         self.usage = {"input_tokens": 0, "output_tokens": 0}
@@ -109,7 +113,18 @@ class Agent:
         elif arguments is None:
             outcome = ToolOutcome("error: the arguments must be a JSON object; nothing was called", True, "error", 0)
         else:
-            outcome = await self.mesh.call(name, arguments)
+            pending = asyncio.ensure_future(self.mesh.call(name, arguments))
+            try:
+                done, _ = await asyncio.wait({pending}, timeout=self.wait_notice)
+                if not done:  # most likely held for a human's approval: say so, and which one when visible
+                    approval = await self.mesh.pending_approval(name)
+                    yield AgentEvent("tool_call_waiting", tool=shown, call_id=call.id, approval_id=approval)
+                outcome = await pending
+            finally:
+                if not pending.done():  # the run was abandoned: do not leave the request behind
+                    pending.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await pending
         results.append(ToolResult(call.id, outcome.content, outcome.is_error))
         yield AgentEvent(
             "tool_call_complete",

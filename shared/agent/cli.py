@@ -123,6 +123,14 @@ class Renderer:
             self._end_line()
             self.err.write(f"→ {event.tool} {json.dumps(event.arguments, ensure_ascii=False)}\n")
             self.err.flush()
+        elif event.type == "tool_call_waiting":
+            if event.approval_id:
+                self.err.write(
+                    f"… waiting: approval {event.approval_id[:8]} is pending (mesh approve {event.approval_id[:8]})\n"
+                )
+            else:
+                self.err.write("… waiting for the mesh (a call held for a human's approval waits until resolved)\n")
+            self.err.flush()
         elif event.type == "tool_call_complete":
             where = f" · trace {event.trace_id[:12]}" if event.trace_id else ""
             approval = f" · approval {event.approval_id[:8]}" if event.approval_id else ""

@@ -12,6 +12,7 @@ EventType = Literal[
     "text_delta",
     "text_complete",
     "tool_call_start",
+    "tool_call_waiting",
     "tool_call_complete",
     "agent_end",
     "agent_error",

@@ -165,6 +165,17 @@ class MeshTools:
         """The mesh's tool behind a name the model used; None for a name that was never offered."""
         return self._by_spec_name.get(spec_name)
 
+    async def pending_approval(self, name: str) -> str:
+        """The id of this agent's newest pending approval of `name`, when the mesh lets this caller see its
+        approvals (loopback without an admin token, or an admin token); "" otherwise."""
+        try:
+            resp = await self._client.get("/approvals", params={"status": "pending", "tool": name}, timeout=5.0)
+            listed = resp.json() if resp.status_code == 200 else []
+        except (httpx.HTTPError, ValueError):
+            return ""
+        mine = [a for a in listed if isinstance(a, dict) and a.get("agent_id") == self.agent_id]
+        return str(mine[0].get("id") or "") if mine else ""
+
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """One governed call. Never raises for what the mesh decides; a mesh that does not answer is an error
         result too, so the model hears about it and nothing runs around the mesh."""

@@ -13,8 +13,9 @@ from shared.agent.agent import Agent
 from shared.agent.events import AgentEvent
 from shared.agent.llm import make_chat
 from shared.agent.mesh_tools import MeshTools
-from tests.agent.conftest import InProcessMesh, in_process_mesh, write_mesh_config
+from tests.agent.conftest import POLICY, InProcessMesh, in_process_mesh, write_mesh_config
 from tests.agent.llm_stream_servers import anthropic_stream, last_tool_results, openai_stream
+from tests.support.mesh import pets_mesh_config
 from tests.support.waiting import eventually
 from tests.upstreams.servers.http_backend import Backend
 
@@ -96,21 +97,52 @@ async def test_a_denied_call_reaches_the_model_as_a_refusal_and_runs_nothing(tmp
 async def test_a_call_held_for_approval_runs_once_a_human_approves(tmp_path: Path, backend: Backend) -> None:
     with openai_stream(call_then_report("create_pet", {"name": "Kit"})) as llm:
         async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
-            running = asyncio.create_task(run(agent_for(world, "openai", llm.url), "Add a pet called Kit"))
+            agent = agent_for(world, "openai", llm.url, wait_notice=0.05)
+            events: list[AgentEvent] = []
 
-            async def pending() -> list[Any]:
-                listed = (await world.admin.get("/approvals", params={"status": "pending"})).json()
-                return [a for a in listed if a["tool"] == "create_pet"]
+            async def drive() -> None:
+                async for event in agent.run("Add a pet called Kit"):
+                    events.append(event)
 
-            held = await eventually(pending, timeout=15)
-            assert held[0]["agent_id"] == "coder"
+            running = asyncio.create_task(drive())
+            # The agent says the call waits; with an admin token set it cannot see which approval.
+            waiting = await eventually(lambda: [e for e in events if e.type == "tool_call_waiting"], timeout=15)
+            assert [w.approval_id for w in waiting] == [""]
+            held = (await world.admin.get("/approvals", params={"status": "pending"})).json()
+            assert [(a["agent_id"], a["tool"]) for a in held] == [("coder", "create_pet")]
             assert not any(r.method == "POST" for r in backend.requests)  # nothing ran while it waited
             approved = await world.admin.post(f"/approvals/{held[0]['id']}/approve", json={"resolved_by": "ops"})
             assert approved.status_code == 200
-            events = await asyncio.wait_for(running, 15)
+            await asyncio.wait_for(running, 15)
     done = next(e for e in events if e.type == "tool_call_complete")
     assert (done.policy, done.approval_id, done.is_error) == ("human_approval", held[0]["id"], False)
     assert [r.body for r in backend.requests if r.method == "POST"] == [{"name": "Kit"}]
+    assert events[-1].type == "agent_end"
+
+
+async def test_a_call_that_waits_says_so_and_names_the_approval_when_the_mesh_shows_it(
+    tmp_path: Path, backend: Backend
+) -> None:
+    # No admin token: the control plane is open to loopback callers, this agent included.
+    config = pets_mesh_config(tmp_path, backend, POLICY, admin_token=None)
+    with openai_stream(call_then_report("create_pet", {"name": "Kit"})) as llm:
+        async with in_process_mesh(config) as world:
+            agent = agent_for(world, "openai", llm.url, wait_notice=0.05)
+            seen: list[AgentEvent] = []
+
+            async def drive() -> None:
+                async for event in agent.run("Add Kit"):
+                    seen.append(event)
+
+            running = asyncio.create_task(drive())
+            waiting = await eventually(lambda: [e for e in seen if e.type == "tool_call_waiting"], timeout=15)
+            held = (await world.admin.get("/approvals", params={"status": "pending"})).json()
+            assert waiting[0].approval_id == held[0]["id"] and waiting[0].tool == "create_pet"
+            await world.admin.post(f"/approvals/{held[0]['id']}/deny", json={"resolved_by": "ops"})
+            await asyncio.wait_for(running, 15)
+    done = next(e for e in seen if e.type == "tool_call_complete")
+    assert (done.policy, done.is_error) == ("human_approval", True)
+    assert done.text == "refused: approval denied by ops. Do not retry this call; tell the user."
 
 
 async def test_made_up_tools_and_bad_arguments_are_answered_without_calling_anything(

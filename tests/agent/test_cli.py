@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -14,6 +15,7 @@ from tests.agent.conftest import ADMIN, write_mesh_config
 from tests.agent.llm_stream_servers import anthropic_stream
 from tests.agent.test_agent import call_then_report
 from tests.support.server import REPO, running_server
+from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
 
 
@@ -95,3 +97,40 @@ def test_an_unreachable_model_exits_1_with_the_reason(tmp_path: Path, backend: B
         done = agent_cli(["-p", "hi", "--mesh", server.url, "--model", "m"], "http://127.0.0.1:9")
     assert done.returncode == 1
     assert "error: " in done.stderr and "ConnectError" in done.stderr
+
+
+def test_a_call_held_for_approval_shows_it_waits_until_a_human_approves(tmp_path: Path, backend: Backend) -> None:
+    with (
+        anthropic_stream(call_then_report("create_pet", {"name": "Kit"})) as llm,
+        running_server(write_mesh_config(tmp_path, backend)) as server,
+    ):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("FLUX7_", "MESH_", "ANTHROPIC_"))}
+        env.update({"PYTHONPATH": str(REPO), "FLUX7_LLM_URL": llm.url, "ANTHROPIC_API_KEY": "sk-ant-test"})
+        args = ["-p", "Add Kit", "--mesh", server.url, "--model", "m", "--agent-id", "cli-agent"]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "shared.cli", "agent", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
+        reader.start()
+        try:
+            wait_until(lambda: any(line.startswith("… waiting for the mesh") for line in lines), timeout=30)
+            held = httpx.get(f"{server.url}/approvals", headers=ADMIN, trust_env=False).json()
+            assert [(a["agent_id"], a["tool"]) for a in held] == [("cli-agent", "create_pet")]
+            approve = httpx.post(f"{server.url}/approvals/{held[0]['id']}/approve", headers=ADMIN, trust_env=False)
+            assert approve.status_code == 200
+            assert proc.stdout is not None
+            out = proc.stdout.read()  # until the agent exits (the reader thread owns stderr)
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        reader.join(5)
+    assert proc.returncode == 0, "".join(lines)
+    assert "The tool said:" in out
+    assert any(line.startswith(f"← human_approval · approval {held[0]['id'][:8]}") for line in lines)
