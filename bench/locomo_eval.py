@@ -19,6 +19,11 @@ B: conv-42, conv-43), reported per method. The data is CC BY-NC evaluation data:
 never copied; the baselines' vectors are cached outside the repository.
 
     python bench/locomo_eval.py [--data DIR] [--vectors-db PATH] [--reuse-embeddings] [--methods a,b,...]
+                                [--rerank-url URL [--rerank-model M]]
+
+`--rerank-url` gives the service the optional LLM reranker (an Ollama server, CONTRACT 2.8's MEM7_RERANK_URL):
+the `service` row is then hybrid + LLM rerank, and the JSON records the model and how many questions fell back
+to the fused order.
 
 `--reuse-embeddings` lets the service take the stored turns' vectors from the baselines' cache (same model, same
 vectors) instead of embedding each `memory_store` again; ingestion throughput is then not the real one and the
@@ -328,6 +333,8 @@ def main() -> None:
     parser.add_argument("--reuse-embeddings", action="store_true", help="the service takes cached turn vectors")
     parser.add_argument("--methods", default="", help="comma-separated subset (default: all)")
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo_eval.json")
+    parser.add_argument("--rerank-url", default="", help="an Ollama server for the service's LLM reranker")
+    parser.add_argument("--rerank-model", default="", help="its model (default: CONTRACT 2.8's)")
     args = parser.parse_args()
 
     conversations = json.loads((args.data / "locomo-dev.json").read_text())
@@ -377,7 +384,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory(prefix="flux7-locomo-") as tmp:
         service = MemoryService(
-            MemoryConfig(dir=tmp, hybrid=True),
+            MemoryConfig(dir=tmp, hybrid=True, rerank_url=args.rerank_url, rerank_model=args.rerank_model),
             Database(Path(tmp) / "index.db"),
             vectors=_reused_vectors(memo, vectors, memories) if args.reuse_embeddings else None,
         )
@@ -394,8 +401,17 @@ def main() -> None:
                 print(f"query embedding alone (part of the service's latency): {report['query_embedding_ms']}")
             header = f"{'method':<24} {'turn_R@5':>8} {'turn_R@10':>9} {'hit@5':>6} {'sess_R@5':>8} {'MRR':>6}"
             print(header + f" {'p50 ms':>7} {'p95 ms':>7}")
+            reranker = service.searcher.reranker
+            if reranker is not None:
+                report["service_rerank"] = {"url": args.rerank_url, "model": getattr(reranker, "model", "")}
             for name in wanted:
-                result = evaluate(methods[name](), qs)
+                method = methods[name]()
+                fallbacks = None
+                if name == "service" and reranker is not None:
+                    method, fallbacks = _counting_fallbacks(method, reranker)
+                result = evaluate(method, qs)
+                if fallbacks is not None:
+                    result["rerank_fallbacks"] = fallbacks()
                 report["methods"][name] = result
                 lat = result["latency_ms"]
                 print(row(name, result["all"]) + f" {lat['p50']:>7} {lat['p95']:>7}")
@@ -406,6 +422,19 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"saved {args.out}")
+
+
+def _counting_fallbacks(method: Method, reranker: Any) -> tuple[Method, Callable[[], int]]:
+    """The method, counting the questions whose rerank fell back to the fused order (`last_error` is set then)."""
+    fell_back = 0
+
+    def run(question: str, sample: str) -> list[str]:
+        nonlocal fell_back
+        keys = method(question, sample)
+        fell_back += reranker.last_error is not None
+        return keys
+
+    return run, lambda: fell_back
 
 
 def _reused_vectors(
