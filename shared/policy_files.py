@@ -73,6 +73,8 @@ def materialize(db: Database, directory: Path) -> Materialized:
         for name, content in rows
         if Path(str(name)).name == str(name) and str(name).endswith(".yaml") and not str(name).startswith(".")
     }
+    if not recorded:
+        return outcome
     directory.mkdir(parents=True, exist_ok=True)
     for path in sorted(directory.glob("*.yaml")):
         if path.is_file() and path.name not in recorded:

@@ -79,6 +79,7 @@ def test_materialize_does_nothing_without_a_record_and_never_writes_outside_the_
         )
     done = materialize(db, target)
     assert done.written == [] and not (tmp_path / "evil.yaml").exists()
+    assert done.set_aside == [] and (target / "agents.yaml").read_text() == AGENTS  # nothing usable: nothing moved
     db.close()
 
 
