@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -30,7 +31,15 @@ from .identity import is_loopback_bind
 from .serve import check_bind
 from .settings import Settings, load_settings
 
-__all__ = ["Finding", "check_config", "check_database", "check_embeddings", "check_replication", "main"]
+__all__ = [
+    "Finding",
+    "check_config",
+    "check_database",
+    "check_embeddings",
+    "check_policies",
+    "check_replication",
+    "main",
+]
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -127,6 +136,41 @@ def check_database(settings: Settings, *, replicated: bool) -> list[Finding]:
     if journal.lower() != "wal":
         out.append(Finding("database", "warn", "not in WAL mode (Litestream needs WAL)", "flux7 serve sets WAL"))
     return out
+
+
+def check_policies(settings: Settings) -> list[Finding]:
+    """policy_dir against its copy in the database (shared/policy_files.py), which is what a restore writes back."""
+    if not settings.policy_dir:
+        return []
+    path = settings.resolve_path(settings.storage_path)
+    directory = settings.resolve_path(settings.policy_dir)
+    if not path.exists():
+        return []  # check_database already says so
+    on_disk = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob("*.yaml"))}
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
+        try:
+            recorded = {str(n): str(h) for n, h in conn.execute("SELECT name, sha256 FROM policy_files")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return [
+            Finding(
+                "policies", "warn", "the database holds no copy of the policy files yet", "flux7 serve records them"
+            )
+        ]
+    differ = sorted(n for n in on_disk.keys() | recorded.keys() if on_disk.get(n) != recorded.get(n))
+    if differ:
+        return [
+            Finding(
+                "policies",
+                "warn",
+                f"{directory}: differs from the database's copy: {', '.join(differ)}",
+                "the running server records a set that loads at its next reload; one that fails to load is not "
+                "recorded (and a restore now would write back the database's copy)",
+            )
+        ]
+    return [Finding("policies", "ok", f"{directory}: {len(on_disk)} files, the same as the database's copy")]
 
 
 def _litestream_config(explicit: str | None, env: Mapping[str, str]) -> Path | None:
@@ -328,7 +372,7 @@ def check_upstreams(settings: Settings, timeout: float) -> list[Finding]:
     return asyncio.run(_upstreams(settings, timeout))
 
 
-AREAS = ("database", "replication", "embeddings", "upstreams")
+AREAS = ("database", "policies", "replication", "embeddings", "upstreams")
 _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
 
@@ -341,6 +385,8 @@ def run_checks(
     replicated = _litestream_config(litestream, env) is not None
     if "database" not in skip:
         findings += check_database(settings, replicated=replicated)
+    if "policies" not in skip:
+        findings += check_policies(settings)
     if "replication" not in skip:
         findings += check_replication(settings, litestream, env, timeout)
     if "embeddings" not in skip:

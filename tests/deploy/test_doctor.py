@@ -32,6 +32,7 @@ def test_doctor_finds_a_replicated_deployment_healthy(tmp_path: Path, backend: B
     replication = _lines(out, "ok", "replication")
     assert any("litestream 0.5.17" in line and replica.as_uri() in line for line in replication), out
     assert any("daemon answers" in line for line in replication), out
+    assert "1 files, the same as the database's copy" in _lines(out, "ok", "policies")[0]
     assert "384-dim vector" in _lines(out, "ok", "embeddings")[0]
     assert "backend answers (HTTP" in _lines(out, "ok", "upstreams")[0]
 
@@ -102,3 +103,20 @@ def test_doctor_reports_an_unreadable_database_as_broken(tmp_path: Path) -> None
     failed = _lines(r.stdout, "FAIL", "database")
     assert failed and "flux7.db" in failed[0], r.stdout
     assert "fix: restore it: flux7 restore" in r.stdout
+
+
+def test_doctor_warns_when_the_policy_files_differ_from_the_copy_a_restore_would_write(
+    tmp_path: Path, backend: Backend
+) -> None:
+    data, replica = tmp_path / "data", tmp_path / "replica"
+    cfg = write_config(tmp_path, "data", backend)
+    with replicated(cfg, data, replica) as server:
+        server.caught_up()
+    (tmp_path / "policies" / "agents.yaml").write_text("name: agents\nrules: []\n")  # edited while it was down
+    (tmp_path / "policies" / "extra.yaml").write_text("name: extra\nrules: []\n")
+    r = run_cli(
+        "doctor", "--config", str(cfg), "--skip", "replication", "--skip", "upstreams", env=env_for(data, replica)
+    )
+    assert r.returncode == 0, r.stdout + r.stderr  # a warning, not a failure
+    warned = _lines(r.stdout, "WARN", "policies")
+    assert warned and "differs from the database's copy: agents.yaml, extra.yaml" in warned[0], r.stdout
