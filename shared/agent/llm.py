@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from ..openai_compat import openai_path
 from .conversation import Message, ToolCall, ToolSpec
 
 __all__ = [
@@ -146,9 +147,7 @@ class OpenAIChat(_StreamingClient):
     """`POST <url>/chat/completions` with `stream: true` (the url is the API base, e.g. `.../v1`)."""
 
     def _endpoint(self) -> str:
-        if self.url.endswith("/chat/completions"):
-            return self.url
-        return f"{self.url}/chat/completions" if self.url.endswith("/v1") else f"{self.url}/v1/chat/completions"
+        return self.url + openai_path(self.url, "chat/completions")
 
     def _body(self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict[str, Any]:
         wire: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []

@@ -18,6 +18,7 @@ import httpx
 import numpy as np
 
 from ..errors import Flux7Error
+from ..openai_compat import openai_path
 
 __all__ = [
     "LOCAL_MODEL_NAME",
@@ -266,8 +267,7 @@ class OpenAIEmbedder(_RemoteEmbedder):
     provider = "openai"
 
     def _fetch(self, texts: list[str]) -> list[list[float]]:
-        path = "/embeddings" if self.url.endswith("/v1") else "/v1/embeddings"
-        data = self._post(path, {"model": self.model, "input": texts})
+        data = self._post(openai_path(self.url, "embeddings"), {"model": self.model, "input": texts})
         try:
             items = sorted(data["data"], key=lambda item: item.get("index", 0))
             return [list(item["embedding"]) for item in items]

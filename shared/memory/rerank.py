@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 
+from ..openai_compat import openai_path
+
 __all__ = ["DEFAULT_RERANK_MODEL", "Reranker", "default_reranker"]
 
 log = logging.getLogger("flux7.memory.rerank")
@@ -90,9 +92,8 @@ class Reranker:
                 {"model": self.model, "prompt": prompt, "stream": False, "options": {"temperature": 0}},
             )
             return str(data["response"])
-        path = "/chat/completions" if self.url.endswith("/v1") else "/v1/chat/completions"
         data = self._post(
-            path,
+            openai_path(self.url, "chat/completions"),
             {"model": self.model, "messages": [{"role": "user", "content": prompt}], "temperature": 0},
         )
         return str(data["choices"][0]["message"]["content"])

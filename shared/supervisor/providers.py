@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from ..openai_compat import openai_path
 from .config import ProviderConfig
 
 __all__ = ["ProviderChain", "Verdict", "build_prompt", "parse_reply"]
@@ -125,12 +126,7 @@ class _Anthropic(_Provider):
 
 class _OpenAI(_Provider):
     async def ask(self, prompt: str) -> str:
-        if self.base.endswith("/chat/completions"):
-            url = self.base
-        elif self.base.endswith("/v1"):
-            url = f"{self.base}/chat/completions"
-        else:
-            url = f"{self.base}/v1/chat/completions"
+        url = self.base + openai_path(self.base, "chat/completions")
         headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
         data = await self._post(
             url,
