@@ -38,6 +38,17 @@ async def run(agent: Agent, prompt: str) -> list[AgentEvent]:
     return [event async for event in agent.run(prompt)]
 
 
+def in_background(agent: Agent, prompt: str) -> tuple[asyncio.Task[None], list[AgentEvent]]:
+    """The run as a task, and the list its events arrive in while it runs."""
+    events: list[AgentEvent] = []
+
+    async def drive() -> None:
+        async for event in agent.run(prompt):
+            events.append(event)
+
+    return asyncio.create_task(drive()), events
+
+
 def agent_for(world: InProcessMesh, provider: str, url: str, **kw: Any) -> Agent:
     key = "sk-test" if provider == "openai" else "sk-ant-test"
     chat = make_chat(provider, "m", url=url, api_key=key, backoff=0)
@@ -98,13 +109,7 @@ async def test_a_call_held_for_approval_runs_once_a_human_approves(tmp_path: Pat
     with openai_stream(call_then_report("create_pet", {"name": "Kit"})) as llm:
         async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
             agent = agent_for(world, "openai", llm.url, wait_notice=0.05)
-            events: list[AgentEvent] = []
-
-            async def drive() -> None:
-                async for event in agent.run("Add a pet called Kit"):
-                    events.append(event)
-
-            running = asyncio.create_task(drive())
+            running, events = in_background(agent, "Add a pet called Kit")
             # The agent says the call waits; with an admin token set it cannot see which approval.
             waiting = await eventually(lambda: [e for e in events if e.type == "tool_call_waiting"], timeout=15)
             assert [w.approval_id for w in waiting] == [""]
@@ -128,13 +133,7 @@ async def test_a_call_that_waits_says_so_and_names_the_approval_when_the_mesh_sh
     with openai_stream(call_then_report("create_pet", {"name": "Kit"})) as llm:
         async with in_process_mesh(config) as world:
             agent = agent_for(world, "openai", llm.url, wait_notice=0.05)
-            seen: list[AgentEvent] = []
-
-            async def drive() -> None:
-                async for event in agent.run("Add Kit"):
-                    seen.append(event)
-
-            running = asyncio.create_task(drive())
+            running, seen = in_background(agent, "Add Kit")
             waiting = await eventually(lambda: [e for e in seen if e.type == "tool_call_waiting"], timeout=15)
             held = (await world.admin.get("/approvals", params={"status": "pending"})).json()
             assert waiting[0].approval_id == held[0]["id"] and waiting[0].tool == "create_pet"

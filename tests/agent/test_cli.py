@@ -19,18 +19,27 @@ from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
 
 
+def agent_env(llm_url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment without the agent's own variables, then the stand-in model's URL and key."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLUX7_", "MESH_", "ANTHROPIC_", "OPENAI_"))}
+    return {
+        **env,
+        "PYTHONPATH": str(REPO),
+        "FLUX7_LLM_URL": llm_url,
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        **(extra or {}),
+    }
+
+
 def agent_cli(
     args: list[str], llm_url: str, *, stdin: str = "", extra_env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLUX7_", "MESH_", "ANTHROPIC_", "OPENAI_"))}
-    env.update({"PYTHONPATH": str(REPO), "FLUX7_LLM_URL": llm_url, "ANTHROPIC_API_KEY": "sk-ant-test"})
-    env.update(extra_env or {})
     return subprocess.run(
         [sys.executable, "-m", "shared.cli", "agent", *args],
         input=stdin,
         capture_output=True,
         text=True,
-        env=env,
+        env=agent_env(llm_url, extra_env),
         cwd=REPO,
         timeout=60,
     )
@@ -104,15 +113,13 @@ def test_a_call_held_for_approval_shows_it_waits_until_a_human_approves(tmp_path
         anthropic_stream(call_then_report("create_pet", {"name": "Kit"})) as llm,
         running_server(write_mesh_config(tmp_path, backend)) as server,
     ):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("FLUX7_", "MESH_", "ANTHROPIC_"))}
-        env.update({"PYTHONPATH": str(REPO), "FLUX7_LLM_URL": llm.url, "ANTHROPIC_API_KEY": "sk-ant-test"})
         args = ["-p", "Add Kit", "--mesh", server.url, "--model", "m", "--agent-id", "cli-agent"]
         proc = subprocess.Popen(
             [sys.executable, "-m", "shared.cli", "agent", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=env,
+            env=agent_env(llm.url),
             cwd=REPO,
         )
         lines: list[str] = []

@@ -38,7 +38,7 @@ def memory_service(tmp_path: Path) -> Iterator[MemoryService]:
 
 
 def mesh_config(tmp_path: Path, backend: Backend, extra: str = "") -> Path:
-    return pets_mesh_config(tmp_path, backend, POLICY, approval_timeout=10, memory=True, extra=extra)
+    return pets_mesh_config(tmp_path, backend, POLICY, approval_timeout=10, memory=None, extra=extra)
 
 
 def build_mesh(config: Path) -> Mesh:

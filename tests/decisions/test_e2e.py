@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -15,6 +14,7 @@ from shared.memory_client import parse_memory_list
 from tests.decisions.conftest import POLICY
 from tests.decisions.support import Mem7, rpc_tool
 from tests.support.http import free_port, wait_until
+from tests.support.mesh import pets_mesh_config
 from tests.support.server import Server, running_server
 from tests.upstreams.servers.http_backend import Backend
 
@@ -30,23 +30,7 @@ def pool() -> Iterator[ThreadPoolExecutor]:
 
 
 def config(tmp_path: Path, backend: Backend, memory_url: str) -> Path:
-    (tmp_path / "spec.json").write_text(json.dumps(backend.spec()))
-    (tmp_path / "policies").mkdir(exist_ok=True)
-    (tmp_path / "policies" / "agents.yaml").write_text(POLICY)
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(
-        f"""
-storage_path: {tmp_path}/flux7.db
-policy_dir: policies
-auth: {{admin_token: adm1n}}
-approval: {{timeout_seconds: 30, channel: queue}}
-memory: {{url: "{memory_url}"}}
-openapi:
-  - file: spec.json
-    backend_url: {backend.url}
-"""
-    )
-    return cfg
+    return pets_mesh_config(tmp_path, backend, POLICY, approval_timeout=30, memory=f'{{url: "{memory_url}"}}')
 
 
 def start_call(pool: ThreadPoolExecutor, server: Server, tool: str, params: dict[str, Any]) -> Future[httpx.Response]:

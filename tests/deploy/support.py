@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -15,14 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from shared.backup import Litestream, ReplicaSource, find_litestream
 from tests.functions.conftest import POLICY
 from tests.support.http import free_port, wait_until
+from tests.support.server import REPO, Server, healthy
 from tests.upstreams.servers.http_backend import Backend
 
-REPO = Path(__file__).resolve().parents[2]
 LITESTREAM_YML = REPO / "litestream.yml"
 FLUX7 = f"{sys.executable} -m shared.cli"
 
@@ -67,18 +64,12 @@ def source_for(data: Path, replica: Path) -> ReplicaSource:
 
 
 @dataclass
-class Replicated:
-    """`litestream replicate -exec "<flux7 serve ...>"`: one process group, Litestream the parent."""
+class Replicated(Server):
+    """`litestream replicate -exec "<flux7 serve ...>"`: one process group, Litestream the parent (so `kill9`
+    stops Litestream, granian and its workers at once: no shutdown hook, no final sync)."""
 
-    proc: subprocess.Popen[bytes]
-    port: int
     data: Path
     replica: Path
-    log: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     @property
     def litestream(self) -> Litestream:
@@ -90,18 +81,6 @@ class Replicated:
         local, _ = self.litestream.sync(source.db, source.socket)
         wait_until(lambda: self.litestream.position(source) >= local, timeout=timeout)
         return local
-
-    def kill9(self) -> None:
-        """SIGKILL Litestream, granian and its workers at once: no shutdown hook, no final sync."""
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=1.0, trust_env=False).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def start_replicated(config: Path, data: Path, replica: Path, *, workers: int = 1) -> Replicated:
@@ -117,9 +96,9 @@ def start_replicated(config: Path, data: Path, replica: Path, *, workers: int = 
         env=env_for(data, replica),
         start_new_session=True,
     )
-    running = Replicated(proc, port, data, replica, log)
+    running = Replicated(proc, port, log, data, replica)
     try:
-        wait_until(lambda: proc.poll() is not None or _healthy(running.url), timeout=60)
+        wait_until(lambda: proc.poll() is not None or healthy(running.url), timeout=60)
     except AssertionError:  # not up in time
         running.kill9()
         raise

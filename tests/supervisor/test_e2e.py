@@ -20,6 +20,7 @@ import yaml
 from tests.supervisor import llm_servers
 from tests.supervisor.conftest import POLICY, RULES
 from tests.support.http import free_port, wait_until
+from tests.support.mesh import pets_mesh_config
 from tests.support.server import REPO, Server, running_server
 from tests.upstreams.servers.http_backend import Backend
 
@@ -29,23 +30,7 @@ SUP_ADMIN = {"Authorization": "Bearer sup-t0k"}
 
 
 def mesh_config(tmp_path: Path, backend: Backend) -> Path:
-    (tmp_path / "spec.json").write_text(json.dumps(backend.spec()))
-    (tmp_path / "policies").mkdir(exist_ok=True)
-    (tmp_path / "policies" / "agents.yaml").write_text(POLICY)
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(
-        f"""
-storage_path: {tmp_path}/flux7.db
-policy_dir: policies
-auth: {{admin_token: adm1n}}
-approval: {{timeout_seconds: 60, channel: queue}}
-memory: {{hybrid: false}}
-openapi:
-  - file: spec.json
-    backend_url: {backend.url}
-"""
-    )
-    return cfg
+    return pets_mesh_config(tmp_path, backend, POLICY, approval_timeout=60, memory="{hybrid: false}")
 
 
 def sup7_yaml(tmp_path: Path, mesh_url: str, llm_url: str, admin_port: int) -> Path:

@@ -1,7 +1,8 @@
 """A real mesh for tests, in process: its config over the pets backend, and its ASGI app over httpx.
 
 `pets_mesh_config(tmp_path, backend, policy)` writes the spec, one policy file and a config.yaml (admin token
-`adm1n` unless told otherwise) and returns the config's path. `in_process(mesh)` starts the mesh, yields an
+`adm1n` unless told otherwise; `memory` is the config's memory block, off by default, None for the built-in
+default) and returns the config's path. `in_process(mesh)` starts the mesh, yields an
 httpx ASGI transport to its app (concurrent requests interleave, as on a server) and stops it; `mesh_client`
 wraps that in a client."""
 
@@ -28,7 +29,7 @@ def pets_mesh_config(
     *,
     approval_timeout: int = 20,
     admin_token: str | None = "adm1n",
-    memory: bool = False,
+    memory: str | None = "{enabled: false}",
     trace_file: bool = False,
     extra: str = "",
 ) -> Path:
@@ -41,8 +42,8 @@ def pets_mesh_config(
     if admin_token:
         lines.append(f"auth: {{admin_token: {admin_token}}}")
     lines.append(f"approval: {{timeout_seconds: {approval_timeout}, channel: queue}}")
-    if not memory:
-        lines.append("memory: {enabled: false}")
+    if memory is not None:
+        lines.append(f"memory: {memory}")
     lines += ["openapi:", "  - file: spec.json", f"    backend_url: {backend.url}", extra]
     cfg = tmp_path / "config.yaml"
     cfg.write_text("\n".join(lines) + "\n")

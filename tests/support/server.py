@@ -34,7 +34,8 @@ class Server:
         self.proc.wait(10)
 
 
-def _healthy(url: str) -> bool:
+def healthy(url: str) -> bool:
+    """`GET /health` answers 200."""
     try:
         return httpx.get(f"{url}/health", timeout=1.0, trust_env=False).status_code == 200
     except httpx.HTTPError:
@@ -56,7 +57,7 @@ def start_server(config: Path, *, workers: int = 1, port: int | None = None, ext
         start_new_session=True,
     )
     server = Server(proc, port, log)
-    wait_until(lambda: proc.poll() is not None or _healthy(server.url), timeout=60)
+    wait_until(lambda: proc.poll() is not None or healthy(server.url), timeout=60)
     if proc.poll() is not None:
         raise AssertionError(f"server exited {proc.returncode}:\n{log.read_text()}")
     return server
