@@ -32,3 +32,26 @@ def test_every_setting_is_documented() -> None:
     text = DOC.read_text()
     missing = [k for k in keys(Settings) if f"`{k}`" not in text]
     assert not missing, f"undocumented settings in docs/config.md: {missing}"
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _sh_blocks(section: str) -> list[str]:
+    """The shell lines of the README section whose heading is `section`."""
+    text = (REPO / "README.md").read_text()
+    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    blocks = body.split("```sh\n")[1:]
+    return [line for block in blocks for line in block.split("```", 1)[0].splitlines() if line.strip()]
+
+
+def test_readme_has_one_run_command_and_one_test_command() -> None:
+    assert _sh_blocks("Run it") == ["scripts/serve"]
+    assert _sh_blocks("Test it") == ["scripts/test"]
+    for script in ("serve", "test"):
+        assert (REPO / "scripts" / script).stat().st_mode & 0o111, f"scripts/{script} is not executable"
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
+    assert lines[-1] == _sh_blocks("Test it")[0]
