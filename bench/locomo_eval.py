@@ -361,6 +361,10 @@ def main() -> None:
         "fusion": lambda: base.fusion(off),
         "+speaker": lambda: base.fusion(HybridWeights(repeat_penalty=0.0)),
         "+speaker+spread": lambda: base.fusion(HybridWeights()),
+        **{
+            f"floor {f}": (lambda f=f: base.fusion(HybridWeights(min_similarity=f)))  # type: ignore[misc]
+            for f in (0.2, 0.25, 0.3, 0.35)
+        },
         "spread p=0.1": lambda: base.fusion(HybridWeights(repeat_penalty=0.1)),
         "spread p=0.3": lambda: base.fusion(HybridWeights(repeat_penalty=0.3)),
         "spread p=1 (round robin)": lambda: base.fusion(HybridWeights(repeat_penalty=1.0)),

@@ -95,6 +95,7 @@ class MemorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     embed_key: str = ""
     rerank_url: str = ""
     rerank_model: str = ""
+    min_similarity: float | None = None  # None: the embedding model's calibrated floor (0.30 for the local one)
 
 
 class Condition(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -282,6 +283,9 @@ def _validate(file: str, s: Settings) -> None:
         raise ConfigError(file, "tls", "cert_file and key_file go together")
     if s.approval.timeout_seconds <= 0:
         raise ConfigError(file, "approval.timeout_seconds", "must be > 0")
+    floor = s.memory.min_similarity
+    if floor is not None and not -1.0 <= floor <= 1.0:
+        raise ConfigError(file, "memory.min_similarity", f"a cosine similarity is between -1 and 1, got {floor}")
 
 
 def parse_policy(text: str, source: str) -> Policy:

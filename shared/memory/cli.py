@@ -51,9 +51,23 @@ def config_from_env(env: Mapping[str, str], **overrides: Any) -> MemoryConfig:
         "embed_key": env.get("MEM7_EMBED_KEY", ""),
         "rerank_url": env.get("MEM7_RERANK_URL", ""),
         "rerank_model": env.get("MEM7_RERANK_MODEL", ""),
+        "min_similarity": _float_env(env, "MEM7_MIN_SIMILARITY"),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return MemoryConfig(**values)
+
+
+def _float_env(env: Mapping[str, str], name: str) -> float | None:
+    raw = env.get(name, "")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError("(environment)", name, f"not a number: {raw!r}") from None
+    if not -1.0 <= value <= 1.0:
+        raise ConfigError("(environment)", name, f"a cosine similarity is between -1 and 1, got {value}")
+    return value
 
 
 def listen_address(listen: str) -> tuple[str, int]:

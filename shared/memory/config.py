@@ -25,6 +25,7 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True):
     embed_key: str = ""
     rerank_url: str = ""  # an LLM (Ollama or OpenAI-compatible) that reorders 3N fused candidates
     rerank_model: str = ""
+    min_similarity: float | None = None  # the dense relevance floor; None: the model's own (embed.py)
     version: str = __version__
 
 
@@ -46,4 +47,5 @@ def config_from_settings(settings: Settings) -> MemoryConfig:
         embed_key=m.embed_key,
         rerank_url=m.rerank_url,
         rerank_model=m.rerank_model,
+        min_similarity=m.min_similarity,
     )

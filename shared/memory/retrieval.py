@@ -113,6 +113,9 @@ class HybridWeights:
     diversify: int = 5  # the first positions are picked session-aware ...
     repeat_penalty: float = 0.2  # ... each earlier pick from the same thread costs this share of the best score
     candidates: int = 100  # how deep each retriever is read
+    # A memory that only the cosine found must reach this similarity to be a result at all, so a query about
+    # nothing in memory finds nothing (docs/retrieval.md, "Relevance floor"; tuned for the local MiniLM).
+    min_similarity: float = 0.0
 
 
 _MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
@@ -220,7 +223,8 @@ def hybrid_search(
         cosines = dict(dense.search(query, weights.candidates))
     hi = max(cosines.values(), default=0.0)
     lo = min(cosines.values(), default=0.0)
-    known = set(lex_score) | set(cosines)
+    floor = weights.min_similarity
+    known = set(lex_score) | {k for k, c in cosines.items() if c >= floor}
     around: dict[str, list[str]] = {}  # each key's +-1 neighbours, parsed once
 
     def near(key: str) -> list[str]:

@@ -110,10 +110,24 @@ class Reorder(Protocol):
 
 
 class Searcher:
-    def __init__(self, index: FactIndex, vectors: VectorSlot, reranker: Reorder | None = None) -> None:
+    def __init__(
+        self,
+        index: FactIndex,
+        vectors: VectorSlot,
+        reranker: Reorder | None = None,
+        *,
+        min_similarity: float | None = None,
+    ) -> None:
         self.index = index
         self.vectors = vectors
         self.reranker = reranker
+        self.min_similarity = min_similarity
+
+    def _floor(self, source: VectorSource) -> float:
+        """The configured floor, else the model's calibrated one (0 for a model nobody calibrated)."""
+        if self.min_similarity is not None:
+            return self.min_similarity
+        return float(getattr(getattr(source, "embedder", None), "relevance_floor", 0.0))
 
     def search(self, req: SearchRequest, flt: ReadFilter) -> list[Fact]:
         text = naturalize(req.query) if req.mode == "natural" else req.query
@@ -145,8 +159,9 @@ class Searcher:
             return self.index.values_by_keys(keys, flt)  # only what the caller may see is ranked
 
         dense = _FilteredDense(source, within)
+        weights = retrieval.HybridWeights(min_similarity=self._floor(source))
         ranked = retrieval.hybrid_search(
-            req.query, req.limit, lambda m, n: self._scored(m, flt, n), dense, match=match, texts=texts
+            req.query, req.limit, lambda m, n: self._scored(m, flt, n), dense, weights, match=match, texts=texts
         )
         facts = self.index.by_keys([key for key, _ in ranked], flt)  # whole facts for what is returned only
         return [facts[key] for key, _ in ranked if key in facts]

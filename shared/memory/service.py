@@ -110,7 +110,9 @@ class MemoryService:
         )
         self.store.open()
         self.vectors = VectorSlot(db, config.hybrid, vectors or self._configured_vectors)
-        self.searcher = Searcher(self.store.index, self.vectors, self._configured_reranker())
+        self.searcher = Searcher(
+            self.store.index, self.vectors, self._configured_reranker(), min_similarity=config.min_similarity
+        )
         self.sse = SseSessions(db)
         self._tools: dict[str, Callable[[dict[str, Any], Caller], str]] = {
             "memory_store": self._store,

@@ -128,3 +128,42 @@ def test_a_failing_embedder_leaves_bm25_and_no_error(make: Any, api: ApiServer) 
     found = context_keys(service, query="pottery class", limit=2)
     assert found == ["chat.session_2.t001", "chat.session_2.t002"]
     assert len(api.requests) > asked  # the query was sent to the embedder, which failed
+
+
+FACTS = {
+    "deploy": "The deploy pipeline broke because the database migration timed out",
+    "editor": "Alice prefers dark mode in her editor",
+    "cat": "The cat knocked the plant off the windowsill",
+}
+
+
+def floor_service(tmp_path: Path, minilm: MiniLMEmbedder, min_similarity: float | None) -> MemoryService:
+    root = tmp_path / f"mem7-floor-{min_similarity}"
+    service = MemoryService(
+        MemoryConfig(dir=str(root), hybrid=True, min_similarity=min_similarity),
+        Database(root / "index.db"),
+        clock=Clock(),
+        vectors=lambda db: VectorIndex(db, minilm),
+    )
+    for key, value in FACTS.items():
+        call(service, "memory_store", key=key, value=value)
+    return service
+
+
+def test_a_query_nothing_matches_finds_nothing_with_embeddings_on(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
+    service = floor_service(tmp_path, minilm, None)
+    try:
+        assert call(service, "memory_search", query="zebra xylophone quasar", mode="natural") == "No memories found."
+        assert json.loads(call(service, "memory_context", query="zebra xylophone quasar", mode="natural")) == []
+        # A paraphrase that shares no word with the memory is still found by its meaning.
+        assert context_keys(service, query="kitten pushed a flowerpot from the ledge") == ["cat"]
+    finally:
+        service.close()
+
+
+def test_the_floor_is_what_keeps_unrelated_memories_out(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
+    service = floor_service(tmp_path, minilm, -1.0)  # no floor: every cosine candidate is a result
+    try:
+        assert len(context_keys(service, query="zebra xylophone quasar")) == len(FACTS)
+    finally:
+        service.close()
