@@ -230,10 +230,21 @@ class Supervisor:
                 evaluation_ms=int((time.perf_counter() - start) * 1000),
             )
 
-        # A call whose arguments try to steer the reviewer is a human's to judge, whatever the rules say.
-        if detail.get("injection_risk"):
-            return made("escalated", "injection-risk", "injection risk detected by flux7-mesh", 1.0)
         match = self.rules.evaluate(detail)
+        # A call whose arguments try to steer the reviewer: rules may deny or escalate it (`injection_risk ==
+        # true`), never approve it, and the LLM never sees it; by default it goes to a human.
+        if detail.get("injection_risk"):
+            if match is None or (match.catch_all and match.action == "escalate"):
+                return made("escalated", "injection-risk", "injection risk detected by flux7-mesh", 1.0)
+            if match.action == "approve":
+                log.warning(
+                    "rule %r would approve %s, but it is flagged for injection: escalating",
+                    match.rule,
+                    detail.get("id", ""),
+                )
+                reasoning = f"rule '{match.rule}' would approve, but injection risk detected by flux7-mesh"
+                return made("escalated", match.rule, reasoning, match.confidence)
+            # deny, or a rule's own escalate: decided below like any other rule match
         if match is None:
             return made("escalated", None, "no rule matched", 0.0)
         if match.catch_all and match.action == "escalate" and self.llm:
