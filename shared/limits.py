@@ -1,9 +1,11 @@
 """Rate limits and loop detection (CONTRACT 1.4, DESIGN decision 3).
 
-Limits come from the deciding policy's `rate_limit`; the counts are per agent (not per policy) and live in
-SQLite, so every worker counts the same calls. Loop detection runs wherever a policy has `rate_limit`, as the
-reference does, and on every call when the top-level `loop_detection` block enables it. Only allowed or
-approved calls are recorded: denied ones never count."""
+Limits come from the deciding policy's `rate_limit` (the agent's budget, over all its calls) and `tool_limits`
+(a budget for the agent on each tool a glob matches, counted per tool); a call must fit every limit that
+applies. The counts are per agent (not per policy) and live in SQLite, so every worker counts the same calls.
+Loop detection runs wherever a policy has `rate_limit`, as the reference does, and on every call when the
+top-level `loop_detection` block enables it. Only allowed or approved calls are recorded: denied ones never
+count."""
 
 from __future__ import annotations
 
@@ -14,13 +16,15 @@ from typing import Any
 
 from .db import Database
 from .durations import format_duration
+from .globs import glob_match
 from .gofmt import go_v
-from .settings import Policy, RateLimit, Settings
+from .settings import Policy, RateLimit, Settings, ToolLimit
 
 __all__ = ["RateLimiter", "params_key"]
 
 RECENT_CAP = 50  # the calls loop detection looks back over, per agent
 MAX_AGENTS = 50_000  # running totals kept; the least recently active agents go first
+MAX_TOOL_TOTALS = 200_000  # (agent, tool) running totals kept, the same way
 GC_INTERVAL = 60.0
 MINUTE = 60.0
 
@@ -49,10 +53,18 @@ class RateLimiter:
     def _applies(self, policy: Policy | None) -> tuple[RateLimit | None, tuple[int, float] | None]:
         return (policy.rate_limit if policy is not None else None), self._loop_rule(policy)
 
+    @staticmethod
+    def _tool_limits(policy: Policy | None, tool: str) -> list[ToolLimit]:
+        if policy is None:
+            return []
+        return [t for t in policy.tool_limits if any(glob_match(g, tool) for g in t.tools)]
+
     def check(self, agent: str, policy: Policy | None, tool: str, arguments: Any) -> str | None:
-        """The error text of the first limit this call breaks, in the contract's order; None within limits."""
+        """The error text of the first limit this call breaks, in the contract's order (the agent's budget,
+        then the tool's, then loop detection); None within limits."""
         limit, loop = self._applies(policy)
-        if limit is None and loop is None:
+        per_tool = self._tool_limits(policy, tool)
+        if limit is None and loop is None and not per_tool:
             return None
         now = time.time()
         if limit is not None and limit.max_total > 0:
@@ -65,6 +77,10 @@ class RateLimiter:
             )
             if row is not None and row[0] >= limit.max_per_minute:
                 return f'rate_limit: agent "{agent}" exceeded {limit.max_per_minute} calls/min'
+        if per_tool:
+            broken = self._check_tool(agent, tool, per_tool, now)
+            if broken:
+                return broken
         if loop is not None:
             threshold, window = loop
             key = params_key(arguments)
@@ -80,10 +96,29 @@ class RateLimiter:
                 )
         return None
 
+    def _check_tool(self, agent: str, tool: str, limits: list[ToolLimit], now: float) -> str | None:
+        max_total = min((t.max_total for t in limits if t.max_total > 0), default=0)
+        if max_total:
+            row = self._db.query_one(
+                "SELECT total FROM rate_tool_totals WHERE agent_id = ? AND tool = ?", (agent, tool)
+            )
+            if row is not None and row[0] >= max_total:
+                return f'rate_limit: agent "{agent}" exceeded total budget ({max_total} calls) on tool "{tool}"'
+        per_minute = min((t.max_per_minute for t in limits if t.max_per_minute > 0), default=0)
+        if per_minute:
+            row = self._db.query_one(
+                "SELECT COUNT(*) FROM rate_events WHERE agent_id = ? AND tool = ? AND at > ?",
+                (agent, tool, now - MINUTE),
+            )
+            if row is not None and row[0] >= per_minute:
+                return f'rate_limit: agent "{agent}" exceeded {per_minute} calls/min on tool "{tool}"'
+        return None
+
     def record(self, agent: str, policy: Policy | None, tool: str, arguments: Any) -> None:
         """Count an allowed or approved call (only where a limit or loop detection applies to it)."""
         limit, loop = self._applies(policy)
-        if limit is None and loop is None:
+        per_tool = self._tool_limits(policy, tool)
+        if limit is None and loop is None and not per_tool:
             return
         now = time.time()
         with self._db.write() as conn:
@@ -96,6 +131,12 @@ class RateLimiter:
                 "ON CONFLICT(agent_id) DO UPDATE SET total = total + 1, last_at = excluded.last_at",
                 (agent, now),
             )
+            if per_tool:
+                conn.execute(
+                    "INSERT INTO rate_tool_totals (agent_id, tool, total, last_at) VALUES (?, ?, 1, ?) "
+                    "ON CONFLICT(agent_id, tool) DO UPDATE SET total = total + 1, last_at = excluded.last_at",
+                    (agent, tool, now),
+                )
         self._maybe_gc(now)
 
     def _maybe_gc(self, now: float) -> None:
@@ -111,6 +152,11 @@ class RateLimiter:
                 "ORDER BY last_at DESC LIMIT -1 OFFSET ?)",
                 (MAX_AGENTS,),
             )
+            conn.execute(
+                "DELETE FROM rate_tool_totals WHERE rowid IN (SELECT rowid FROM rate_tool_totals "
+                "ORDER BY last_at DESC LIMIT -1 OFFSET ?)",
+                (MAX_TOOL_TOTALS,),
+            )
 
     def reset(self, agent: str | None = None) -> None:
         """Forget the counts (of one agent, or all): an operator's reset after raising a budget."""
@@ -118,6 +164,8 @@ class RateLimiter:
             if agent is None:
                 conn.execute("DELETE FROM rate_events")
                 conn.execute("DELETE FROM rate_totals")
+                conn.execute("DELETE FROM rate_tool_totals")
             else:
                 conn.execute("DELETE FROM rate_events WHERE agent_id = ?", (agent,))
                 conn.execute("DELETE FROM rate_totals WHERE agent_id = ?", (agent,))
+                conn.execute("DELETE FROM rate_tool_totals WHERE agent_id = ?", (agent,))

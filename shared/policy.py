@@ -186,6 +186,8 @@ class PolicySet:
             item: dict[str, Any] = {"name": p.name, "agent": p.agent}
             if p.rate_limit is not None:
                 item["rate_limit"] = msgspec.to_builtins(p.rate_limit)
+            if p.tool_limits:
+                item["tool_limits"] = [msgspec.to_builtins(t) for t in p.tool_limits]
             item["rules"] = [msgspec.to_builtins(r, builtin_types=None) for r in p.rules]
             for r in item["rules"]:
                 if r.get("condition") is None:

@@ -115,10 +115,19 @@ class RateLimit(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only
     max_total: int = 0
 
 
+class ToolLimit(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """A budget for the policy's agent on each tool the globs match, counted per tool."""
+
+    tools: tuple[str, ...]
+    max_per_minute: int = 0
+    max_total: int = 0
+
+
 class Policy(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     name: str
     agent: str = "*"
     rate_limit: RateLimit | None = None
+    tool_limits: tuple[ToolLimit, ...] = ()
     rules: tuple[Rule, ...] = ()
     source_file: str = ""
 
@@ -247,6 +256,14 @@ def _fault(file: str, err: msgspec.ValidationError) -> ConfigError:
 
 
 def _validate_policy(file: str, key: str, policy: Policy) -> None:
+    for i, limit in enumerate(policy.tool_limits):
+        where = f"{key}.tool_limits[{i}]"
+        if not limit.tools:
+            raise ConfigError(file, f"{where}.tools", "at least one tool glob is required")
+        if limit.max_per_minute < 0 or limit.max_total < 0:
+            raise ConfigError(file, where, "limits are counts: 0 (no limit) or more")
+        if limit.max_per_minute == 0 and limit.max_total == 0:
+            raise ConfigError(file, where, "set max_per_minute, max_total or both")
     for i, rule in enumerate(policy.rules):
         if not rule.tools:
             raise ConfigError(file, f"{key}.rules[{i}].tools", "at least one tool glob is required")

@@ -178,3 +178,30 @@ async def test_with_an_admin_token_only_the_token_opens_the_control_plane(
     c = await client_of(mesh)
     assert (await c.get("/halts")).status_code == 401  # loopback is not enough once a token is set
     assert (await c.get("/halts", headers={"Authorization": "Bearer s3cret"})).status_code == 200
+
+
+async def test_a_per_tool_limit_answers_429_on_rest_and_decide_and_spares_other_tools(
+    mesh_of: Callable[..., Mesh], client_of: Any
+) -> None:
+    policy = {
+        "name": "lim",
+        "agent": "*",
+        "rate_limit": {"max_per_minute": 100},
+        "tool_limits": [{"tools": ["echo.*"], "max_per_minute": 2}],
+        "rules": [{"tools": ["*"], "action": "allow"}],
+    }
+    tools = [{"name": "echo", "bin": "/bin/echo", "bare": {}}, {"name": "say", "bin": "/bin/echo", "bare": {}}]
+    c = await client_of(mesh_of(cli_tools=tools, policies=[policy]))
+    codes = [(await c.post("/tool/echo.run", json={"args": [str(i)]}, headers=AGENT)).status_code for i in range(3)]
+    assert codes == [200, 200, 429]
+    limited = await c.post("/tool/echo.run", json={"args": ["z"]}, headers=AGENT)
+    assert limited.json()["policy"] == "rate_limited"
+    assert limited.json()["error"] == 'rate_limit: agent "bot" exceeded 2 calls/min on tool "echo.run"'
+    trace = (await c.get("/traces", params={"trace": limited.json()["trace_id"]})).json()[0]
+    assert trace["policy"] == "rate_limited"
+    assert (await c.post("/tool/say.run", json={"args": ["other"]}, headers=AGENT)).status_code == 200
+    decided = await c.post("/decide", json={"tool": "echo.run", "arguments": {"args": ["d"]}}, headers=AGENT)
+    assert (decided.status_code, decided.json()["action"]) == (429, "deny")
+    assert decided.json()["reason"] == 'rate_limit: agent "bot" exceeded 2 calls/min on tool "echo.run"'
+    other = await c.post("/tool/echo.run", json={"args": ["x"]}, headers={"Authorization": "Bearer agent:else"})
+    assert other.status_code == 200  # the count is the agent's on that tool

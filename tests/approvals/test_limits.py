@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
+import pytest
+
+from shared.errors import ConfigError
 from shared.mesh import Mesh
-from shared.settings import Policy, RateLimit
+from shared.settings import Policy, RateLimit, ToolLimit, parse_policy
 
 LIMITED = Policy(name="limited", rate_limit=RateLimit(max_per_minute=5))
 BUDGET = Policy(name="budget", rate_limit=RateLimit(max_total=2))
@@ -79,3 +83,41 @@ def test_loop_detection_looks_back_over_the_last_fifty_calls_only(mesh: Mesh) ->
     for i in range(50):
         mesh.limits.record("a", many, "t", {"i": i})
     assert mesh.limits.check("a", many, "t", {"same": True}) is None
+
+
+ECHOES = Policy(
+    name="echoes",
+    rate_limit=RateLimit(max_per_minute=100),
+    tool_limits=(ToolLimit(tools=("echo.*",), max_per_minute=2), ToolLimit(tools=("echo.loud",), max_total=1)),
+)
+
+
+def test_a_tool_limit_counts_each_matching_tool_apart_beside_the_agents_budget(mesh: Mesh) -> None:
+    for i in range(2):
+        assert mesh.limits.check("a", ECHOES, "echo.run", {"i": i}) is None
+        mesh.limits.record("a", ECHOES, "echo.run", {"i": i})
+    assert mesh.limits.check("a", ECHOES, "echo.run", {"i": 9}) == (
+        'rate_limit: agent "a" exceeded 2 calls/min on tool "echo.run"'
+    )
+    assert mesh.limits.check("a", ECHOES, "echo.soft", {}) is None  # another tool the glob matches: its own count
+    assert mesh.limits.check("a", ECHOES, "say.run", {}) is None  # no tool limit: the agent's budget alone
+    assert mesh.limits.check("b", ECHOES, "echo.run", {}) is None  # and per agent
+
+
+def test_every_matching_tool_limit_applies_and_the_total_comes_first(mesh: Mesh) -> None:
+    mesh.limits.record("a", ECHOES, "echo.loud", {})
+    assert mesh.limits.check("a", ECHOES, "echo.loud", {"x": 1}) == (
+        'rate_limit: agent "a" exceeded total budget (1 calls) on tool "echo.loud"'
+    )
+    mesh.limits.reset("a")
+    assert mesh.limits.check("a", ECHOES, "echo.loud", {"x": 1}) is None
+
+
+def test_tool_limits_are_validated_with_the_policy() -> None:
+    for bad, fault in (
+        ("tool_limits: [{tools: [], max_total: 1}]", "at least one tool glob"),
+        ("tool_limits: [{tools: ['a'], max_total: -1}]", "0 (no limit) or more"),
+        ("tool_limits: [{tools: ['a']}]", "set max_per_minute, max_total or both"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(fault)):
+            parse_policy(f"name: p\n{bad}\nrules: [{{tools: ['*'], action: allow}}]\n", "p.yaml")

@@ -58,6 +58,24 @@ async def test_rate_limits_and_loop_detection_apply_on_mcp(tmp_path: Path) -> No
     assert texts[-1].startswith('Rate limited: loop_detected: agent "limited" called say.run with same params')
 
 
+async def test_per_tool_limits_apply_on_mcp_and_spare_the_agents_other_tools(tmp_path: Path) -> None:
+    extra = (
+        "  - name: limited\n    agent: limited\n    tool_limits: [{tools: ['say.*'], max_total: 2}]\n"
+        "    rules: [{tools: ['say.run', 'secret.run'], action: allow}]\n"
+    ) + AUTH
+    async with mesh_client(write_config(tmp_path, mcp=False, extra=extra)) as client:
+        rpc = await Rpc(client, "limited").open()
+        for word in ("a", "b"):
+            assert "exit_code" in await rpc.text("say.run", {"args": [word]})
+        third = await rpc.call("say.run", {"args": ["c"]})
+        other = await rpc.call("secret.run", {"args": ["d"]})
+    assert third["isError"] is True
+    assert third["content"][0]["text"] == (
+        'Rate limited: rate_limit: agent "limited" exceeded total budget (2 calls) on tool "say.run"'
+    )
+    assert not other.get("isError") and "exit_code" in other["content"][0]["text"]
+
+
 async def test_an_emergency_stop_blocks_mcp_calls_with_its_message(config: Path) -> None:
     async with mesh_client(config) as client:
         rpc = await Rpc(client).open()
