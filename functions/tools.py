@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import msgspec
@@ -17,6 +18,8 @@ from shared.tracecontext import from_headers
 from .auth import caller_of, control_plane, mesh_of
 
 __all__ = ["ROUTES"]
+
+log = logging.getLogger("flux7.http")
 
 _JSON = "application/json"
 
@@ -70,6 +73,7 @@ async def call_tool(request: Request[Any, Any, Any], name: FromPath[str]) -> Res
         try:
             await asyncio.to_thread(mesh.outbound.check_url, callback)
         except OutboundRefused as e:
+            log.warning("X-Callback-URL %s from %s refused: %s", callback, caller.agent_id, e.message)
             body = {"error": f"X-Callback-URL refused: {e.message}", "policy": "error", "trace_id": "", "latency_ms": 0}
             return _json(body, 400)
     out: Outcome = await mesh.pipeline.run(_call(request, caller, name, arguments, "rest"), mode="block")
