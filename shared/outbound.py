@@ -4,8 +4,8 @@ One guard for every URL a caller supplies (today: the `X-Callback-URL` of an app
 config (upstreams, `notify_url`, memory, OTLP) are trusted and do not pass through it.
 
 - An address passes when `ipaddress` calls it global and it is not multicast or reserved, or when it lies in a
-  network the operator allowed (`outbound.allow_networks`). IPv6 forms that carry an IPv4 address (IPv4-mapped,
-  6to4, NAT64, Teredo, IPv4-compatible) are judged by the address they carry as well.
+  network the operator allowed (`outbound.allow_networks`). IPv4-mapped, 6to4 and NAT64 addresses are judged
+  by the IPv4 address they carry; Teredo, IPv4-compatible and local-use NAT64 are refused.
 - A host is read as the OS resolver reads it: `0x7f.1`, `2130706433`, `0177.0.0.1` and `127.1` are IPv4
   literals (`socket.inet_aton`), never names to look up.
 - A name is resolved once per connection, every address it resolves to must pass, and the socket connects to
@@ -100,9 +100,11 @@ def refusal(ip: IPAddress, allowed: Sequence[Network] = ()) -> str:
             why = refusal(inner, allowed)
             if why:
                 return f"{form} for {inner}: {why}"
-            if form in ("IPv4-mapped", "NAT64"):  # only a wrapper: the IPv4 address is the destination
-                return ""
-            # 6to4, Teredo and IPv4-compatible also go through the outer address's own route: judged below.
+            if form in ("Teredo", "IPv4-compatible"):  # not global (IANA), deprecated: never a destination
+                return f"{form} for {inner}"
+            # IPv4-mapped, 6to4 and NAT64 reach the IPv4 address they carry: that is the destination judged
+            # (not the wrapper, which Python versions classify differently).
+            return ""
     return _kind(ip)
 
 

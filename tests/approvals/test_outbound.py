@@ -69,7 +69,9 @@ REFUSED_LITERALS = {
     "http://[64:ff9b::a9fe:a9fe]/cb": "NAT64 for 169.254.169.254: link-local",
     "http://[64:ff9b:1::5db8:d822]/cb": "local-use NAT64",
     "http://[::7f00:1]/cb": "IPv4-compatible for 127.0.0.1: loopback",
-    "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/cb": "Teredo",
+    "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/cb": "Teredo for 192.0.2.45: private",
+    "http://[2001:0:4136:e378:8000:63bf:a247:27dd]/cb": "(Teredo for 93.184.216.34)",  # even to a global client
+    "http://[::5db8:d822]/cb": "(IPv4-compatible for 93.184.216.34)",  # deprecated form: never a destination
     "http://0x7f.1/cb": "0x7f.1 reads as 127.0.0.1",
     "http://2130706433/cb": "2130706433 reads as 127.0.0.1",
     "http://0x7f000001/cb": "reads as 127.0.0.1",
