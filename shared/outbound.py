@@ -45,7 +45,11 @@ MAX_REDIRECTS = 3
 
 def system_resolver(host: str, port: int) -> list[str]:
     """What the OS resolver answers for `host`, in its order."""
-    return [str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except UnicodeError as e:  # a label IDNA cannot encode (too long, say): no such name
+        raise OSError(f"not a resolvable name: {e}") from None
+    return [str(info[4][0]) for info in infos]
 
 
 def _kind(ip: IPAddress) -> str:
@@ -176,11 +180,12 @@ class OutboundGuard:
         """Check a caller's URL before accepting it: scheme, host and every address it resolves to now.
         OutboundRefused (a 400) says why not. The connection checks again when it is made."""
         parsed = parse_url(url)
+        host = parsed.raw_host.decode("ascii")  # the host the connection will use (IDNA-encoded, no brackets)
         port = parsed.port or (443 if parsed.scheme == "https" else 80)
         try:
-            return self.addresses(parsed.host, port)
+            return self.addresses(host, port)
         except OSError as e:
-            raise OutboundRefused(f"cannot resolve {parsed.host}: {e.strerror or e}") from None
+            raise OutboundRefused(f"cannot resolve {host}: {e.strerror or e}") from None
 
     def client(self, *, timeout: float, ssl_context: ssl.SSLContext | None = None) -> httpx.Client:
         """An httpx client whose every connection passes the guard. No proxies from the environment (a proxy

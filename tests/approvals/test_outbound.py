@@ -141,6 +141,10 @@ def test_a_name_is_judged_by_every_address_it_resolves_to() -> None:
         wrapped.check_url("https://hooks.example.com/x")
     with pytest.raises(OutboundRefused, match="cannot resolve"):
         OutboundGuard(resolver=fixed_dns()).check_url("https://nothing.example.com/x")
+    with pytest.raises(OutboundRefused, match="cannot resolve"):
+        OutboundGuard().check_url(f"https://{'a' * 70}.invalid/x")  # a label IDNA cannot encode
+    idna = OutboundGuard(resolver=lambda host, port: ["93.184.216.34"] if host == "xn--bcher-kva.example" else [])
+    assert idna.check_url("https://bücher.example/x") == ["93.184.216.34"]  # looked up as it will be connected
 
 
 @pytest.mark.parametrize("url", ["http://localhost/cb", "http://localhost:9090/cb", "http://api.localhost/cb"])
