@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath
 
-from shared.errors import BadRequest, Forbidden
+from shared.errors import BadRequest, Forbidden, OutboundRefused
 from shared.identity import Caller
 from shared.pipeline import Call, Outcome
 from shared.tracecontext import from_headers
@@ -16,6 +18,8 @@ from shared.tracecontext import from_headers
 from .auth import caller_of, control_plane, mesh_of
 
 __all__ = ["ROUTES"]
+
+log = logging.getLogger("flux7.http")
 
 _JSON = "application/json"
 
@@ -63,6 +67,15 @@ async def call_tool(request: Request[Any, Any, Any], name: FromPath[str]) -> Res
         return _json({"error": e.message, "policy": "error", "trace_id": "", "latency_ms": 0}, 400)
     caller = caller_of(request)
     mesh = mesh_of(request)
+    callback = request.headers.get("x-callback-url", "")
+    if callback:
+        # Refused now, where the caller hears why, rather than only at delivery (which checks again).
+        try:
+            await asyncio.to_thread(mesh.outbound.check_url, callback)
+        except OutboundRefused as e:
+            log.warning("X-Callback-URL %s from %s refused: %s", callback, caller.agent_id, e.message)
+            body = {"error": f"X-Callback-URL refused: {e.message}", "policy": "error", "trace_id": "", "latency_ms": 0}
+            return _json(body, 400)
     out: Outcome = await mesh.pipeline.run(_call(request, caller, name, arguments, "rest"), mode="block")
     if out.unknown_tool:
         return _json({"error": out.error, "policy": "error"}, 404)

@@ -1,34 +1,30 @@
 """Approval notifications (CONTRACT 1.8): the operator's `notify_url` webhook and the agent's
 `X-Callback-URL`.
 
-The callback URL comes from the caller, so it passes an SSRF guard: the host is resolved once, every
-address must be public, and the request goes to that validated address (a second lookup could answer
-differently). Redirects are not followed. Deliveries run on a small thread pool: a slow receiver never
-delays a decision."""
+The callback URL comes from the caller, so it goes through the outbound guard (shared/outbound.py): only
+globally routable addresses (or networks the operator allowed), resolved once and connected to as checked,
+each redirect checked again. The operator's `notify_url` is trusted. Deliveries run on a small thread pool: a
+slow receiver never delays a decision."""
 
 from __future__ import annotations
 
 import collections
-import ipaddress
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import msgspec
 
-__all__ = ["CallbackRefused", "Delivery", "Notifier", "resolve_public"]
+from .errors import OutboundRefused
+from .outbound import OutboundGuard, post_json
+
+__all__ = ["Delivery", "Notifier"]
 
 log = logging.getLogger("flux7.callbacks")
-
-
-class CallbackRefused(ValueError):
-    """A callback URL that the SSRF guard will not call."""
 
 
 class Delivery(msgspec.Struct, frozen=True):
@@ -38,91 +34,42 @@ class Delivery(msgspec.Struct, frozen=True):
     at: float
 
 
-def _blocked(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return _blocked(ip.ipv4_mapped)
-    if ip.is_loopback:
-        return "loopback"
-    if ip.is_link_local:
-        return "link-local"
-    if ip.is_private:
-        return "private"
-    if ip.is_unspecified or ip.is_multicast or ip.is_reserved:
-        return "non-routable"
-    return ""
-
-
-def resolve_public(url: str, *, resolver: Callable[..., Any] = socket.getaddrinfo) -> str:
-    """The one public address to send to, or CallbackRefused. Every address the name resolves to must be
-    public,
-    so a name with one private record among public ones is refused too."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise CallbackRefused(f"scheme {parts.scheme!r} is not http or https")
-    host = parts.hostname or ""
-    if not host:
-        raise CallbackRefused("no host")
-    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
-        raise CallbackRefused("localhost")
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError as e:
-        raise CallbackRefused(f"bad port: {e}") from None
-    try:
-        infos = resolver(host, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as e:
-        raise CallbackRefused(f"cannot resolve {host}: {e}") from None
-    addresses = [str(info[4][0]).split("%")[0] for info in infos]
-    if not addresses:
-        raise CallbackRefused(f"cannot resolve {host}")
-    for address in addresses:
-        why = _blocked(ipaddress.ip_address(address))
-        if why:
-            raise CallbackRefused(f"{host} resolves to a {why} address ({address})")
-    return addresses[0]
-
-
-def _pinned(url: str, address: str) -> tuple[str, str]:
-    """The URL with its host replaced by the validated address, and the original Host header value."""
-    parts = urlsplit(url)
-    host = f"[{address}]" if ":" in address else address
-    netloc = host if parts.port is None else f"{host}:{parts.port}"
-    original = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, "")), original
-
-
 class Notifier:
-    def __init__(self, *, timeout: float = 5.0, workers: int = 4) -> None:
+    def __init__(self, *, guard: OutboundGuard | None = None, timeout: float = 5.0, workers: int = 4) -> None:
+        self.guard = guard or OutboundGuard()
         self._timeout = timeout
         self._client_lock = threading.Lock()
-        self._http: httpx.Client | None = None  # built on first use: it costs an SSL context at start
+        # built on first use (each costs an SSL context): the guarded one for callers' URLs, a plain one for
+        # the operator's
+        self._clients: dict[bool, httpx.Client] = {}
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="flux7-callback")
         self._done = threading.Condition()
         self.recent: collections.deque[Delivery] = collections.deque(maxlen=200)
 
-    @property
-    def _client(self) -> httpx.Client:
+    def _client(self, guarded: bool) -> httpx.Client:
         with self._client_lock:
-            if self._http is None:
-                self._http = httpx.Client(timeout=self._timeout, follow_redirects=False)
-            return self._http
+            client = self._clients.get(guarded)
+            if client is None:
+                if guarded:
+                    client = self.guard.client(timeout=self._timeout)
+                else:
+                    client = httpx.Client(timeout=self._timeout, follow_redirects=False)
+                self._clients[guarded] = client
+            return client
 
     def deliver(self, url: str, body: dict[str, Any], *, guard: bool) -> Delivery:
-        """POST the body now. `guard` applies the SSRF guard (caller-supplied URLs); an operator's URL
-        skips it."""
+        """POST the body now. `guard` sends through the outbound guard (caller-supplied URLs); an operator's
+        URL skips it."""
         event = str(body.get("event", ""))
         try:
             if guard:
-                address = resolve_public(url)
-                target, host = _pinned(url, address)
-                extensions = {"sni_hostname": urlsplit(url).hostname or ""} if url.startswith("https") else {}
-                resp = self._client.post(target, json=body, headers={"Host": host}, extensions=extensions)
+                status = post_json(self._client(True), url, body)
             else:
-                resp = self._client.post(url, json=body)
-            outcome = f"delivered {resp.status_code}"
-        except CallbackRefused as e:
-            outcome = f"refused: {e}"
-            log.warning("callback to %s refused: %s", url, e)
+                status = self._client(False).post(url, json=body).status_code
+            outcome = f"delivered {status}"
+        except OutboundRefused as e:
+            outcome = f"refused: {e.message}"
+            log.warning("callback to %s refused: %s", url, e.message)
         except httpx.HTTPError as e:
             outcome = f"failed: {e.__class__.__name__}: {e}"
             log.warning("callback to %s failed: %s", url, e)
@@ -155,5 +102,7 @@ class Notifier:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        if self._http is not None:
-            self._http.close()
+        with self._client_lock:
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()

@@ -12,6 +12,7 @@ __all__ = [
     "Forbidden",
     "NotFound",
     "NotImplementedFeature",
+    "OutboundRefused",
     "PayloadTooLarge",
     "Unauthorized",
 ]
@@ -33,6 +34,11 @@ class Flux7Error(Exception):
 class BadRequest(Flux7Error):
     status_code = 400
     jsonrpc_code = -32602
+
+
+class OutboundRefused(BadRequest):
+    """A destination the outbound guard will not connect to (shared/outbound.py): not globally routable, or
+    not an http(s) URL. A 400 when a caller supplies it."""
 
 
 class Unauthorized(Flux7Error):

@@ -19,6 +19,7 @@ from .mcp.server import McpServer
 from .mcp.sessions import SessionStore
 from .memory.service import memory_service_for
 from .metrics import Metrics
+from .outbound import OutboundGuard
 from .pins import PinStore
 from .pipeline import Pipeline
 from .policy_store import PolicyStore
@@ -44,8 +45,14 @@ class Mesh:
         self.pipeline = Pipeline(self)
         self.tracer = Tracer(settings, self.db)
         self.metrics = Metrics(self.db)
+        # every URL fetched on a caller's behalf goes through this guard (issue 13.4)
+        self.outbound = OutboundGuard(allow_networks=settings.outbound.allow_networks)
         self.approvals = ApprovalQueue(
-            self.db, settings, owner=self, notifier=Notifier(), policy_version=lambda: self.policies.current.version
+            self.db,
+            settings,
+            owner=self,
+            notifier=Notifier(guard=self.outbound),
+            policy_version=lambda: self.policies.current.version,
         )
         self.grants = GrantStore(self.db, owner=self)
         self.halts = HaltRegistry(self.db, self.grants, self.approvals, owner=self)

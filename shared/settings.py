@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ __all__ = [
     "McpServer",
     "MemorySettings",
     "OpenApiSource",
+    "OutboundSettings",
     "Policy",
     "RateLimit",
     "Rule",
@@ -172,6 +174,11 @@ class OpenApiSource(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     headers: dict[str, str] = {}  # sent to the backend on every call (credentials: use ${VAR})
 
 
+class OutboundSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    # Networks (CIDRs) a caller-supplied URL may reach besides globally routable addresses (shared/outbound.py).
+    allow_networks: tuple[str, ...] = ()
+
+
 class ConsoleSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     allowed_origins: tuple[str, ...] = ()
     dist_dir: str = ""
@@ -201,6 +208,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     pin_tools: bool = False
     loop_detection: LoopDetection = LoopDetection()
     console: ConsoleSettings = ConsoleSettings()
+    outbound: OutboundSettings = OutboundSettings()
     max_body_bytes: int = 8 * 1024 * 1024
     # Not config keys: filled by the loader.
     config_path: str = ""
@@ -303,6 +311,11 @@ def _validate(file: str, s: Settings) -> None:
     floor = s.memory.min_similarity
     if floor is not None and not -1.0 <= floor <= 1.0:
         raise ConfigError(file, "memory.min_similarity", f"a cosine similarity is between -1 and 1, got {floor}")
+    for i, net in enumerate(s.outbound.allow_networks):
+        try:
+            ipaddress.ip_network(net, strict=False)
+        except ValueError as e:
+            raise ConfigError(file, f"outbound.allow_networks[{i}]", f"not a network (CIDR): {e}") from None
 
 
 def parse_policy(text: str, source: str) -> Policy:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,7 +15,8 @@ from tests.support.waiting import wait_until
 
 __all__ = ["free_port", "serve_json", "wait_until"]
 
-Handler = Callable[[str, str, dict[str, str], bytes], tuple[int, Any]]
+# (status, json_body) or (status, json_body, extra_headers)
+Handler = Callable[[str, str, dict[str, str], bytes], tuple[Any, ...]]
 
 
 def free_port() -> int:
@@ -24,8 +26,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_json(handler: Handler) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """Run `handler(method, path, headers, body) -> (status, json_body)` on a loopback port.
+def serve_json(
+    handler: Handler, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Run `handler(method, path, headers, body) -> (status, json_body[, headers])` on a loopback address
+    (`host`, any of 127/8; `port` 0 for a free one), over TLS with a server context `tls`.
 
     Yields (base_url, requests_seen)."""
     seen: list[dict[str, Any]] = []
@@ -38,9 +43,11 @@ def serve_json(handler: Handler) -> Iterator[tuple[str, list[dict[str, Any]]]]:
             body = self.rfile.read(length) if length else b""
             headers = {k.lower(): v for k, v in self.headers.items()}
             seen.append({"method": self.command, "path": self.path, "headers": headers, "body": body})
-            status, payload = handler(self.command, self.path, headers, body)
+            status, payload, *extra = handler(self.command, self.path, headers, body)
             data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             self.send_response(status)
+            for name, value in (extra[0] if extra else {}).items():
+                self.send_header(name, value)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
             self.end_headers()
@@ -51,11 +58,13 @@ def serve_json(handler: Handler) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+    server = ThreadingHTTPServer((host, port), _H)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+        yield f"{'https' if tls else 'http'}://{host}:{server.server_address[1]}", seen
     finally:
         server.shutdown()
         server.server_close()
