@@ -55,6 +55,9 @@ class JwtSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
 class AuthSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     admin_token: str = ""
     require_authentication: bool = False
+    # None: believed only on a loopback bind. True restores the reference (any claim, anonymous) anywhere.
+    allow_claimed_identity: bool | None = None
+    resource_url: str = ""  # the public base URL named in /.well-known/oauth-protected-resource
     jwt: JwtSettings | None = None
 
 
