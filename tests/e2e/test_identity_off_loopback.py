@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,11 @@ from tests.support.waiting import wait_until
 
 ADMIN = "admin-secret-for-tests"
 ISSUER = "https://issuer.example"
-BASE_CONFIG = f"""
-approval: {{timeout_seconds: 60, channel: queue}}
-supervisor: {{auto_approve: false}}
+BASE_CONFIG = """
+approval: {timeout_seconds: 60, channel: queue}
+supervisor: {auto_approve: false}
 cli_tools:
-  - {{name: say, bin: /bin/echo, bare: {{timeout: 5s}}}}
+  - {name: say, bin: /bin/echo, bare: {timeout: 5s}}
 policies:
   - name: claude
     agent: claude
@@ -51,12 +52,20 @@ def write(tmp: Path, auth: str) -> Path:
     return cfg
 
 
+@contextmanager
 def serve_everywhere(cfg: Path) -> Iterator[Server]:
-    server = start_server(cfg, extra=["--host", "0.0.0.0"])  # noqa: S104 - the point: a bind off loopback
+    server = start_server(cfg, extra=["--host", "0.0.0.0"])  # the point: a bind off loopback
     try:
         yield server
     finally:
         stop_server(server)
+
+
+def startup_line(server: Server) -> str:
+    def find() -> str | None:
+        return next((x for x in server.log.read_text().splitlines() if "identities:" in x), None)
+
+    return str(wait_until(find, 10, "the start-up line"))
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +73,8 @@ def strict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """Off loopback with the default identity settings and a JWT issuer configured (never asked in these tests:
     only agent tokens are presented)."""
     tmp = tmp_path_factory.mktemp("strict")
-    yield from serve_everywhere(write(tmp, f"  jwt: {{jwks_url: 'http://127.0.0.1:9/jwks', issuer: '{ISSUER}'}}\n"))
+    with serve_everywhere(write(tmp, f"  jwt: {{jwks_url: 'http://127.0.0.1:9/jwks', issuer: '{ISSUER}'}}\n")) as s:
+        yield s
 
 
 def token_cli(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
@@ -93,7 +103,7 @@ def decide(server: Server, authorization: str | None, tool: str = "say.run") -> 
 
 
 def test_the_start_up_line_says_which_identities_count(strict: Server) -> None:
-    line = wait_until(lambda: next((x for x in strict.log.read_text().splitlines() if "identities:" in x), None), 10)
+    line = startup_line(strict)
     assert f"identities: agent tokens yes, JWT from {ISSUER}, claimed agent ids no, anonymous no" in line
     assert "0.0.0.0" in line
 
@@ -135,7 +145,8 @@ def test_tokens_over_rest_are_admin_only(strict: Server) -> None:
     r = httpx.post(f"{strict.url}/tokens", json={"agent": "claude"}, trust_env=False)
     assert r.status_code == 401
     admin = {"Authorization": f"Bearer {ADMIN}"}
-    created = httpx.post(f"{strict.url}/tokens", json={"agent": "claude", "expires": "1h"}, headers=admin, trust_env=False)
+    fields = {"agent": "claude", "expires": "1h"}
+    created = httpx.post(f"{strict.url}/tokens", json=fields, headers=admin, trust_env=False)
     assert created.status_code == 201, created.text
     body = created.json()
     assert body["token"].startswith("f7a_") and body["expires_at"] is not None and body["state"] == "active"
@@ -210,8 +221,8 @@ async def test_an_mcp_session_is_bound_to_the_token_that_opened_it(strict: Serve
 
 
 def test_allow_claimed_identity_restores_the_reference(tmp_path: Path) -> None:
-    for server in serve_everywhere(write(tmp_path, "  allow_claimed_identity: true\n")):
-        line = wait_until(lambda: next((x for x in server.log.read_text().splitlines() if "identities:" in x), None), 10)
+    with serve_everywhere(write(tmp_path, "  allow_claimed_identity: true\n")) as server:
+        line = startup_line(server)
         assert "identities: agent tokens yes, JWT no, claimed agent ids yes, anonymous yes" in line
         claimed = decide(server, "Bearer agent:claude")
         assert claimed.status_code == 200 and claimed.json()["agent"] == "claude"
