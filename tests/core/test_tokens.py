@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from shared.db import Database
-from shared.errors import BadRequest, Conflict, NotFound, Unauthorized
+from shared.errors import BadRequest, ConfigError, Conflict, NotFound, Unauthorized
 from shared.identity import IdentityResolver, accepted_identities
 from shared.settings import load_settings
 from shared.tokens import TokenStore, parse_expiry
@@ -158,3 +158,13 @@ def test_the_cli_issues_lists_and_revokes(tmp_path: Path) -> None:
     assert bad.returncode == 1 and "invalid agent id" in bad.stderr and bad.stdout == ""
     broken = cli("list", "--config", str(tmp_path / "nope.yaml"))
     assert broken.returncode == 2 and "config error" in broken.stderr
+
+
+def test_resource_url_must_be_an_http_base_url(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    for bad in ("mesh.example.com", "ftp://x", "https://x/?a=1"):
+        cfg.write_text(f"auth: {{resource_url: '{bad}'}}\n")
+        with pytest.raises(ConfigError, match=r"auth\.resource_url"):
+            load_settings(cfg)
+    cfg.write_text("auth: {resource_url: 'https://mesh.example.com/'}\n")
+    assert load_settings(cfg).auth.resource_url == "https://mesh.example.com/"

@@ -244,3 +244,31 @@ def test_allow_claimed_identity_restores_the_reference(tmp_path: Path) -> None:
             trust_env=False,
         )
         assert owner.status_code == 200 and "result" in owner.json()
+
+
+def test_the_admin_token_still_reads_the_catalog_decides_for_an_agent_and_reaches_memory(strict: Server) -> None:
+    """The console sends the admin token to /tools, /mcp-servers and /rpc: it holds no agent identity, but it is
+    no anonymous caller either."""
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    tools = httpx.get(f"{strict.url}/tools", headers=admin, trust_env=False)
+    assert tools.status_code == 200 and "say.run" in {t["name"] for t in tools.json()}
+    assert httpx.get(f"{strict.url}/mcp-servers", headers=admin, trust_env=False).status_code == 200
+    assert httpx.get(f"{strict.url}/tools", trust_env=False).status_code == 401
+    on_behalf = httpx.post(
+        f"{strict.url}/decide", json={"tool": "say.run", "agent": "claude"}, headers=admin, trust_env=False
+    )
+    assert on_behalf.status_code == 200 and on_behalf.json()["agent"] == "claude"
+    nobody = httpx.post(f"{strict.url}/decide", json={"tool": "say.run"}, headers=admin, trust_env=False)
+    assert nobody.status_code == 401
+    assert httpx.post(f"{strict.url}/tool/say.run", json={}, headers=admin, trust_env=False).status_code == 401
+    assert "## k-admin" in Mem7(strict.url, token=ADMIN).store("k-admin", "v") + Mem7(strict.url, token=ADMIN).recall(
+        key="k-admin"
+    )
+    # a claimed agent on the body is still refused without the admin token
+    claimed = httpx.post(
+        f"{strict.url}/decide",
+        json={"tool": "say.run", "agent": "claude"},
+        headers={"Authorization": "Bearer agent:claude"},
+        trust_env=False,
+    )
+    assert claimed.status_code == 401
