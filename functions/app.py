@@ -31,6 +31,8 @@ _ROUTE_MODULES = (
     "functions.mcp",
     "functions.pins",
     "functions.memory",
+    "functions.tokens",
+    "functions.wellknown",
 )
 
 

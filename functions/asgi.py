@@ -18,6 +18,8 @@ def app_factory() -> Litestar:
     overrides: dict[str, object] = {}
     if os.environ.get("FLUX7_STORAGE_PATH"):
         overrides["storage_path"] = os.environ["FLUX7_STORAGE_PATH"]
+    if os.environ.get("FLUX7_HOST"):  # the address `flux7 serve` bound: it decides which identities count
+        overrides["host"] = os.environ["FLUX7_HOST"]
     settings = with_cli_openapi(
         load_settings(os.environ.get("FLUX7_CONFIG") or None, None, **overrides),
         os.environ.get("FLUX7_OPENAPI_URL", ""),

@@ -10,7 +10,7 @@ from litestar.handlers.base import BaseRouteHandler
 from shared.errors import Unauthorized
 from shared.identity import Caller
 
-__all__ = ["caller_of", "control_plane", "mesh_of", "peer_of"]
+__all__ = ["caller_of", "caller_or_admin", "control_plane", "mesh_of", "peer_of"]
 
 
 def mesh_of(conn: ASGIConnection[Any, Any, Any, Any]) -> Any:
@@ -26,6 +26,17 @@ def caller_of(conn: ASGIConnection[Any, Any, Any, Any], *, require: bool = True)
     identity = mesh_of(conn).identity
     caller = identity.caller(conn.headers.get("authorization"))
     return identity.require(caller) if require else caller
+
+
+def caller_or_admin(conn: ASGIConnection[Any, Any, Any, Any]) -> Caller | None:
+    """The data-plane caller, or None for a request the data plane refuses but that holds control-plane rights
+    (the console lists the catalog with the admin token, which is no agent identity off loopback)."""
+    try:
+        return caller_of(conn)
+    except Unauthorized:
+        if mesh_of(conn).identity.is_admin(conn.headers.get("authorization"), peer_of(conn)):
+            return None
+        raise
 
 
 def control_plane(conn: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:

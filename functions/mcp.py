@@ -31,9 +31,11 @@ from shared.mcp.messages import (
     unsupported_version,
 )
 from shared.mcp.server import RequestContext
-from shared.mcp.sessions import McpSession
+from shared.mcp.sessions import McpSession, same_identity
+from shared.resource_metadata import bearer_challenge
 
 from .auth import mesh_of
+from .wellknown import public_base
 
 __all__ = ["ROUTES"]
 
@@ -69,32 +71,38 @@ class _Refused(Exception):
         self.response = response
 
 
+def _unauthorized(request: Request[Any, Any, Any], rid: Any, message: str, *, invalid_token: bool) -> _Refused:
+    """401 -32600 with the challenge that points a standard MCP client at our RFC 9728 metadata."""
+    challenge = bearer_challenge(public_base(request), invalid_token=invalid_token)
+    body = error_message(rid, McpError(INVALID_REQUEST, message))
+    return _Refused(_json(body, 401, headers={"WWW-Authenticate": challenge}))
+
+
 def _presented(request: Request[Any, Any, Any], rid: Any) -> Caller:
     """The identity the request's own credentials give; a bad credential (a JWT error) is 401 -32600."""
     try:
         return mesh_of(request).identity.caller(request.headers.get("authorization"))
     except Unauthorized as e:
-        raise _Refused(_error(rid, INVALID_REQUEST, e.message, 401)) from None
+        raise _unauthorized(request, rid, e.message, invalid_token=True) from None
 
 
 def _require(request: Request[Any, Any, Any], caller: Caller, rid: Any) -> Caller:
     try:
         return mesh_of(request).identity.require(caller)
     except Unauthorized as e:
-        raise _Refused(_error(rid, INVALID_REQUEST, e.message, 401)) from None
+        raise _unauthorized(request, rid, e.message, invalid_token=caller.authenticated) from None
 
 
 def _session(request: Request[Any, Any, Any], presented: Caller, rid: Any) -> McpSession:
-    """The session named by Mcp-Session-Id. Its caller was fixed when it opened; a request presenting another
-    agent's credentials may not use it."""
+    """The session named by Mcp-Session-Id. Its caller was fixed when it opened; a request presenting other
+    credentials, or none where the opener presented some, gets the same 404 as an unknown id: it learns nothing
+    about the session, and a conforming client answers by opening its own (MCP: "Session Management")."""
     sid = request.headers.get("mcp-session-id")
     if not sid:
         raise _Refused(_error(rid, INVALID_REQUEST, "Missing Mcp-Session-Id header", 400))
     session = mesh_of(request).mcp_sessions.get(sid)
-    if session is None:
+    if session is None or not same_identity(session.caller, presented):
         raise _Refused(_error(rid, INVALID_REQUEST, "Unknown session", 404))
-    if presented.authenticated and presented.agent_id != session.caller.agent_id:
-        raise _Refused(_error(rid, INVALID_REQUEST, "this session belongs to another agent", 403))
     return session
 
 
@@ -137,8 +145,10 @@ async def _handshake_era(request: Request[Any, Any, Any], msg: Message) -> Respo
         info: dict[str, Any] = params["clientInfo"] if isinstance(params.get("clientInfo"), dict) else {}
         session = mesh.mcp_sessions.create(caller, str(result["protocolVersion"]), str(info.get("name") or ""))
         return _json(result_message(msg.id, result), headers={"Mcp-Session-Id": session.id})
-    session = _session(request, presented, msg.id)
-    caller = _require(request, session.caller, msg.id)
+    # The request's own credentials must pass the gate (a 401 tells a client without them where to get a
+    # token) and be those that opened the session.
+    session = _session(request, _require(request, presented, msg.id), msg.id)
+    caller = session.caller
     if msg.is_notification or msg.is_response:
         return Response(b"", status_code=202)
     return await _answer(request, msg, _context(request, caller, session.id, False))
@@ -185,7 +195,7 @@ async def mcp_delete(request: Request[Any, Any, Any]) -> Response[bytes]:
     if not _origin_allowed(request.headers.get("origin"), mesh.settings.console.allowed_origins):
         return _error(None, INVALID_REQUEST, "Forbidden: origin not allowed", 403)
     try:
-        session = _session(request, _presented(request, None), None)
+        session = _session(request, _require(request, _presented(request, None), None), None)
     except _Refused as r:
         return r.response
     mesh.mcp_sessions.delete(session.id)

@@ -6,15 +6,17 @@ from __future__ import annotations
 import asyncio
 import hmac
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 from litestar import Litestar, Request, Response, get, route
 from litestar.enums import HttpMethod
 from litestar.response import Stream
 
+from shared.errors import Unauthorized
 from shared.memory.jsonrpc import RpcAnswer, dispatch, error_answer
 from shared.memory.service import MemoryService
+from shared.tokens import looks_like_agent_token
 
 from .errors import EXCEPTION_HANDLERS
 
@@ -44,15 +46,45 @@ def _not_allowed(allow: str) -> Response[str]:
 _NOT_FOUND = _text("404 page not found\n", 404)
 
 
-def _authenticated(request: Request[Any, Any, Any], service: MemoryService) -> bool | None:
-    """True when the request carries the token, False when no token is set, None when it is refused."""
-    if not service.token:
-        return False
+class _Auth(NamedTuple):
+    authenticated: bool  # the memory token, or a verified agent: `_meta` identities are believed
+    agent: str | None = None  # the agent an agent token or a JWT names: the only identity the call may use
+
+
+def _verified_agent(request: Request[Any, Any, Any], offered: str) -> str | Unauthorized | None:
+    """In the combined service: the agent a valid agent token or JWT names, None for anything unproven, the
+    refusal for a credential that is presented but invalid."""
+    mesh = request.app.state.get("mesh")
+    if mesh is None or not offered:
+        return None
+    try:
+        caller = mesh.identity.caller(offered)
+    except Unauthorized as e:
+        return e
+    return caller.agent_id if caller.verified else None
+
+
+def _authenticated(request: Request[Any, Any, Any], service: MemoryService) -> _Auth | None:
+    """Who may use memory: the memory token's holder (the mesh, mem7 clients), an agent with its own token or
+    JWT (as that agent), or, when no token is set and the mesh believes claims (loopback), anyone. None: refused."""
     offered = request.headers.get("authorization", "")
-    return True if hmac.compare_digest(offered.encode(), f"Bearer {service.token}".encode()) else None
+    if service.token and hmac.compare_digest(offered.encode(), f"Bearer {service.token}".encode()):
+        return _Auth(True)
+    mesh = request.app.state.get("mesh")
+    if mesh is not None and offered and mesh.identity.is_admin(offered, None):
+        return _Auth(True)  # the admin token itself (the console, the operator): as trusted as the memory token
+    agent = _verified_agent(request, offered)
+    if isinstance(agent, str):
+        return _Auth(True, agent)
+    if service.token:
+        return None
+    strict = mesh is not None and not mesh.identity.claims_allowed
+    if strict or (isinstance(agent, Unauthorized) and looks_like_agent_token(offered.removeprefix("Bearer ").strip())):
+        return None
+    return _Auth(False)
 
 
-def _admit(request: Request[Any, Any, Any], method: str | None = None) -> tuple[MemoryService, bool] | Response[str]:
+def _admit(request: Request[Any, Any, Any], method: str | None = None) -> tuple[MemoryService, _Auth] | Response[str]:
     """The service and whether the caller carries its token, or the refusal to send instead: 404 when memory is
     off, 405 for another method than `method`, 401 for a wrong token."""
     service = _service(request)
@@ -76,11 +108,11 @@ async def _body(request: Request[Any, Any, Any]) -> bytes | None:
     return b"".join(chunks)
 
 
-async def _answer(request: Request[Any, Any, Any], service: MemoryService, authenticated: bool) -> RpcAnswer:
+async def _answer(request: Request[Any, Any, Any], service: MemoryService, auth: _Auth) -> RpcAnswer:
     body = await _body(request)
     if body is None:
         return error_answer(-32700, "parse error: http: request body too large")
-    return await asyncio.to_thread(dispatch, service, body, authenticated=authenticated)
+    return await asyncio.to_thread(dispatch, service, body, authenticated=auth.authenticated, identity=auth.agent)
 
 
 def _json(body: Any, status: int = 200) -> Response[bytes]:

@@ -10,12 +10,12 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath
 
-from shared.errors import BadRequest, Forbidden, OutboundRefused
+from shared.errors import BadRequest, Forbidden, OutboundRefused, Unauthorized
 from shared.identity import Caller
 from shared.pipeline import Call, Outcome
 from shared.tracecontext import from_headers
 
-from .auth import caller_of, control_plane, mesh_of
+from .auth import caller_of, caller_or_admin, control_plane, mesh_of
 
 __all__ = ["ROUTES"]
 
@@ -97,8 +97,11 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
         return _json({"error": "invalid JSON body"}, 400)
     if not body.tool:
         return _json({"error": "tool field required"}, 400)
-    caller = caller_of(request)
     mesh = mesh_of(request)
+    resolved = caller_or_admin(request)  # None: the admin, which names no agent off loopback
+    if resolved is None and not body.agent:
+        raise Unauthorized("authentication required: the admin token names no agent; give one in `agent`")
+    caller = resolved or Caller(agent_id=body.agent, authenticated=True)
     if body.agent and body.agent != caller.agent_id:
         # DESIGN decision 2: no impersonation unless the caller holds control-plane rights.
         peer = request.scope.get("client")
@@ -124,10 +127,10 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 @get("/tools")
 async def list_tools(request: Request[Any, Any, Any]) -> Response[bytes]:
-    caller = caller_of(request)
+    caller = caller_or_admin(request)  # None: the admin (the console), who sees every tool
     mesh = mesh_of(request)
     tools = mesh.registry.tools()
-    if mesh.settings.hide_denied_tools:
+    if mesh.settings.hide_denied_tools and caller is not None:
         current = mesh.policies.current
         tools = [t for t in tools if not current.can_only_deny(caller.agent_id, t.name)]
     return _json([t.view() for t in tools])
@@ -135,7 +138,7 @@ async def list_tools(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 @get("/mcp-servers")
 async def mcp_servers(request: Request[Any, Any, Any]) -> Response[bytes]:
-    caller_of(request)
+    caller_or_admin(request)
     return _json(mesh_of(request).registry.servers())
 
 

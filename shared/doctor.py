@@ -27,7 +27,7 @@ import httpx
 from .backup import DEFAULT_CONFIG, Litestream, LitestreamError, ReplicaSource, find_litestream
 from .db import MIGRATIONS_DIR
 from .errors import ConfigError
-from .identity import is_loopback_bind
+from .identity import claims_allowed, is_loopback_bind
 from .serve import check_bind
 from .settings import Settings, load_settings
 
@@ -63,7 +63,8 @@ def check_config(path: str | None, env: Mapping[str, str]) -> tuple[list[Finding
         check_bind(settings, settings.host)
     except ConfigError as e:
         out.append(Finding("config", "fail", e.fault, "set the MESH_ADMIN_TOKEN secret (or auth.admin_token)"))
-    if not is_loopback_bind(settings.host):
+    if not is_loopback_bind(settings.host) and claims_allowed(settings):
+        # Off loopback the data plane and memory accept only agent tokens and JWTs, unless this is turned back on.
         if settings.memory.enabled and not settings.memory.url and not settings.memory.token:
             out.append(
                 Finding(
@@ -73,15 +74,15 @@ def check_config(path: str | None, env: Mapping[str, str]) -> tuple[list[Finding
                     "set memory.token (for example `${MEM7_TOKEN}`) and give agents that bearer",
                 )
             )
-        if settings.auth.jwt is None:
-            out.append(
-                Finding(
-                    "config",
-                    "warn",
-                    "agents name themselves with `Bearer agent:<id>`, which proves nothing off loopback",
-                    "configure auth.jwt (a JWKS) for per-agent tokens, or keep agents behind a trusted proxy",
-                )
+        out.append(
+            Finding(
+                "config",
+                "warn",
+                "auth.allow_claimed_identity: agents name themselves with `Bearer agent:<id>`, which proves "
+                "nothing off loopback",
+                "remove it and give each agent a token (flux7 token issue <agent>) or a JWT (auth.jwt)",
             )
+        )
     return out, settings
 
 

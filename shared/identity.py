@@ -13,15 +13,22 @@ import msgspec
 
 from .errors import Unauthorized
 from .settings import Settings
+from .tokens import TokenStore, looks_like_agent_token
 
-__all__ = ["Caller", "IdentityResolver", "is_loopback", "is_loopback_bind"]
+__all__ = ["Caller", "IdentityResolver", "accepted_identities", "claims_allowed", "is_loopback", "is_loopback_bind"]
 
 
 class Caller(msgspec.Struct, frozen=True):
     agent_id: str
     user_id: str = ""
-    authenticated: bool = False  # presented a credential (token or JWT), not anonymous
+    authenticated: bool = False  # presented a credential (a claim, an agent token or a JWT), not anonymous
     via_jwt: bool = False
+    via_token: bool = False  # a per-agent token from the token store (shared/tokens.py)
+
+    @property
+    def verified(self) -> bool:
+        """The identity was proven (agent token or JWT), not merely claimed."""
+        return self.via_jwt or self.via_token
 
 
 ANONYMOUS = Caller(agent_id="anonymous")
@@ -40,6 +47,33 @@ def is_loopback_bind(host: str) -> bool:
     return host == "localhost" or is_loopback(host)
 
 
+# --- data-plane caller resolution: agent tokens, claims off loopback (issue 13 item 5) ---
+
+
+def claims_allowed(settings: Settings) -> bool:
+    """Whether bare `agent:<id>` claims and anonymous calls are believed: `auth.allow_claimed_identity`, by
+    default only when the server is bound to loopback (where every caller is a local process anyway)."""
+    explicit = settings.auth.allow_claimed_identity
+    return is_loopback_bind(settings.host) if explicit is None else explicit
+
+
+def accepted_identities(settings: Settings) -> str:
+    """The start-up line's account of which identities the data plane accepts."""
+    jwt_cfg = settings.auth.jwt
+    claims = claims_allowed(settings) and (jwt_cfg is None or jwt_cfg.allow_legacy)
+    anonymous = claims_allowed(settings) and not settings.auth.require_authentication
+    issuer = (jwt_cfg.issuer or jwt_cfg.jwks_url) if jwt_cfg else ""
+    return (
+        "identities: agent tokens yes"
+        f", JWT {'from ' + issuer if issuer else 'no'}"
+        f", claimed agent ids {'yes' if claims else 'no'}"
+        f", anonymous {'yes' if anonymous else 'no'}"
+    )
+
+
+# --- end of data-plane caller resolution helpers ---
+
+
 class _Jwks:
     """A JWKS fetched from jwks_url, refreshed at most every 5 minutes (and on an unknown kid)."""
 
@@ -53,8 +87,10 @@ class _Jwks:
 
 
 class IdentityResolver:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, tokens: TokenStore | None = None) -> None:
         self._settings = settings
+        self._tokens = tokens
+        self.claims_allowed = claims_allowed(settings)
         jwt_cfg = settings.auth.jwt
         self._jwks = _Jwks(jwt_cfg.jwks_url) if jwt_cfg and jwt_cfg.jwks_url else None
         self._admin_token = settings.auth.admin_token.encode()
@@ -67,6 +103,11 @@ class IdentityResolver:
             token = token[7:].strip()
         if not token:
             return ANONYMOUS
+        if looks_like_agent_token(token):
+            record = self._tokens.authenticate(token) if self._tokens is not None else None
+            if record is None:
+                raise Unauthorized("authentication required: unknown, revoked or expired agent token")
+            return Caller(agent_id=record.agent_id, authenticated=True, via_token=True)
         jwt_cfg = self._settings.auth.jwt
         if jwt_cfg is None:
             agent = token[len("agent:") :] if token.startswith("agent:") else token
@@ -110,7 +151,15 @@ class IdentityResolver:
         return caller
 
     def require(self, caller: Caller) -> Caller:
-        """`require_authentication`: anonymous callers are refused on the data plane's governed routes."""
+        """The data plane's gate: off loopback (unless `allow_claimed_identity`) only proven identities pass;
+        with `require_authentication` anonymous callers are refused."""
+        if caller.verified:
+            return caller
+        if not self.claims_allowed:
+            raise Unauthorized(
+                "authentication required: this server accepts agent tokens (flux7 token issue) or JWTs, "
+                "not claimed agent ids or anonymous calls"
+            )
         if self._settings.auth.require_authentication and not caller.authenticated:
             raise Unauthorized("authentication required")
         return caller

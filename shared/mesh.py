@@ -25,6 +25,7 @@ from .pipeline import Pipeline
 from .policy_store import PolicyStore
 from .precedents import wire_precedents
 from .settings import Settings
+from .tokens import TokenStore
 from .tracing import Tracer
 from .upstreams.registry import Registry
 
@@ -39,7 +40,8 @@ class Mesh:
     def __init__(self, settings: Settings, *, db: Database | None = None) -> None:
         self.settings = settings
         self.db = db or Database(settings.resolve_path(settings.storage_path))
-        self.identity = IdentityResolver(settings)
+        self.tokens = TokenStore(self.db)  # per-agent bearer tokens (flux7 token …)
+        self.identity = IdentityResolver(settings, self.tokens)
         self.policies = PolicyStore(settings, self.db)
         self.registry = Registry(settings)
         self.pipeline = Pipeline(self)

@@ -6,8 +6,10 @@ import os
 import sys
 from pathlib import Path
 
+import msgspec
+
 from .errors import ConfigError
-from .identity import is_loopback_bind
+from .identity import accepted_identities, is_loopback_bind
 from .settings import Settings, load_settings
 
 __all__ = ["check_bind", "serve"]
@@ -45,6 +47,11 @@ def serve(
 
     if config:
         os.environ["FLUX7_CONFIG"] = str(Path(config).resolve())
+    # The workers judge identities by the address actually bound (a --host override included).
+    os.environ["FLUX7_HOST"] = bind
+    settings = msgspec.structs.replace(settings, host=bind)
+    scheme = "https" if settings.tls.cert_file else "http"
+    print(f"flux7: serving on {scheme}://{bind}:{port or settings.port}; {accepted_identities(settings)}", flush=True)
     if openapi_url:  # handed to the workers, which build their settings themselves
         os.environ["FLUX7_OPENAPI_URL"] = openapi_url
         os.environ["FLUX7_OPENAPI_BACKEND"] = openapi_backend

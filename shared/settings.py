@@ -57,6 +57,9 @@ class JwtSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
 class AuthSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     admin_token: str = ""
     require_authentication: bool = False
+    # None: believed only on a loopback bind. True restores the reference (any claim, anonymous) anywhere.
+    allow_claimed_identity: bool | None = None
+    resource_url: str = ""  # the public base URL named in /.well-known/oauth-protected-resource
     jwt: JwtSettings | None = None
 
 
@@ -302,6 +305,9 @@ def _validate(file: str, s: Settings) -> None:
             raise ConfigError(file, f"mcp_servers[{i}].command", "stdio transport needs a command")
         if m.transport != "stdio" and not m.url:
             raise ConfigError(file, f"mcp_servers[{i}].url", f"{m.transport} transport needs a url")
+    url = s.auth.resource_url
+    if url and (not url.startswith(("https://", "http://")) or "?" in url or "#" in url):
+        raise ConfigError(file, "auth.resource_url", "an http(s) base URL such as https://mesh.example.com")
     if s.auth.jwt is not None and not s.auth.jwt.jwks_url:
         raise ConfigError(file, "auth.jwt.jwks_url", "required when auth.jwt is set")
     if (s.tls.cert_file and not s.tls.key_file) or (s.tls.key_file and not s.tls.cert_file):

@@ -12,7 +12,7 @@ import msgspec
 from ..db import Database
 from ..identity import Caller
 
-__all__ = ["IDLE_SECONDS", "McpSession", "SessionStore"]
+__all__ = ["IDLE_SECONDS", "McpSession", "SessionStore", "same_identity"]
 
 # A session nobody used for this long is gone (the table must not grow without bound).
 IDLE_SECONDS = 24 * 3600.0
@@ -29,6 +29,17 @@ class McpSession(msgspec.Struct, frozen=True, kw_only=True):
     last_seen: float
 
 
+def same_identity(opener: Caller, presented: Caller) -> bool:
+    """A session is used only by the identity that opened it: the same agent and user, and a proven identity
+    (agent token or JWT) proven again — a bare claim or no credential never rides a proven session."""
+    return (
+        presented.agent_id == opener.agent_id
+        and presented.user_id == opener.user_id
+        and presented.authenticated == opener.authenticated
+        and (presented.verified or not opener.verified)
+    )
+
+
 def _from_row(row: Any) -> McpSession:
     return McpSession(
         id=row["id"],
@@ -37,6 +48,7 @@ def _from_row(row: Any) -> McpSession:
             user_id=row["user_id"],
             authenticated=bool(row["authenticated"]),
             via_jwt=bool(row["via_jwt"]),
+            via_token=bool(row["via_token"]),
         ),
         protocol_version=row["protocol_version"],
         client_name=row["client_name"],
@@ -56,14 +68,15 @@ class SessionStore:
         sid = secrets.token_hex(16)
         with self._db.write() as conn:
             conn.execute(
-                "INSERT INTO mcp_sessions (id, agent_id, user_id, authenticated, via_jwt, protocol_version, "
-                "client_name, created_at, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO mcp_sessions (id, agent_id, user_id, authenticated, via_jwt, via_token, protocol_version, "
+                "client_name, created_at, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     sid,
                     caller.agent_id,
                     caller.user_id,
                     int(caller.authenticated),
                     int(caller.via_jwt),
+                    int(caller.via_token),
                     protocol_version,
                     client_name[:200],
                     now,

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from .service import IDENTITY_META
+
 if TYPE_CHECKING:
     from .service import MemoryService as _Service
 
@@ -46,7 +48,9 @@ def _text_result(text: str, is_error: bool) -> dict[str, Any]:
     return result
 
 
-def _tools_call(service: _Service, params: Any, has_params: bool, authenticated: bool) -> dict[str, Any]:
+def _tools_call(
+    service: _Service, params: Any, has_params: bool, authenticated: bool, identity: str | None = None
+) -> dict[str, Any]:
     if not has_params:
         return _text_result("missing params", True)
     if params is None:
@@ -58,13 +62,17 @@ def _tools_call(service: _Service, params: Any, has_params: bool, authenticated:
         return _text_result("invalid params: name must be a string", True)
     if arguments is not None and not isinstance(arguments, dict):
         return _text_result("invalid params: arguments must be an object", True)
-    text, is_error = service.call_tool(
-        name, arguments or {}, authenticated=authenticated, meta=meta if isinstance(meta, dict) else None
-    )
+    meta = meta if isinstance(meta, dict) else None
+    if identity is not None:  # an agent token or JWT named the caller: no _meta may say otherwise
+        meta = {**(meta or {}), IDENTITY_META: identity}
+        authenticated = True
+    text, is_error = service.call_tool(name, arguments or {}, authenticated=authenticated, meta=meta)
     return _text_result(text, is_error)
 
 
-def _call(service: _Service, method: str, params: Any, has_params: bool, authenticated: bool) -> Any:
+def _call(
+    service: _Service, method: str, params: Any, has_params: bool, authenticated: bool, identity: str | None
+) -> Any:
     if method == "initialize":
         asked = params.get("protocolVersion") if isinstance(params, dict) else None
         return {
@@ -75,7 +83,7 @@ def _call(service: _Service, method: str, params: Any, has_params: bool, authent
     if method == "tools/list":
         return {"tools": service.tools}
     if method == "tools/call":
-        return _tools_call(service, params, has_params, authenticated)
+        return _tools_call(service, params, has_params, authenticated, identity)
     if method == "memory/snapshot_reminder":
         return service.snapshot_reminder()
     if method == "memory/chain":
@@ -83,7 +91,9 @@ def _call(service: _Service, method: str, params: Any, has_params: bool, authent
     raise _Fault(-32601, f"method not found: {method}")
 
 
-def dispatch(service: _Service, body: bytes, *, authenticated: bool) -> RpcAnswer:
+def dispatch(service: _Service, body: bytes, *, authenticated: bool, identity: str | None = None) -> RpcAnswer:
+    """One JSON-RPC request. `identity`: the agent a verified credential (agent token, JWT) names, which then
+    decides whose memories a call touches whatever the request's `_meta` says."""
     try:
         request = msgspec.json.decode(body)
     except msgspec.DecodeError as e:
@@ -99,7 +109,7 @@ def dispatch(service: _Service, body: bytes, *, authenticated: bool) -> RpcAnswe
         message = "invalid request: jsonrpc must be 2.0"
         return error_answer(-32600, message, request_id=request_id, has_id=has_id)
     try:
-        result = _call(service, method, request.get("params"), "params" in request, authenticated)
+        result = _call(service, method, request.get("params"), "params" in request, authenticated, identity)
     except _Fault as f:
         return error_answer(f.code, f.message, request_id=request_id, has_id=has_id)
     except Exception:

@@ -44,6 +44,7 @@ def test_doctor_names_every_broken_part_with_its_fix_and_exits_1(tmp_path: Path)
         f"""
 host: 0.0.0.0
 storage_path: data/flux7.db
+auth: {{allow_claimed_identity: true}}
 memory: {{enabled: true, hybrid: false}}
 openapi:
   - file: spec.json
@@ -77,6 +78,7 @@ cli_tools:
     out = r.stdout
     assert any("requires an admin token" in line for line in _lines(out, "FAIL", "config")), out
     assert any("memory.token is empty" in line for line in _lines(out, "WARN", "config")), out
+    assert any("allow_claimed_identity" in line for line in _lines(out, "WARN", "config")), out
     assert any("9999_future.sql" in line for line in _lines(out, "FAIL", "database")), out
     assert any("no url, path or bucket" in line for line in _lines(out, "FAIL", "replication")), out
     upstreams = "\n".join(_lines(out, "FAIL", "upstreams"))

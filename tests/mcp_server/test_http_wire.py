@@ -58,9 +58,11 @@ async def test_notifications_get_202_and_ping_answers_empty(config: Path) -> Non
 async def test_delete_ends_the_session(config: Path) -> None:
     async with mesh_client(config) as client:
         rpc = await Rpc(client).open()
-        gone = await client.delete("/mcp", headers={"Mcp-Session-Id": rpc.session})
+        anonymous = await client.delete("/mcp", headers={"Mcp-Session-Id": rpc.session})
+        assert anonymous.status_code == 404  # only the opener's credentials end it
+        gone = await client.delete("/mcp", headers={**bearer("claude"), "Mcp-Session-Id": rpc.session})
         assert gone.status_code == 204 and gone.content == b""
-        again = await client.delete("/mcp", headers={"Mcp-Session-Id": rpc.session})
+        again = await client.delete("/mcp", headers={**bearer("claude"), "Mcp-Session-Id": rpc.session})
         assert again.status_code == 404 and error_of(again) == (-32600, "Unknown session")
         assert (await rpc.post("tools/list")).status_code == 404
         missing = await client.delete("/mcp")
@@ -115,14 +117,14 @@ async def test_foreign_origins_are_refused_unless_listed(tmp_path: Path) -> None
             assert (await client.post("/mcp", json=body, headers={"Origin": origin})).status_code == 200
 
 
-async def test_a_session_keeps_the_agent_that_opened_it(config: Path) -> None:
+async def test_a_session_is_used_only_by_the_identity_that_opened_it(config: Path) -> None:
     async with mesh_client(config) as client:
         rpc = await Rpc(client, "claude").open()
-        rpc.agent = ""  # no credential on later requests: the session's agent holds
         assert "exit_code" in await rpc.text("say.run", {"args": ["hi"]})
-        rpc.agent = "boss"  # another agent's credential may not ride claude's session
-        stolen = await rpc.post("tools/list")
-        assert stolen.status_code == 403 and error_of(stolen)[0] == -32600
+        for other in ("", "boss"):  # no credential, or another agent's: the same 404 as an unknown session
+            rpc.agent = other
+            stolen = await rpc.post("tools/list")
+            assert stolen.status_code == 404 and error_of(stolen) == (-32600, "Unknown session")
 
 
 async def test_a_session_survives_a_restart(config: Path) -> None:

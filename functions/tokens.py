@@ -1,0 +1,57 @@
+"""Per-agent tokens over HTTP: issue, list, revoke. All control plane; the token itself is answered once, on
+issue, and never again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, delete, get, post
+from litestar.params import FromPath, RawBody
+
+from shared.errors import BadRequest
+from shared.tokens import AgentToken, parse_expiry
+
+from .approvals import json_object
+from .auth import control_plane, mesh_of
+
+__all__ = ["ROUTES"]
+
+
+def view(record: AgentToken) -> dict[str, Any]:
+    return {**msgspec.to_builtins(record), "state": record.state()}
+
+
+def _str(fields: dict[str, Any], key: str) -> str:
+    value = fields.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadRequest(f"{key} must be a string")
+    return value.strip()
+
+
+@get("/tokens", guards=[control_plane], sync_to_thread=True)
+def list_tokens(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
+    agent = request.query_params.get("agent", "")
+    return [view(t) for t in mesh_of(request).tokens.list(agent_id=agent)]
+
+
+@post("/tokens", guards=[control_plane], sync_to_thread=True)
+def issue_token(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[str, Any]]:
+    fields = json_object(body)
+    agent = _str(fields, "agent") or _str(fields, "agent_id")
+    if not agent:
+        raise BadRequest("agent is required")
+    issued = mesh_of(request).tokens.issue(
+        agent, note=_str(fields, "note"), expires_at=parse_expiry(_str(fields, "expires"))
+    )
+    return Response({**view(issued.record), "token": issued.token}, status_code=201)
+
+
+@delete("/tokens/{ref:str}", guards=[control_plane], status_code=200, sync_to_thread=True)
+def revoke_token(request: Request[Any, Any, Any], ref: FromPath[str]) -> dict[str, Any]:
+    return view(mesh_of(request).tokens.revoke(ref))
+
+
+ROUTES = [list_tokens, issue_token, revoke_token]
