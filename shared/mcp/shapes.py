@@ -6,8 +6,8 @@
   `annotations`, `inputSchema`, `outputSchema`. An OpenAPI or CLI tool answers one text block (JSON for a
   structured result) and, when the tool declares an output schema, `structuredContent`. Everything the mesh
   refuses or fails at (denial, halt, rate limit, refused or timed-out approval, backend error) is an
-  `isError: true` result with the text CONTRACT 1.14 gives; a pending approval is not an error: the call has not
-  run yet and the text says how to get it run.
+  `isError: true` result with the text CONTRACT 1.14 gives. So is a pending approval ("Approval required …"):
+  the call has not run, and a success without structuredContent would break a tool's declared output schema.
 - reference: the reference's shape, for clients written against it: every result is one text block with the
   indented JSON of the backend's result (an MCP upstream's result object wrapped twice), a policy denial is not
   `isError`, and tools/list entries are `{name, description, inputSchema}`.
@@ -113,7 +113,10 @@ def outcome_result(
         return texts.text_result(texts.policy_denied(out.reason), is_error=shape == "faithful")
     if out.policy == "human_approval" and not out.has_result:
         if out.approval_status == "pending":
-            return texts.text_result(texts.approval_required(out.approval_id, name, valid_seconds()))
+            # The call did not run: an error result, or a client would hold a tool's declared output schema
+            # against this text (the SDK clients refuse a success without structuredContent).
+            text = texts.approval_required(out.approval_id, name, valid_seconds())
+            return texts.text_result(text, is_error=shape == "faithful")
         if out.approval_status == "denied":
             return texts.text_result(texts.approval_denied(out.resolved_by, name, out.approval_id), is_error=True)
         if out.approval_status == "timeout":
