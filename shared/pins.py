@@ -4,7 +4,12 @@ human_approval (`pin:changed`), until an operator accepts it. This stops a serve
 a rewritten description (tool poisoning) past the policy.
 
 Pins are SQLite rows, so an accept on one worker holds on all of them at once. Only MCP tools are pinned: CLI
-tools and OpenAPI operations come from the operator's own configuration."""
+tools and OpenAPI operations come from the operator's own configuration.
+
+The fingerprint covers a tool's title and outputSchema when it declares them (DESIGN decision 8 passes them on).
+Pins written before that hash the older subset; such a pin still holds for the definition it was accepted on,
+and is rewritten to the full fingerprint the first time it is checked, so from then on a changed title or
+output schema flags the tool like any other change."""
 
 from __future__ import annotations
 
@@ -25,6 +30,10 @@ def fingerprint(tool: ToolDef) -> str:
     return hashlib.sha256(tool.fingerprint_text().encode()).hexdigest()
 
 
+def legacy_fingerprint(tool: ToolDef) -> str:
+    return hashlib.sha256(tool.legacy_fingerprint_text().encode()).hexdigest()
+
+
 def pinnable(tool: ToolDef) -> bool:
     return tool.source == "mcp"
 
@@ -38,14 +47,26 @@ class PinStore:
     def _pinned(self, name: str) -> Any | None:
         return self._db.query_one("SELECT * FROM tool_pins WHERE tool = ?", (name,))
 
+    def _status(self, tool: ToolDef, row: Any | None, current: str) -> str:
+        if row is None:
+            return "new"
+        if row["fingerprint"] == current:
+            return "pinned"
+        if row["fingerprint"] == legacy_fingerprint(tool):
+            # Accepted before title/outputSchema counted, and unchanged in what was hashed then: take the
+            # full definition as the accepted one (compare-and-set, so concurrent workers agree).
+            self._db.execute(
+                "UPDATE tool_pins SET fingerprint = ? WHERE tool = ? AND fingerprint = ?",
+                (current, tool.name, row["fingerprint"]),
+            )
+            return "pinned"
+        return "changed"
+
     def status_of(self, tool: ToolDef) -> str | None:
         """pinned | new | changed; None when pinning is off or the tool is not an upstream MCP tool."""
         if not self.enabled or not pinnable(tool):
             return None
-        row = self._pinned(tool.name)
-        if row is None:
-            return "new"
-        return "pinned" if row["fingerprint"] == fingerprint(tool) else "changed"
+        return self._status(tool, self._pinned(tool.name), fingerprint(tool))
 
     def floor_for(self, tool: ToolDef) -> Decision | None:
         status = self.status_of(tool)
@@ -65,7 +86,7 @@ class PinStore:
                 continue
             row = self._pinned(tool.name)
             current = fingerprint(tool)
-            status = "new" if row is None else ("pinned" if row["fingerprint"] == current else "changed")
+            status = self._status(tool, row, current)
             item: dict[str, Any] = {"tool": tool.name, "server": tool.mcp_server, "status": status}
             if row is not None:
                 item["pinned_description"] = row["description"]

@@ -26,6 +26,7 @@ __all__ = [
     "JwtSettings",
     "LoopDetection",
     "McpServer",
+    "McpSettings",
     "MemorySettings",
     "OpenApiSource",
     "OutboundSettings",
@@ -154,6 +155,15 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only
     forward_identity: bool = False
 
 
+class McpSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The mesh as an MCP server. `result_shape: reference` restores the reference's tools/call shape (every
+    result one text block of indented JSON, an upstream's result wrapped twice, a policy denial not an error)
+    and its bare tools/list entries; the default passes upstream results and tool definitions on verbatim
+    (DESIGN decision 8)."""
+
+    result_shape: Literal["faithful", "reference"] = "faithful"
+
+
 class CliCommand(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     allowed_args: tuple[str, ...] = ()
     timeout: str = "30s"
@@ -209,6 +219,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     openapi: tuple[OpenApiSource, ...] = ()
     hide_denied_tools: bool = False
     pin_tools: bool = False
+    mcp: McpSettings = McpSettings()
     loop_detection: LoopDetection = LoopDetection()
     console: ConsoleSettings = ConsoleSettings()
     outbound: OutboundSettings = OutboundSettings()

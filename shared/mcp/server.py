@@ -28,9 +28,10 @@ from .messages import (
     Message,
     negotiate_handshake,
 )
+from .shapes import outcome_result, tool_entry
 from .virtual import OPERATOR_ONLY, VirtualTools
 
-__all__ = ["McpServer", "RequestContext", "is_supervisor", "tool_entry"]
+__all__ = ["McpServer", "RequestContext", "is_supervisor"]
 
 log = logging.getLogger("flux7.mcp")
 
@@ -48,23 +49,6 @@ class RequestContext(msgspec.Struct, kw_only=True):
 
 def is_supervisor(settings: Any, agent: str) -> bool:
     return any(glob_match(pattern, agent) for pattern in settings.supervisor.supervisor_agents)
-
-
-def _local_schema(tool: ToolDef) -> dict[str, Any]:
-    props = {p.name: {"type": p.type or "string", "description": f"{p.name} parameter ({p.in_})"} for p in tool.params}
-    schema: dict[str, Any] = {"type": "object", "properties": props}
-    required = [p.name for p in tool.params if p.required]
-    if required:
-        schema["required"] = required
-    return schema
-
-
-def tool_entry(tool: ToolDef) -> dict[str, Any]:
-    """A tools/list entry: upstream schemas verbatim, local params as shallow `{type, description}`."""
-    schema = tool.input_schema if isinstance(tool.input_schema, dict) and tool.input_schema else _local_schema(tool)
-    if schema.get("type") != "object":
-        schema = {**schema, "type": "object"}
-    return {"name": tool.name, "description": tool.description, "inputSchema": schema}
 
 
 def _modern(result: dict[str, Any], *, cacheable: bool = False) -> dict[str, Any]:
@@ -132,7 +116,8 @@ class McpServer:
         return out
 
     def list_tools(self, agent: str) -> list[dict[str, Any]]:
-        entries = [tool_entry(t) for t in self.visible_tools(agent)]
+        shape = self.mesh.settings.mcp.result_shape
+        entries = [tool_entry(t, shape) for t in self.visible_tools(agent)]
         entries.extend(self.virtual.entries(agent))
         return entries
 
@@ -184,29 +169,14 @@ class McpServer:
         return self.shape(out, call.tool)
 
     def shape(self, out: Outcome, tool: str) -> dict[str, Any]:
-        """An Outcome as the texts of CONTRACT 1.14."""
-        if out.halted:
-            return texts.text_result(out.halt_message or out.error, is_error=True)
-        if out.policy == "rate_limited":
-            return texts.text_result(texts.rate_limited(out.error), is_error=True)
-        if out.policy == "deny":
-            return texts.text_result(texts.policy_denied(out.reason))
-        if out.policy == "human_approval" and not out.has_result:
-            if out.approval_status == "pending":
-                return texts.text_result(
-                    texts.approval_required(out.approval_id, tool, self._valid_seconds(out.approval_id))
-                )
-            if out.approval_status == "denied":
-                return texts.text_result(texts.approval_denied(out.resolved_by, tool, out.approval_id), is_error=True)
-            if out.approval_status == "timeout":
-                return texts.text_result(texts.approval_timed_out(tool, out.approval_id), is_error=True)
-            if not out.error:
-                return texts.text_result(texts.backend_error("no result"), is_error=True)
-        if out.policy == "error":
-            return texts.text_result(out.error or "error", is_error=True)
-        if out.error:
-            return texts.text_result(texts.backend_error(out.error), is_error=True)
-        return texts.text_result(texts.go_indent(out.result))
+        """An Outcome as a tools/call result, in the configured shape (shapes.py)."""
+        return outcome_result(
+            out,
+            self.mesh.registry.lookup(tool),
+            tool,
+            lambda: self._valid_seconds(out.approval_id),
+            self.mesh.settings.mcp.result_shape,
+        )
 
     def _valid_seconds(self, approval_id: str) -> int:
         approvals = getattr(self.mesh, "approvals", None)

@@ -54,6 +54,12 @@ class ToolDef(msgspec.Struct, kw_only=True):
     input_schema: dict[str, Any] = msgspec.field(default_factory=dict)
     upstream_name: str = ""
     annotations: dict[str, Any] | None = None  # MCP tool annotations, verbatim
+    # What an MCP upstream declares besides (tools/list passes them on unchanged, DESIGN decision 8); OpenAPI
+    # and CLI tools may declare an output schema too (their result then also travels as structuredContent).
+    title: str | None = None
+    output_schema: dict[str, Any] | None = None
+    icons: list[Any] | None = None
+    meta: dict[str, Any] | None = None  # the tool definition's `_meta`
 
     def view(self) -> dict[str, Any]:
         """The GET /tools entry (CONTRACT 1.6): Go's omitempty drops empty params, mcp_server and cli_meta."""
@@ -79,16 +85,27 @@ class ToolDef(msgspec.Struct, kw_only=True):
         return out
 
     def fingerprint_text(self) -> str:
-        """What an upstream declares about a tool, canonically: the input of pinning's change detection."""
-        return msgspec.json.encode(
-            {
-                "name": self.name,
-                "description": self.description,
-                "input_schema": self.input_schema,
-                "annotations": self.annotations,  # a flipped readOnlyHint changes what auto-approval trusts
-            },
-            order="sorted",
-        ).decode()
+        """What an upstream declares about a tool, canonically: the input of pinning's change detection.
+        `title` and `output_schema` count only when declared, so a tool declaring neither keeps the fingerprint
+        it had before they were captured (shared/pins.py upgrades the pins of those that do)."""
+        declared = self._legacy_fields()
+        if self.title is not None:
+            declared["title"] = self.title  # what a client shows and a model may read
+        if self.output_schema is not None:
+            declared["output_schema"] = self.output_schema
+        return msgspec.json.encode(declared, order="sorted").decode()
+
+    def legacy_fingerprint_text(self) -> str:
+        """The fingerprint input before title and outputSchema were captured: pins written then hash this."""
+        return msgspec.json.encode(self._legacy_fields(), order="sorted").decode()
+
+    def _legacy_fields(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "annotations": self.annotations,  # a flipped readOnlyHint changes what auto-approval trusts
+        }
 
 
 class CallContext(msgspec.Struct):

@@ -33,6 +33,17 @@ _FLAGS_SCHEMA = {
     "additionalProperties": {"type": ["string", "number", "boolean", "array"]},
 }
 
+# What every CLI tool answers (the mesh builds it), declared so MCP clients also get it as structuredContent.
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "stdout": {"type": "string", "description": "standard output (at most 1 MiB)"},
+        "stderr": {"type": "string", "description": "standard error (at most 1 MiB)"},
+        "exit_code": {"type": "integer", "description": "the process's exit status"},
+    },
+    "required": ["stdout", "stderr", "exit_code"],
+}
+
 
 class ArgumentRefused(ValueError):
     """An argument the tool's configuration does not allow; the call never runs."""
@@ -175,6 +186,7 @@ class CliUpstream:
             cli_meta=meta,
             classification=classify(own_name=own_name, dispatcher=meta["is_catch_all"]),
             input_schema=schema,
+            output_schema=OUTPUT_SCHEMA,
         )
 
     def _build(self) -> list[ToolDef]:

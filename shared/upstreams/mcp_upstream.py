@@ -44,7 +44,8 @@ def _param_type(schema: Any) -> str:
 
 
 def tool_defs(server: str, listed: list[dict[str, Any]]) -> list[ToolDef]:
-    """The mesh's view of a tools/list answer: `<server>.<tool>`, inputSchema verbatim."""
+    """The mesh's view of a tools/list answer: `<server>.<tool>`; inputSchema, outputSchema, title, annotations,
+    icons and `_meta` verbatim (tools/list passes them on)."""
     out: list[ToolDef] = []
     for t in listed:
         own = t["name"]
@@ -56,6 +57,7 @@ def tool_defs(server: str, listed: list[dict[str, Any]]) -> list[ToolDef]:
         params = [Param(name=k, in_="body", type=_param_type(v), required=k in required) for k, v in props.items()]
         annotations = t.get("annotations") if isinstance(t.get("annotations"), dict) else None
         description = t.get("description")
+        title, output, icons, meta = t.get("title"), t.get("outputSchema"), t.get("icons"), t.get("_meta")
         out.append(
             ToolDef(
                 name=f"{server}.{own}",
@@ -67,6 +69,10 @@ def tool_defs(server: str, listed: list[dict[str, Any]]) -> list[ToolDef]:
                 input_schema=schema,
                 upstream_name=own,
                 annotations=annotations,
+                title=title if isinstance(title, str) else None,
+                output_schema=output if isinstance(output, dict) else None,
+                icons=icons if isinstance(icons, list) else None,
+                meta=meta if isinstance(meta, dict) else None,
             )
         )
     return out

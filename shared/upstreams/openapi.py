@@ -11,6 +11,9 @@ from urllib.parse import quote, urljoin
 
 import aiohttp
 import httpx
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.validators
 import msgspec
 import yaml
 import yarl
@@ -138,6 +141,65 @@ def _input_schema(params: list[Param]) -> dict[str, Any]:
     return schema
 
 
+_MAX_SCHEMA_DEPTH = 32
+
+
+def _inline(spec: dict[str, Any], node: Any, seen: tuple[str, ...] = (), depth: int = 0) -> Any:
+    """A schema with its local `$ref`s inlined and OpenAPI's `nullable` / `x-nullable` spelled as JSON Schema
+    types, so it stands alone as an MCP outputSchema. Raises ValueError for a recursive or remote reference."""
+    if depth > _MAX_SCHEMA_DEPTH:
+        raise ValueError("schema too deep")
+    if isinstance(node, list):
+        return [_inline(spec, item, seen, depth + 1) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        if not ref.startswith("#/") or ref in seen:
+            raise ValueError(f"reference {ref} cannot be inlined")
+        target = _resolve(spec, {"$ref": ref})
+        if isinstance(target, dict) and "$ref" in target:
+            raise ValueError(f"reference {ref} does not resolve")
+        return _inline(spec, target, (*seen, ref), depth + 1)
+    out = {k: _inline(spec, v, seen, depth + 1) for k, v in node.items() if k not in ("nullable", "x-nullable")}
+    if (node.get("nullable") is True or node.get("x-nullable") is True) and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+def _output_schema(spec: dict[str, Any], op: dict[str, Any]) -> dict[str, Any] | None:
+    """The operation's success response schema, when it is a JSON object schema that stands alone: the tool's
+    output schema (MCP clients then get the result as structuredContent too). None otherwise."""
+    responses = op.get("responses")
+    if not isinstance(responses, dict):
+        return None
+    codes = [str(c) for c in responses if str(c).startswith("2")]
+    if not codes:
+        return None
+    response = _resolve(
+        spec, responses.get(min(codes)) or responses.get(int(min(codes)) if min(codes).isdigit() else "")
+    )
+    if not isinstance(response, dict):
+        return None
+    schema: Any = response.get("schema")  # OpenAPI 2
+    content = response.get("content")
+    if isinstance(content, dict):  # OpenAPI 3
+        media = content.get("application/json") or next(
+            (v for k, v in content.items() if isinstance(k, str) and k.endswith("+json")), None
+        )
+        schema = media.get("schema") if isinstance(media, dict) else None
+    if schema is None:
+        return None
+    try:
+        inlined = _inline(spec, schema)
+        if not isinstance(inlined, dict) or inlined.get("type") != "object":
+            return None
+        jsonschema.validators.validator_for(inlined, default=jsonschema.Draft202012Validator).check_schema(inlined)
+    except (ValueError, jsonschema.exceptions.SchemaError):
+        return None
+    return inlined
+
+
 def parse_spec(text: str | bytes, origin: str) -> dict[str, Any]:
     """A spec document (JSON or YAML) as a mapping; ValueError naming `origin` otherwise."""
     try:
@@ -177,6 +239,7 @@ def tools_from_spec(spec: dict[str, Any], backend_url: str, spec_url: str = "") 
                     source="openapi",
                     classification=classify(own_name=own or path, params=params, method=method),
                     input_schema=_input_schema(params),
+                    output_schema=_output_schema(spec, op),
                 )
             )
     return tools

@@ -3,10 +3,15 @@ between runs: new tools are denied, changed ones need approval, until an operato
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
+from shared.mesh import Mesh
+from shared.pins import fingerprint, legacy_fingerprint
+from shared.settings import load_settings
 from tests.mcp_server.conftest import write_config
 from tests.mcp_server.inproc import Rpc, mesh_client
+from tests.support import mesh as support
 
 PINNED = "pin_tools: true\n"
 ECHO_TOOLS = {
@@ -38,7 +43,7 @@ async def test_new_tools_are_denied_until_accepted(tmp_path: Path) -> None:
         accepted = await client.post("/tools/pins/accept", json={"server": "echo", "by": "ops"})
         assert accepted.status_code == 200
         assert set(accepted.json()["accepted"]) == ECHO_TOOLS and accepted.json()["by"] == "ops"
-        assert '"text": "hi"' in await rpc.text("echo.echo", {"text": "hi"})
+        assert await rpc.text("echo.echo", {"text": "hi"}) == "hi"
         assert {p["status"] for p in (await client.get("/tools/pins")).json()} == {"pinned"}
         traced = (await client.get("/traces", params={"tool": "mesh.pin_accept"})).json()
         assert traced[0]["agent_id"] == "ops"
@@ -74,7 +79,37 @@ async def test_a_changed_description_needs_approval_until_accepted_again(tmp_pat
         assert bad.status_code == 400
         ok = await client.post("/tools/pins/accept", json={"tools": ["echo.echo"], "by": "ops"})
         assert ok.json()["accepted"] == ["echo.echo"]
-        assert '"text": "hi"' in await rpc.text("echo.echo", {"text": "hi"})
+        assert await rpc.text("echo.echo", {"text": "hi"}) == "hi"
+
+
+async def test_a_pin_written_before_titles_and_output_schemas_counted_still_holds_and_is_upgraded(
+    tmp_path: Path,
+) -> None:
+    """Pins of an older flux7 hash name, description, inputSchema and annotations only. The SDK's server
+    declares an outputSchema for every tool, so counting it must not flag every existing pin as changed."""
+    config = write_config(tmp_path, extra=PINNED)
+    mesh = Mesh(load_settings(config))
+    async with support.mesh_client(mesh) as client:
+        assert (await client.post("/tools/pins/accept", json={"by": "ops"})).status_code == 200
+        tools = {t.name: t for t in mesh.registry.tools() if t.source == "mcp"}
+    assert tools["echo.echo"].output_schema is not None  # the upstream declares one: the fingerprints differ
+    db = sqlite3.connect(tmp_path / "flux7.db")
+    with db:  # what the older version wrote
+        for name, tool in tools.items():
+            db.execute("UPDATE tool_pins SET fingerprint = ? WHERE tool = ?", (legacy_fingerprint(tool), name))
+    # ... and a pin whose tool changed since, in what the older version hashed, stays changed.
+    with db:
+        db.execute("UPDATE tool_pins SET fingerprint = ? WHERE tool = 'echo.search'", ("0" * 64,))
+
+    async with mesh_client(config) as client:
+        status = {p["tool"]: p["status"] for p in (await client.get("/tools/pins")).json()}
+        rpc = await Rpc(client).open()
+        assert await rpc.text("echo.echo", {"text": "hi"}) == "hi"
+    assert status == {**dict.fromkeys(ECHO_TOOLS, "pinned"), "echo.search": "changed"}
+    rows = dict(db.execute("SELECT tool, fingerprint FROM tool_pins").fetchall())
+    assert rows["echo.echo"] == fingerprint(tools["echo.echo"])  # upgraded: a later outputSchema change shows
+    assert rows["echo.search"] == "0" * 64
+    db.close()
 
 
 async def test_pin_routes_answer_501_when_pinning_is_off(tmp_path: Path) -> None:

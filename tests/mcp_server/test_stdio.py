@@ -55,16 +55,15 @@ async def test_standalone_stdio_governs_calls_and_serves_approvals_over_http(tmp
         wait_until(lambda: healthy(f"http://127.0.0.1:{port}"), what="the HTTP API beside stdio")
         assert {"echo.echo", "say.run", "grant.list", "mesh.catalog"} <= names
 
-        echoed = json.loads(text_of(await client.call_tool("echo.echo", {"text": "over stdio"})))
-        assert echoed["content"][0]["text"] == "over stdio"
+        assert text_of(await client.call_tool("echo.echo", {"text": "over stdio"})) == "over stdio"
         denied = await client.call_tool("echo.write_file", {"path": str(tmp_path / "no"), "content": "x"})
         assert text_of(denied) == "Policy denied: policy=claude tool=echo.write_file action=deny"
+        assert denied.is_error is True
         approval = approval_id_in(text_of(await client.call_tool("echo.read_file", {"path": str(target)})))
         # The HTTP API runs beside stdio in the same process, so the approval can be resolved while we wait.
         approved = httpx.post(f"http://127.0.0.1:{port}/approvals/{approval}/approve", json={"resolved_by": "ann"})
         assert approved.status_code == 200
-        ran = json.loads(text_of(await client.call_tool("echo.read_file", {"path": str(target)})))
-        assert ran["content"][0]["text"] == "from stdio"
+        assert text_of(await client.call_tool("echo.read_file", {"path": str(target)})) == "from stdio"
         with pytest.raises(MCPError) as err:
             await client.call_tool("echo.nope", {})
         assert (err.value.error.code, err.value.error.message) == (-32602, "Unknown tool: echo.nope")

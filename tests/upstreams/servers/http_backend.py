@@ -7,6 +7,10 @@ records what arrived (method, path, query, headers, body). As a process:
 Operations (tool names in brackets): GET /pets [list_pets], POST /pets [create_pet], GET /pets/{petId}
 [get_pet_by_id], DELETE /pets/{petId} [delete_pet], GET /text [get_text], GET /boom [get_boom, answers 500],
 PUT /notes/{noteId} [put_notes_noteId, no operationId], GET /echo-headers [echo_headers].
+
+Declared success responses: listPets and getPetById answer what their object schemas say (MCP clients get
+structuredContent); deletePet's schema says `deleted` is a string while the backend answers a number, a spec
+that lies about its backend.
 """
 
 from __future__ import annotations
@@ -24,6 +28,25 @@ from urllib.parse import parse_qs, urlsplit
 PETS = {"1": {"id": 1, "name": "Rex"}, "2": {"id": 2, "name": "Tom"}}
 
 
+PET = {
+    "type": "object",
+    "required": ["id", "name"],
+    "properties": {"id": {"type": "integer"}, "name": {"type": "string"}, "tag": {"type": "string", "nullable": True}},
+}
+PET_LIST = {
+    "type": "object",
+    "properties": {
+        "pets": {"type": "array", "items": {"$ref": "#/components/schemas/Pet"}},
+        "query": {"type": "object"},
+    },
+}
+DELETED = {"type": "object", "required": ["deleted"], "properties": {"deleted": {"type": "string"}}}
+
+
+def _json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
 def spec(base_url: str = "") -> dict[str, Any]:
     pet_id = {"name": "petId", "in": "path", "required": True, "schema": {"type": "string"}}
     doc: dict[str, Any] = {
@@ -34,6 +57,7 @@ def spec(base_url: str = "") -> dict[str, Any]:
                 "get": {
                     "operationId": "listPets",
                     "summary": "List pets",
+                    "responses": {"200": {"description": "pets", "content": _json_schema(PET_LIST)}},
                     "parameters": [
                         {"name": "limit", "in": "query", "schema": {"type": "integer"}},
                         {"name": "tag", "in": "query", "schema": {"type": "string"}},
@@ -50,8 +74,19 @@ def spec(base_url: str = "") -> dict[str, Any]:
             },
             "/pets/{petId}": {
                 "parameters": [pet_id],
-                "get": {"operationId": "getPetById", "description": "One pet by id"},
-                "delete": {"operationId": "deletePet", "summary": "Delete a pet"},
+                "get": {
+                    "operationId": "getPetById",
+                    "description": "One pet by id",
+                    "responses": {
+                        "200": {"$ref": "#/components/responses/OnePet"},
+                        "404": {"description": "no such pet"},
+                    },
+                },
+                "delete": {
+                    "operationId": "deletePet",
+                    "summary": "Delete a pet",
+                    "responses": {"200": {"description": "deleted", "content": _json_schema(DELETED)}},
+                },
             },
             "/text": {"get": {"operationId": "getText", "summary": "Plain text"}},
             "/boom": {"get": {"operationId": "getBoom", "summary": "Always fails"}},
@@ -67,13 +102,17 @@ def spec(base_url: str = "") -> dict[str, Any]:
             "/echo-headers": {"get": {"operationId": "echo_headers", "summary": "The trace headers it got"}},
         },
         "components": {
+            "responses": {
+                "OnePet": {"description": "a pet", "content": _json_schema({"$ref": "#/components/schemas/Pet"})}
+            },
             "schemas": {
+                "Pet": PET,
                 "NewPet": {
                     "type": "object",
                     "required": ["name"],
                     "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-                }
-            }
+                },
+            },
         },
     }
     if base_url:
