@@ -17,6 +17,7 @@ from shared.memory.jsonrpc import RpcAnswer, dispatch, error_answer
 from shared.memory.service import MemoryService
 
 from .errors import EXCEPTION_HANDLERS
+from .head import HeadAsGet
 
 __all__ = ["MCP_ROUTES", "ROUTES", "create_memory_app"]
 
@@ -191,7 +192,7 @@ def create_memory_app(service: MemoryService) -> Litestar:
     async def _stop() -> None:
         service.close()
 
-    app = Litestar(
+    app = HeadAsGet(  # every GET route also answers HEAD
         route_handlers=[*ROUTES, *MCP_ROUTES],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         on_shutdown=[_stop],

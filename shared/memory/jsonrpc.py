@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..json_depth import MAX_JSON_DEPTH, too_deep
+
 if TYPE_CHECKING:
     from .service import MemoryService as _Service
 
@@ -84,6 +86,8 @@ def _call(service: _Service, method: str, params: Any, has_params: bool, authent
 
 
 def dispatch(service: _Service, body: bytes, *, authenticated: bool) -> RpcAnswer:
+    if too_deep(body):
+        return error_answer(-32700, f"parse error: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         request = msgspec.json.decode(body)
     except msgspec.DecodeError as e:
