@@ -37,4 +37,5 @@ class HeadAsGet(Litestar):
             # Once the head is out, a streaming GET (SSE) hears a disconnect and stops producing a body.
             return _DISCONNECT if finished or started else await receive()
 
-        await super().__call__({**scope, "method": "GET"}, head_receive, head_send)
+        as_get: Any = {**scope, "method": "GET"}
+        await super().__call__(as_get, head_receive, head_send)

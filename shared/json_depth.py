@@ -9,7 +9,7 @@ removed, then a running depth)."""
 from __future__ import annotations
 
 import re
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
@@ -20,8 +20,6 @@ __all__ = ["MAX_JSON_DEPTH", "check_depth", "decode", "too_deep"]
 # Arrays and objects nested inside each other, the outermost counting as 1. Deep enough for any tool's
 # arguments or JSON-RPC envelope; far below the ~1,000 where Python's recursion limit is reached.
 MAX_JSON_DEPTH = 128
-
-T = TypeVar("T")
 
 # A JSON string, escapes included (the unrolled form, linear in the string's length).
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
@@ -52,7 +50,7 @@ def check_depth(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> None:
         raise TooDeep(f"invalid JSON body: nested deeper than {limit} levels")
 
 
-def decode(raw: bytes | str, *, type: type[T] = Any) -> T:  # type: ignore[assignment]
+def decode(raw: bytes | str, *, type: Any = Any) -> Any:
     """msgspec.json.decode behind the nesting limit: TooDeep, msgspec.DecodeError or msgspec.ValidationError."""
     check_depth(raw)
     return msgspec.json.decode(raw, type=type)

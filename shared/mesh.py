@@ -18,7 +18,7 @@ from .limits import RateLimiter
 from .mcp.server import McpServer
 from .mcp.sessions import SessionStore
 from .memory.service import memory_service_for
-from .metrics import Metrics
+from .metrics import Metrics, UpstreamState
 from .pins import PinStore
 from .pipeline import Pipeline
 from .policy_store import PolicyStore
@@ -43,7 +43,11 @@ class Mesh:
         self.registry = Registry(settings)
         self.pipeline = Pipeline(self)
         self.tracer = Tracer(settings, self.db)
-        self.metrics = Metrics(self.db)
+        self.metrics = Metrics(
+            self.db,
+            settings.metrics,
+            upstreams=lambda: [UpstreamState(*state) for state in self.registry.upstream_states()],
+        )
         self.approvals = ApprovalQueue(
             self.db, settings, owner=self, notifier=Notifier(), policy_version=lambda: self.policies.current.version
         )

@@ -26,6 +26,7 @@ __all__ = [
     "LoopDetection",
     "McpServer",
     "MemorySettings",
+    "MetricsSettings",
     "OpenApiSource",
     "Policy",
     "RateLimit",
@@ -167,6 +168,13 @@ class ConsoleSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, k
     dist_dir: str = ""
 
 
+class MetricsSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Caps on distinct `tool` and `agent` label values in /metrics; later values are counted as `other`."""
+
+    max_tools: int = 50
+    max_agents: int = 20
+
+
 class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     port: int = 9090
     host: str = "127.0.0.1"
@@ -191,6 +199,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     pin_tools: bool = False
     loop_detection: LoopDetection = LoopDetection()
     console: ConsoleSettings = ConsoleSettings()
+    metrics: MetricsSettings = MetricsSettings()
     max_body_bytes: int = 8 * 1024 * 1024
     # Not config keys: filled by the loader.
     config_path: str = ""
@@ -282,6 +291,9 @@ def _validate(file: str, s: Settings) -> None:
         raise ConfigError(file, "tls", "cert_file and key_file go together")
     if s.approval.timeout_seconds <= 0:
         raise ConfigError(file, "approval.timeout_seconds", "must be > 0")
+    for key in ("max_tools", "max_agents"):
+        if getattr(s.metrics, key) < 1:
+            raise ConfigError(file, f"metrics.{key}", "must be >= 1")
 
 
 def parse_policy(text: str, source: str) -> Policy:
