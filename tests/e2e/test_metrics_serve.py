@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ rules:
   - tools: ["list_pets"]
     action: allow
 """
-APPROVAL_SECONDS = 6
+APPROVAL_SECONDS = 10  # long enough to see it pending on a loaded machine
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
@@ -140,8 +141,30 @@ def test_two_workers_serve_red_upstream_and_approval_metrics(tmp_path: Path, bac
         assert [post(url, "/tool/list_pets", "burst", {}).status_code for _ in range(3)] == [200, 200, 429]
         halt = httpx.post(f"{url}/halts", json={"scope": "agent", "target": "stopped", "reason": "t"}, trust_env=False)
         assert halt.status_code == 201
-        assert post(url, "/tool/list_pets", "stopped", {}).status_code == 403
+        attempts: list[int] = []
+
+        def halted() -> bool:
+            attempts.append(post(url, "/tool/list_pets", "stopped", {}).status_code)
+            return attempts[-1] == 403
+
+        # a worker sees a new stop within halts.CACHE_SECONDS: calls before that went through, and count so
+        wait_until(halted, what="the stop on the worker that answers")
+        through = len(attempts) - 1
+        assert attempts[:-1] == [200] * through
         assert post(url, "/decide", "claude", {"tool": "list_pets", "arguments": {}}).status_code == 200
+        # a blocking REST approval counts when it is resolved, with its wait, in the resolution's commit
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(post, url, "/tool/create_pet", "claude", {"name": "Rex"})
+            queued = wait_until(
+                lambda: httpx.get(f"{url}/approvals", params={"status": "pending"}, trust_env=False).json(),
+                what="the REST call's approval",
+            )
+            approve = httpx.post(
+                f"{url}/approvals/{queued[0]['id']}/approve", json={"resolved_by": "ann"}, trust_env=False
+            )
+            assert approve.status_code == 200
+            done = waiting.result(60)
+        assert done.status_code == 200 and done.json()["policy"] == "human_approval"
         # MCP without a supervisor does not block: the approval stays pending until it expires
         pending = mcp_call(url, "create_pet", {"name": "Kit"})
         assert "approval" in str(pending["result"]).lower()
@@ -154,20 +177,21 @@ def test_two_workers_serve_red_upstream_and_approval_metrics(tmp_path: Path, bac
             red("list_pets", "burst", "allow"): 2,
             red("list_pets", "burst", "rate_limited"): 1,
             red("list_pets", "stopped", "halted"): 1,
-            red("create_pet", "claude", "approval"): 1,
+            **({red("list_pets", "stopped", "allow"): through} if through else {}),
+            red("create_pet", "claude", "approval"): 2,  # the approved REST call and the pending MCP one
         }
         calls = series(found, "agent_mesh_calls_total")
         # by policy action: the failed get_boom was allowed
-        assert calls[(("action", "allow"),)] == 10 and calls[(("action", "human_approval"),)] == 1
+        assert calls[(("action", "allow"),)] == 10 + through and calls[(("action", "human_approval"),)] == 2
         assert calls[(("action", "rate_limited"),)] == 1 and calls[(("action", "halted"),)] == 1
         assert series(found, "agent_mesh_upstream_errors_total") == {
             (("source", "openapi"), ("upstream", "spec.json")): 1
         }
         assert series(found, "agent_mesh_upstream_up") == {(("source", "openapi"), ("upstream", "spec.json")): 1}
-        assert found[("agent_mesh_upstream_latency_seconds_count", ())] == 9
+        assert found[("agent_mesh_upstream_latency_seconds_count", ())] == 10 + through
         durations = series(found, "agent_mesh_request_duration_seconds_count")
         assert durations == {
-            (("transport", "rest"),): 12,
+            (("transport", "rest"),): 13 + through,
             (("transport", "decide"),): 1,
             (("transport", "mcp"),): 1,
             (("transport", "stdio"),): 0,
@@ -184,5 +208,5 @@ def test_two_workers_serve_red_upstream_and_approval_metrics(tmp_path: Path, bac
         assert pending_everywhere(1)(), "the pending approval, before it expires"
         wait_until(pending_everywhere(0), timeout=APPROVAL_SECONDS + 30, what="the expired approval to leave the gauge")
         with sqlite3.connect(tmp_path / "flux7.db") as db:
-            status = db.execute("SELECT status FROM approvals").fetchall()
+            status = db.execute("SELECT status FROM approvals WHERE resolved_by = ''").fetchall()
         assert status == [("pending",)]  # nobody swept it: the gauge reads expiry, not a sweep
