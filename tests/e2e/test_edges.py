@@ -229,3 +229,10 @@ def test_head_follows_get_on_refusals(client: Client) -> None:
     assert client.head("/no/such/route").status_code == 404
     assert client.head("/metrics").status_code == 401
     assert client.head("/approvals/nope", headers=ADMIN).status_code == 404
+
+
+def test_head_on_a_stream_answers_the_head_and_ends(client: Client) -> None:
+    # GET /sse streams until the client leaves; HEAD gets its status and headers and the stream stops
+    head = client.head("/sse", headers={"Authorization": "Bearer m3m"})
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-type"].startswith("text/event-stream")
