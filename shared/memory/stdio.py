@@ -78,7 +78,7 @@ def relay_stdio(base_url: str, token: str, stdin: BinaryIO, stdout: BinaryIO) ->
                 return response.content.strip()
             except httpx.HTTPError as e:
                 log.warning("relay to %s failed: %s", base_url, e)
-                request_id = msgspec.json.decode(line).get("id")
+                request_id = None if too_deep(line) else msgspec.json.decode(line).get("id")
                 failed = error_answer(-32603, f"relay to {base_url} failed: {e}", request_id=request_id, has_id=True)
                 return msgspec.json.encode(failed.body)
 
