@@ -52,7 +52,7 @@ class Client:
         return send
 
 
-# A real server: in-process imports of `functions.*` from tests would resolve to the test package of that name.
+# One real `flux7 serve` (granian) for the module: what HEAD and a deep body meet in production.
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     tmp = tmp_path_factory.mktemp("edges")
