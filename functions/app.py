@@ -14,6 +14,7 @@ from litestar.static_files import create_static_files_router
 from shared.mesh import Mesh
 
 from .errors import EXCEPTION_HANDLERS
+from .head import HeadAsGet
 
 __all__ = ["create_app"]
 
@@ -75,7 +76,7 @@ def create_app(mesh: Mesh) -> Litestar:
     async def _stop() -> None:
         await mesh.stop()
 
-    app = Litestar(
+    app = HeadAsGet(  # every GET route also answers HEAD
         logging_config=None,
         route_handlers=handlers,
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]

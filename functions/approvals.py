@@ -11,6 +11,7 @@ from litestar.params import FromPath, FromQuery, RawBody
 
 from shared.audit import record_event
 from shared.errors import BadRequest
+from shared.json_depth import decode
 
 from .auth import control_plane, mesh_of, peer_of
 
@@ -22,7 +23,7 @@ def json_object(body: bytes) -> dict[str, Any]:
     if not body.strip():
         return {}
     try:
-        value = msgspec.json.decode(body)
+        value = decode(body)
     except msgspec.DecodeError:
         raise BadRequest("invalid JSON body") from None
     if not isinstance(value, dict):

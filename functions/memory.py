@@ -19,6 +19,7 @@ from shared.memory.service import MemoryService
 from shared.tokens import looks_like_agent_token
 
 from .errors import EXCEPTION_HANDLERS
+from .head import HeadAsGet
 
 __all__ = ["MCP_ROUTES", "ROUTES", "create_memory_app"]
 
@@ -223,7 +224,7 @@ def create_memory_app(service: MemoryService) -> Litestar:
     async def _stop() -> None:
         service.close()
 
-    app = Litestar(
+    app = HeadAsGet(  # every GET route also answers HEAD
         route_handlers=[*ROUTES, *MCP_ROUTES],
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         on_shutdown=[_stop],

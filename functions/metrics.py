@@ -1,4 +1,4 @@
-"""GET /metrics: Prometheus text (CONTRACT 1.12). Control plane."""
+"""GET /metrics: Prometheus text (CONTRACT 1.12) by prometheus_client's exposition. Control plane."""
 
 from __future__ import annotations
 
@@ -6,17 +6,18 @@ from typing import Any
 
 from litestar import Request, Response, get
 
+from shared.metrics import CONTENT_TYPE
+
 from .auth import control_plane, mesh_of
 
 __all__ = ["ROUTES"]
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
 
 @get("/metrics", guards=[control_plane], sync_to_thread=True)
-def metrics(request: Request[Any, Any, Any]) -> Response[str]:
-    text = mesh_of(request).metrics.render()
-    return Response(text, media_type=CONTENT_TYPE)
+def metrics(request: Request[Any, Any, Any]) -> Response[bytes]:
+    text = mesh_of(request).metrics.render().encode()
+    # The header as given: a text/* media_type would get a second `charset` appended by Litestar.
+    return Response(text, headers={"Content-Type": CONTENT_TYPE}, media_type=None)
 
 
 ROUTES = [metrics]

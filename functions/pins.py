@@ -8,6 +8,7 @@ import msgspec
 from litestar import Request, Response, get, post
 
 from shared.errors import BadRequest, NotImplementedFeature
+from shared.json_depth import decode
 
 from .auth import control_plane, mesh_of, peer_of
 
@@ -42,7 +43,7 @@ async def accept_pins(request: Request[Any, Any, Any]) -> Response[bytes]:
     pins = _pins(request)
     raw = await request.body()
     try:
-        body = msgspec.json.decode(raw or b"{}", type=_Accept)
+        body = decode(raw or b"{}", type=_Accept)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise BadRequest(f"invalid JSON body: {e}") from None
     by = body.by or f"http:{peer_of(request)}"

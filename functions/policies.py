@@ -10,6 +10,7 @@ from litestar.params import FromPath
 
 from shared.audit import record_event
 from shared.errors import BadRequest
+from shared.json_depth import decode
 from shared.policy_edit import PolicyFiles
 
 from .auth import control_plane, mesh_of
@@ -46,7 +47,7 @@ async def edit_tool_action(
     request: Request[Any, Any, Any], agent: FromPath[str], tool: FromPath[str]
 ) -> Response[bytes]:
     try:
-        body = msgspec.json.decode(await request.body() or b"{}", type=_ToolEdit)
+        body = decode(await request.body() or b"{}", type=_ToolEdit)
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise BadRequest("invalid JSON body") from None
     result = _files(request).set_tool_action(agent, tool, body.action)
@@ -71,7 +72,7 @@ async def write_policy_file(request: Request[Any, Any, Any], name: FromPath[str]
     text = raw.decode("utf-8", errors="strict") if raw else ""
     if request.headers.get("content-type", "").startswith("application/json"):
         try:
-            text = str(msgspec.json.decode(raw).get("text", ""))
+            text = str(decode(raw).get("text", ""))
         except (msgspec.DecodeError, AttributeError):
             raise BadRequest("invalid JSON body") from None
     result = _files(request).write(name, text)

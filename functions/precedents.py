@@ -8,6 +8,7 @@ import msgspec
 from litestar import Request, Response, get, post
 
 from shared.errors import BadRequest, NotImplementedFeature
+from shared.json_depth import decode
 
 from .auth import control_plane, mesh_of
 
@@ -39,7 +40,7 @@ async def list_precedents(request: Request[Any, Any, Any]) -> Response[bytes]:
 @post("/approvals/precedents/forget", guards=[control_plane])
 async def forget_precedents(request: Request[Any, Any, Any]) -> Response[bytes]:
     try:
-        body = msgspec.json.decode(await request.body() or b"{}", type=_Forget)
+        body = decode(await request.body() or b"{}", type=_Forget)
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise BadRequest("invalid JSON body") from None
     return _json(await _precedents(request).forget(body.tool, body.agent))

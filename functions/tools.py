@@ -10,8 +10,9 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath
 
-from shared.errors import BadRequest, Forbidden, OutboundRefused, Unauthorized
+from shared.errors import BadRequest, Forbidden, OutboundRefused, TooDeep, Unauthorized
 from shared.identity import Caller
+from shared.json_depth import decode
 from shared.pipeline import Call, Outcome
 from shared.tracecontext import from_headers
 
@@ -32,7 +33,7 @@ def _arguments(raw: bytes) -> Any:
     """DESIGN decision 1: `{"params": {...}}` is canonical; a body without a top-level params key is the arguments."""
     if not raw.strip():
         return None
-    body = msgspec.json.decode(raw)
+    body = decode(raw)
     if isinstance(body, dict) and "params" in body:
         params = body["params"]
         if params is not None and not isinstance(params, dict):
@@ -63,6 +64,8 @@ async def call_tool(request: Request[Any, Any, Any], name: FromPath[str]) -> Res
         arguments = _arguments(raw)
     except (msgspec.DecodeError, UnicodeDecodeError):
         return _json({"error": "invalid JSON body", "policy": "error", "trace_id": "", "latency_ms": 0}, 400)
+    except TooDeep as e:
+        return _json({"error": e.message, "policy": "error", "trace_id": "", "latency_ms": 0}, 400)
     except BadRequest as e:
         return _json({"error": e.message, "policy": "error", "trace_id": "", "latency_ms": 0}, 400)
     caller = caller_of(request)
@@ -92,9 +95,11 @@ class _DecideBody(msgspec.Struct):
 async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
     raw = await request.body()
     try:
-        body = msgspec.json.decode(raw or b"{}", type=_DecideBody)
+        body = decode(raw or b"{}", type=_DecideBody)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return _json({"error": "invalid JSON body"}, 400)
+    except TooDeep as e:
+        return _json({"error": e.message}, 400)
     if not body.tool:
         return _json({"error": "tool field required"}, 400)
     mesh = mesh_of(request)

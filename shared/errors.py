@@ -14,6 +14,7 @@ __all__ = [
     "NotImplementedFeature",
     "OutboundRefused",
     "PayloadTooLarge",
+    "TooDeep",
     "Unauthorized",
 ]
 
@@ -64,6 +65,12 @@ class Conflict(Flux7Error):
 class PayloadTooLarge(Flux7Error):
     status_code = 413
     jsonrpc_code = -32600
+
+
+class TooDeep(BadRequest):
+    """A JSON body nested deeper than the mesh accepts (shared/json_depth.py): a parse error, said why."""
+
+    jsonrpc_code = -32700
 
 
 class NotImplementedFeature(Flux7Error):

@@ -18,7 +18,7 @@ from .limits import RateLimiter
 from .mcp.server import McpServer
 from .mcp.sessions import SessionStore
 from .memory.service import memory_service_for
-from .metrics import Metrics
+from .metrics import Metrics, UpstreamState
 from .outbound import OutboundGuard
 from .pins import PinStore
 from .pipeline import Pipeline
@@ -46,7 +46,11 @@ class Mesh:
         self.registry = Registry(settings)
         self.pipeline = Pipeline(self)
         self.tracer = Tracer(settings, self.db)
-        self.metrics = Metrics(self.db)
+        self.metrics = Metrics(
+            self.db,
+            settings.metrics,
+            upstreams=lambda: [UpstreamState(*state) for state in self.registry.upstream_states()],
+        )
         # every URL fetched on a caller's behalf goes through this guard (issue 13.4)
         self.outbound = OutboundGuard(allow_networks=settings.outbound.allow_networks)
         self.approvals = ApprovalQueue(

@@ -1,21 +1,55 @@
-"""Prometheus metrics (CONTRACT 1.12 plus call, latency and approval series), kept in SQLite so every worker
-process adds to, and reports, the same numbers."""
+"""Prometheus metrics (CONTRACT 1.12 plus call, RED, upstream and approval series), kept in SQLite so every
+worker process adds to, and reports, the same numbers. The text is rendered by the official
+`prometheus_client` exposition (a collector built from the database's rows at scrape time).
+
+Cardinality is bounded: `tool` and `agent` label values are admitted, in `metric_label_values`, up to
+`metrics.max_tools` / `metrics.max_agents` distinct values (shared by every worker); later values are counted
+under `other`. Outcomes (6), transports (4) and upstreams (the configured ones) are bounded by construction."""
 
 from __future__ import annotations
 
 import bisect
 import logging
 import math
-from collections.abc import Mapping
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from .db import Database, sqlite3
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
 
-__all__ = ["ACTIONS", "COUNTERS", "HISTOGRAMS", "PREFIX", "Metrics"]
+from . import __version__
+from .db import Database, sqlite3
+from .settings import MetricsSettings
+
+__all__ = [
+    "ACTIONS",
+    "CONTENT_TYPE",
+    "COUNTERS",
+    "HISTOGRAMS",
+    "OTHER",
+    "OUTCOMES",
+    "PREFIX",
+    "TRANSPORTS",
+    "CallSample",
+    "Metrics",
+    "UpstreamState",
+]
 
 log = logging.getLogger("flux7.metrics")
 
 PREFIX = "agent_mesh_"
+# The Prometheus text format 0.0.4, once (prometheus_client's CONTENT_TYPE_PLAIN_0_0_4).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+OTHER = "other"
 
 # name -> (help, label names)
 COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -26,19 +60,89 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
         (),
     ),
     "agent_mesh_calls_total": ("Governed tool calls by policy action.", ("action",)),
+    "agent_mesh_tool_calls_total": (
+        "Governed tool calls by tool, agent and outcome (allow, deny, approval, error, rate_limited, halted).",
+        ("tool", "agent", "outcome"),
+    ),
+    "agent_mesh_upstream_errors_total": (
+        "Upstream calls that failed (unreachable, timed out, an error answer or a non-zero exit).",
+        ("upstream", "source"),
+    ),
 }
 # Label values always shown (at 0), so a dashboard sees every series before the first call of its kind.
 ACTIONS = ("allow", "deny", "human_approval", "rate_limited", "halted")
+OUTCOMES = ("allow", "deny", "approval", "error", "rate_limited", "halted")
+TRANSPORTS = ("rest", "decide", "mcp", "stdio")
 
-# name -> (help, bucket upper bounds)
-HISTOGRAMS: dict[str, tuple[str, tuple[float, ...]]] = {
+_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_CALL = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+# name -> (help, label names, bucket upper bounds)
+HISTOGRAMS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...]]] = {
     "agent_mesh_upstream_latency_seconds": (
         "Latency of upstream tool calls (HTTP, MCP, CLI), in seconds.",
-        (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
+        (),
+        _LATENCY,
+    ),
+    "agent_mesh_tool_call_duration_seconds": (
+        "Duration of governed tool calls by tool, agent and outcome, approval waits included, in seconds.",
+        ("tool", "agent", "outcome"),
+        _CALL,
+    ),
+    "agent_mesh_request_duration_seconds": (
+        "Time the gateway took to answer a governed call, by transport (rest, decide, mcp, stdio), in seconds.",
+        ("transport",),
+        _CALL,
     ),
 }
 PENDING_GAUGE = "agent_mesh_approvals_pending"
-PENDING_HELP = "Approvals waiting for a decision."
+PENDING_HELP = "Approvals waiting for a decision (pending and not yet expired)."
+UP_GAUGE = "agent_mesh_upstream_up"
+UP_HELP = (
+    "1 when the upstream answers, 0 when it does not: MCP by this worker's connection; OpenAPI and CLI by "
+    "the newest call through them (unreachable, timed out or 5xx is 0), and 0 while an OpenAPI spec URL fails."
+)
+BUILD_INFO = "flux7_build"
+BUILD_HELP = "flux7 build information."
+
+_ADD = (
+    "INSERT INTO metric_values (name, labels, value) VALUES (?, ?, ?)"
+    " ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value"
+)
+_SET = (
+    "INSERT INTO metric_values (name, labels, value) VALUES (?, ?, ?)"
+    " ON CONFLICT (name, labels) DO UPDATE SET value = excluded.value"
+)
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_UNESCAPE = re.compile(r"\\(.)")
+_OVERFLOW_MEMO = 4096  # refused label values remembered per process (beyond: asked again)
+
+
+@dataclass(frozen=True)
+class UpstreamState:
+    """A configured upstream as this worker sees it. `live` is its connection's verdict (MCP: connected;
+    OpenAPI: False while its spec URL fails), None when only calls can tell."""
+
+    name: str
+    source: str  # mcp | openapi | cli
+    live: bool | None = None
+
+
+@dataclass(frozen=True)
+class CallSample:
+    """What one finished governed call adds: RED per tool/agent/outcome, the gateway's time per transport, and,
+    when it reached an upstream, that upstream's latency, error count and up/down state."""
+
+    tool: str
+    agent: str
+    outcome: str
+    transport: str
+    seconds: float
+    upstream: str = ""
+    source: str = ""
+    upstream_seconds: float | None = None
+    upstream_failed: bool = False
+    upstream_down: bool = False
 
 
 def _canonical(name: str) -> str:
@@ -50,27 +154,50 @@ def _escape(value: str) -> str:
 
 
 def _labels(labels: Mapping[str, str]) -> str:
+    """The stored form of a label set: `k="v"` pairs sorted by name (also the exposition's own form)."""
     return ",".join(f'{k}="{_escape(str(labels[k]))}"' for k in sorted(labels))
 
 
-def _num(value: float) -> str:
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
+def _parse_labels(text: str) -> dict[str, str]:
+    unescape = {"n": "\n"}
+    return {
+        m.group(1): _UNESCAPE.sub(lambda e: unescape.get(e.group(1), e.group(1)), m.group(2))
+        for m in _LABEL.finditer(text)
+    }
 
 
 def _le(bound: float) -> str:
     return "+Inf" if math.isinf(bound) else repr(float(bound))
 
 
-class Metrics:
-    """Counters and histograms as rows of `metric_values`. `inc`/`observe` take an open write connection when
-    the caller already holds a transaction (so a metric moves with the write it counts)."""
+class _Families:
+    """A prometheus_client collector over families built for one scrape."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families)
+
+
+class Metrics:
+    """Counters and histograms as rows of `metric_values`. Writers take an open write connection when the
+    caller already holds a transaction (so a metric moves with the write it counts, in the same commit)."""
+
+    def __init__(
+        self,
+        db: Database,
+        settings: MetricsSettings | None = None,
+        upstreams: Callable[[], Iterable[UpstreamState]] | None = None,
+    ) -> None:
         self.db = db
+        cfg = settings or MetricsSettings()
+        self.caps = {"tool": cfg.max_tools, "agent": cfg.max_agents}
+        self._upstreams = upstreams or (lambda: ())
+        self._admitted: dict[str, set[str]] = {"tool": set(), "agent": set()}
+        self._refused: dict[str, set[str]] = {"tool": set(), "agent": set()}
+
+    # -- writing ------------------------------------------------------------------------------------------
 
     def inc(self, name: str, labels: Mapping[str, str] | None = None, by: float = 1, *, conn: Any = None) -> None:
         full = _canonical(name)
@@ -82,76 +209,191 @@ class Metrics:
             raise ValueError(f"counter {full} takes labels {list(spec[1])}, got {sorted(given)}")
         if by < 0:
             raise ValueError("a counter only goes up")
-        self._add([(full, _labels(given), float(by))], conn)
+        self._write([(full, _labels(given), float(by))], [], conn)
 
-    def observe(self, name: str, value: float, *, conn: Any = None) -> None:
+    def observe(self, name: str, value: float, labels: Mapping[str, str] | None = None, *, conn: Any = None) -> None:
         full = _canonical(name)
         spec = HISTOGRAMS.get(full)
         if spec is None:
             raise ValueError(f"unknown histogram {name!r}: declare it in shared.metrics.HISTOGRAMS")
-        value = float(value)
+        given = dict(labels or {})
+        if set(given) != set(spec[1]):
+            raise ValueError(f"histogram {full} takes labels {list(spec[1])}, got {sorted(given)}")
+        self._write(self._observation(full, spec[2], float(value), given), [], conn)
+
+    @staticmethod
+    def _observation(
+        full: str, bounds: tuple[float, ...], value: float, labels: dict[str, str]
+    ) -> list[tuple[str, str, float]]:
         if math.isnan(value):
-            return
-        bounds = spec[1]
+            return []
         i = bisect.bisect_left(bounds, value)  # the smallest bound >= value; past the end is +Inf
         le = _le(bounds[i]) if i < len(bounds) else "+Inf"
-        self._add(
-            [(f"{full}_bucket", f'le="{le}"', 1.0), (f"{full}_sum", "", value), (f"{full}_count", "", 1.0)],
-            conn,
-        )
+        plain = _labels(labels)
+        return [
+            (f"{full}_bucket", _labels({**labels, "le": le}), 1.0),  # one row per bucket, not cumulative
+            (f"{full}_sum", plain, value),
+            (f"{full}_count", plain, 1.0),
+        ]
 
-    def _add(self, rows: list[tuple[str, str, float]], conn: Any) -> None:
-        sql = (
-            "INSERT INTO metric_values (name, labels, value) VALUES (?, ?, ?)"
-            " ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value"
-        )
+    def record_call(self, sample: CallSample, *, conn: Any = None) -> None:
+        """One finished call's series, in one executemany (inside the caller's transaction when given)."""
+
+        def rows(c: Any) -> None:
+            tool = self._admit(c, "tool", sample.tool)
+            agent = self._admit(c, "agent", sample.agent)
+            red = {"tool": tool, "agent": agent, "outcome": sample.outcome}
+            add = [("agent_mesh_tool_calls_total", _labels(red), 1.0)]
+            add += self._observation("agent_mesh_tool_call_duration_seconds", _CALL, sample.seconds, red)
+            add += self._observation(
+                "agent_mesh_request_duration_seconds", _CALL, sample.seconds, {"transport": sample.transport}
+            )
+            put: list[tuple[str, str, float]] = []
+            if sample.upstream_seconds is not None:
+                add += self._observation("agent_mesh_upstream_latency_seconds", _LATENCY, sample.upstream_seconds, {})
+            if sample.upstream:
+                where = _labels({"upstream": sample.upstream, "source": sample.source})
+                if sample.upstream_failed:
+                    add.append(("agent_mesh_upstream_errors_total", where, 1.0))
+                put.append((UP_GAUGE, where, 0.0 if sample.upstream_down else 1.0))
+            c.executemany(_ADD, add)
+            if put:
+                c.executemany(_SET, put)
+
         if conn is not None:
-            conn.executemany(sql, rows)
+            rows(conn)
             return
         with self.db.write() as c:
-            c.executemany(sql, rows)
+            rows(c)
+
+    def _admit(self, conn: Any, label: str, value: str) -> str:
+        """`value`, or `other` once the label holds its cap of distinct values. Asks the database only for a
+        value this process has not seen; the caller's write transaction makes count-then-insert atomic."""
+        if value in self._admitted[label]:
+            return value
+        if value in self._refused[label]:
+            return OTHER
+        known = conn.execute(
+            "SELECT 1 FROM metric_label_values WHERE label = ? AND value = ?", (label, value)
+        ).fetchone()
+        if known is None:
+            held = conn.execute("SELECT count(*) FROM metric_label_values WHERE label = ?", (label,)).fetchone()[0]
+            if int(held) >= self.caps[label]:
+                refused = self._refused[label]
+                if len(refused) >= _OVERFLOW_MEMO:
+                    refused.clear()
+                refused.add(value)
+                return OTHER
+            conn.execute("INSERT INTO metric_label_values (label, value) VALUES (?, ?)", (label, value))
+        self._admitted[label].add(value)
+        return value
+
+    def _write(self, add: list[tuple[str, str, float]], put: list[tuple[str, str, float]], conn: Any) -> None:
+        if conn is not None:
+            conn.executemany(_ADD, add)
+            conn.executemany(_SET, put)
+            return
+        with self.db.write() as c:
+            c.executemany(_ADD, add)
+            c.executemany(_SET, put)
+
+    # -- reading ------------------------------------------------------------------------------------------
 
     def values(self) -> dict[tuple[str, str], float]:
         return {(r[0], r[1]): float(r[2]) for r in self.db.query("SELECT name, labels, value FROM metric_values")}
 
-    def pending_approvals(self) -> int:
-        """Pending approvals, 0 while the approvals table does not exist yet."""
+    def pending_approvals(self, now: float | None = None) -> int:
+        """Approvals still waiting now: pending and unexpired, whatever worker sweeps them (none may have yet).
+        0 while the approvals table does not exist."""
         if self.db.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approvals'") is None:
             return 0
         try:
-            row = self.db.query_one("SELECT count(*) FROM approvals WHERE status = 'pending'")
+            row = self.db.query_one(
+                "SELECT count(*) FROM approvals WHERE status = 'pending' AND expires_at > ?",
+                (time.time() if now is None else now,),
+            )
         except sqlite3.Error as e:
             log.warning("metrics: cannot count pending approvals: %s", e)
             return 0
         return int(row[0]) if row else 0
 
-    def render(self, pending_approvals: int | None = None) -> str:
-        """Prometheus text exposition, version 0.0.4."""
+    def families(self, pending_approvals: int | None = None) -> list[Metric]:
         if pending_approvals is None:
             pending_approvals = self.pending_approvals()
         values = self.values()
-        out: list[str] = []
+        by_name: dict[str, dict[str, float]] = {}
+        for (name, labels), value in values.items():
+            by_name.setdefault(name, {})[labels] = value
+        upstreams = list(self._upstreams())
+        out: list[Metric] = []
         for name, (help_text, label_names) in COUNTERS.items():
-            out += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
+            family = CounterMetricFamily(name, help_text, labels=label_names)
+            series = dict.fromkeys(by_name.get(name, {}), 0.0)
+            if name == "agent_mesh_calls_total":
+                series.update({_labels({"action": a}): 0.0 for a in ACTIONS if _labels({"action": a}) not in series})
+            if name == "agent_mesh_upstream_errors_total":
+                for u in upstreams:
+                    series.setdefault(_labels({"upstream": u.name, "source": u.source}), 0.0)
             if not label_names:
-                out.append(f"{name} {_num(values.get((name, ''), 0))}")
-                continue
-            series = {labels for (n, labels) in values if n == name}
-            if label_names == ("action",):
-                series |= {_labels({"action": a}) for a in ACTIONS}
+                series.setdefault("", 0.0)
             for labels in sorted(series):
-                out.append(f"{name}{{{labels}}} {_num(values.get((name, labels), 0))}")
-        for name, (help_text, bounds) in HISTOGRAMS.items():
-            out += [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+                parsed = _parse_labels(labels)
+                family.add_metric([parsed.get(k, "") for k in label_names], by_name.get(name, {}).get(labels, 0.0))
+            out.append(family)
+        for name, (help_text, label_names, bounds) in HISTOGRAMS.items():
+            out.append(self._histogram(name, help_text, label_names, bounds, by_name))
+        pending = GaugeMetricFamily(PENDING_GAUGE, PENDING_HELP)
+        pending.add_metric([], int(pending_approvals))
+        out.append(pending)
+        out.append(self._up(upstreams, by_name.get(UP_GAUGE, {})))
+        build = InfoMetricFamily(BUILD_INFO, BUILD_HELP)
+        build.add_metric([], {"version": __version__})
+        out.append(build)
+        return out
+
+    @staticmethod
+    def _histogram(
+        name: str,
+        help_text: str,
+        label_names: tuple[str, ...],
+        bounds: tuple[float, ...],
+        by_name: dict[str, dict[str, float]],
+    ) -> HistogramMetricFamily:
+        family = HistogramMetricFamily(name, help_text, labels=label_names)
+        counts = by_name.get(f"{name}_count", {})
+        sums = by_name.get(f"{name}_sum", {})
+        buckets: dict[str, dict[str, float]] = {}
+        for labels, value in by_name.get(f"{name}_bucket", {}).items():
+            parsed = _parse_labels(labels)
+            le = parsed.pop("le", "+Inf")
+            buckets.setdefault(_labels(parsed), {})[le] = value
+        series = set(counts) | set(buckets)
+        if not label_names:
+            series.add("")
+        if label_names == ("transport",):
+            series |= {_labels({"transport": t}) for t in TRANSPORTS}
+        for labels in sorted(series):
+            parsed = _parse_labels(labels)
+            own = buckets.get(labels, {})
             cumulative = 0.0
+            rows: list[tuple[str, float]] = []
             for bound in (*bounds, math.inf):
-                cumulative += values.get((f"{name}_bucket", f'le="{_le(bound)}"'), 0)
-                out.append(f'{name}_bucket{{le="{_le(bound)}"}} {_num(cumulative)}')
-            out.append(f"{name}_sum {_num(values.get((f'{name}_sum', ''), 0))}")
-            out.append(f"{name}_count {_num(values.get((f'{name}_count', ''), 0))}")
-        out += [
-            f"# HELP {PENDING_GAUGE} {PENDING_HELP}",
-            f"# TYPE {PENDING_GAUGE} gauge",
-            f"{PENDING_GAUGE} {int(pending_approvals)}",
-        ]
-        return "\n".join(out) + "\n"
+                cumulative += own.get(_le(bound), 0.0)
+                rows.append((_le(bound), cumulative))
+            family.add_metric([parsed.get(k, "") for k in label_names], rows, sums.get(labels, 0.0))
+        return family
+
+    @staticmethod
+    def _up(upstreams: list[UpstreamState], stored: dict[str, float]) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(UP_GAUGE, UP_HELP, labels=("upstream", "source"))
+        for u in upstreams:
+            if u.live is not None and (u.source == "mcp" or not u.live):
+                up = u.live
+            else:
+                up = stored.get(_labels({"upstream": u.name, "source": u.source}), 1.0) > 0
+            family.add_metric([u.name, u.source], 1.0 if up else 0.0)
+        return family
+
+    def render(self, pending_approvals: int | None = None) -> str:
+        """Prometheus text exposition, version 0.0.4, by prometheus_client."""
+        return generate_latest(_Families(self.families(pending_approvals))).decode()

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import msgspec
 
 from .identity import Caller
+from .metrics import CallSample
 from .policy import Decision, stricter
 from .tracecontext import TraceContext
 from .upstreams.base import CallContext, ToolDef, UpstreamResult
@@ -219,12 +220,11 @@ class Pipeline:
             resolved_by=approval.resolved_by if approval is not None else "",
         )
         if approval is not None and mode != "claim":
-            metrics = getattr(mesh, "metrics", None)
-            if metrics is not None:
-                metrics.observe("upstream_latency_seconds", upstream_s)
-            self._trace_update_after_approval(call, out, approval, upstream, start)
+            self._trace_update_after_approval(call, out, approval, upstream, start, tool=tool, upstream_s=upstream_s)
         else:
-            self._trace(call, out, start, grant=grant, upstream=upstream, approval=approval, upstream_s=upstream_s)
+            self._trace(
+                call, out, start, grant=grant, upstream=upstream, approval=approval, upstream_s=upstream_s, tool=tool
+            )
         return out
 
     async def _lift(self, call: Call, decision: Decision, tool: ToolDef | None) -> tuple[Decision, Any]:
@@ -289,7 +289,7 @@ class Pipeline:
             reason=decision.reason,
             approval_id=approval.id,
         )
-        self._trace(call, pending, start)
+        self._trace(call, pending, start, final=False)  # the call's metrics come with its resolution
         resolved = await self.mesh.approvals.wait(approval.id, self._approval_setting("timeout_seconds"))
         if resolved.status == "approved":
             return resolved, None
@@ -305,7 +305,7 @@ class Pipeline:
             approval_status="denied" if denied else "timeout",
             resolved_by=resolved.resolved_by,
         )
-        self._trace_update_after_approval(call, out, resolved, None, start)
+        self._trace_update_after_approval(call, out, resolved, None, start, tool=tool)
         return resolved, out
 
     async def _claim_flow(self, call: Call, decision: Decision, tool: ToolDef, start: float) -> Outcome:
@@ -411,7 +411,11 @@ class Pipeline:
         upstream: UpstreamResult | None = None,
         approval: Any = None,
         upstream_s: float | None = None,
+        tool: ToolDef | None = None,
+        final: bool = True,
     ) -> None:
+        """Record the call's trace and, in the same commit, its metrics. `final` is False for a trace the call
+        revises later (a blocking approval): its RED and duration series wait for that revision."""
         tracer = getattr(self.mesh, "tracer", None)
         extra: dict[str, Any] = {}
         if grant is not None:
@@ -433,8 +437,8 @@ class Pipeline:
         def count(conn: Any = None) -> None:
             if metrics is not None:
                 metrics.inc("calls_total", {"action": out.policy}, conn=conn)
-                if upstream_s is not None:
-                    metrics.observe("upstream_latency_seconds", upstream_s, conn=conn)
+                if final:
+                    metrics.record_call(self._sample(call, out, start, tool, upstream, upstream_s), conn=conn)
 
         if tracer is None:
             count()
@@ -446,12 +450,63 @@ class Pipeline:
         except Exception:  # a trace failure is logged, the decision stands
             log.exception("trace write failed for %s", call.trace.trace_id)
 
+    def _sample(
+        self,
+        call: Call,
+        out: Outcome,
+        start: float,
+        tool: ToolDef | None,
+        upstream: UpstreamResult | None,
+        upstream_s: float | None,
+    ) -> CallSample:
+        """The metrics of one finished call (shared/metrics.py): outcome, duration, and its upstream's health."""
+        failed = upstream is not None and bool(upstream.error) and upstream.status_code != 400  # 400: refused here
+        if out.policy in ("deny", "rate_limited", "halted"):
+            outcome = out.policy
+        elif out.policy == "error" or failed:
+            outcome = "error"
+        elif out.policy == "human_approval":
+            outcome = "approval"
+        else:
+            outcome = "allow"
+        name, source = ("", "")
+        if upstream is not None and tool is not None:
+            name, source = self.mesh.registry.upstream_of(tool)
+        return CallSample(
+            tool=call.tool,
+            agent=call.caller.agent_id,
+            outcome=outcome,
+            transport=call.transport,
+            seconds=time.perf_counter() - start,
+            upstream=name,
+            source=source,
+            upstream_seconds=upstream_s,
+            upstream_failed=failed,
+            upstream_down=upstream is not None and upstream.status_code >= 500,
+        )
+
     def _trace_update_after_approval(
-        self, call: Call, out: Outcome, approval: Any, upstream: UpstreamResult | None, start: float
+        self,
+        call: Call,
+        out: Outcome,
+        approval: Any,
+        upstream: UpstreamResult | None,
+        start: float,
+        *,
+        tool: ToolDef | None = None,
+        upstream_s: float | None = None,
     ) -> None:
+        """Revise the call's trace with its resolution; the call's metrics go in the same commit."""
         out.latency_ms = (time.perf_counter() - start) * 1000
         tracer = getattr(self.mesh, "tracer", None)
+        metrics = getattr(self.mesh, "metrics", None)
+
+        def count(conn: Any = None) -> None:
+            if metrics is not None:
+                metrics.record_call(self._sample(call, out, start, tool, upstream, upstream_s), conn=conn)
+
         if tracer is None:
+            count()
             return
         changes: dict[str, Any] = {
             "status_code": out.status,
@@ -477,6 +532,6 @@ class Pipeline:
             if upstream.exit_code is not None:
                 changes["exit_code"] = upstream.exit_code
         try:
-            tracer.update(call.trace.trace_id, **changes)
+            tracer.update(call.trace.trace_id, count, **changes)
         except Exception:
             log.exception("trace update failed for %s", call.trace.trace_id)

@@ -28,6 +28,7 @@ __all__ = [
     "McpServer",
     "McpSettings",
     "MemorySettings",
+    "MetricsSettings",
     "OpenApiSource",
     "OutboundSettings",
     "Policy",
@@ -197,6 +198,13 @@ class ConsoleSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, k
     dist_dir: str = ""
 
 
+class MetricsSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Caps on distinct `tool` and `agent` label values in /metrics; later values are counted as `other`."""
+
+    max_tools: int = 50
+    max_agents: int = 20
+
+
 class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     port: int = 9090
     host: str = "127.0.0.1"
@@ -223,6 +231,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     loop_detection: LoopDetection = LoopDetection()
     console: ConsoleSettings = ConsoleSettings()
     outbound: OutboundSettings = OutboundSettings()
+    metrics: MetricsSettings = MetricsSettings()
     max_body_bytes: int = 8 * 1024 * 1024
     # Not config keys: filled by the loader.
     config_path: str = ""
@@ -333,6 +342,9 @@ def _validate(file: str, s: Settings) -> None:
             ipaddress.ip_network(net, strict=False)
         except ValueError as e:
             raise ConfigError(file, f"outbound.allow_networks[{i}]", f"not a network (CIDR): {e}") from None
+    for key in ("max_tools", "max_agents"):
+        if getattr(s.metrics, key) < 1:
+            raise ConfigError(file, f"metrics.{key}", "must be >= 1")
 
 
 def parse_policy(text: str, source: str) -> Policy:

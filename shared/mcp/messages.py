@@ -17,6 +17,8 @@ from typing import Any
 
 import msgspec
 
+from ..json_depth import MAX_JSON_DEPTH, too_deep
+
 __all__ = [
     "CLIENT_CAPABILITIES_META_KEY",
     "CLIENT_INFO_META_KEY",
@@ -124,6 +126,8 @@ class Message(msgspec.Struct, kw_only=True):
 def decode_message(raw: bytes | str) -> Message:
     """Parse one JSON-RPC object. Raises McpError(-32700) for bad JSON, McpError(-32600) for anything that is
     not a single request, notification or response object (batches included)."""
+    if too_deep(raw):
+        raise McpError(PARSE_ERROR, f"Parse error: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         body = msgspec.json.decode(raw)
     except (msgspec.DecodeError, UnicodeDecodeError):

@@ -58,6 +58,13 @@ _STDERR_LOGGING: dict[str, Any] = {
 }
 
 
+def _decode_error_line(e: McpError) -> bytes:
+    """CONTRACT 1.14's exact parse-error line; a parse error with a reason (too deep) or another fault keeps it."""
+    if e.code == -32700 and e.message == "Parse error":
+        return PARSE_ERROR_LINE
+    return msgspec.json.encode(error_message(None, e))
+
+
 class LineChannel:
     """stdin lines into the event loop (a reader thread: pipes, files and TTYs alike), lines out to stdout."""
 
@@ -125,7 +132,7 @@ class StdioServer:
             try:
                 msg = decode_message(line)
             except McpError as e:
-                channel.write(PARSE_ERROR_LINE if e.code == -32700 else msgspec.json.encode(error_message(None, e)))
+                channel.write(_decode_error_line(e))
                 continue
             if msg.is_notification or msg.is_response:
                 continue
@@ -213,7 +220,7 @@ async def relay(base_url: str, bearer: str, channel: LineChannel, session_hint: 
             try:
                 msg = decode_message(line)
             except McpError as e:
-                channel.write(PARSE_ERROR_LINE if e.code == -32700 else msgspec.json.encode(error_message(None, e)))
+                channel.write(_decode_error_line(e))
                 continue
             if msg.method == "initialize" or not msg.has_id:
                 await forward(line, msg)  # in order: the session id must be known before what follows

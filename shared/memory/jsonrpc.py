@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..json_depth import MAX_JSON_DEPTH, too_deep
 from .service import IDENTITY_META
 
 if TYPE_CHECKING:
@@ -94,6 +95,8 @@ def _call(
 def dispatch(service: _Service, body: bytes, *, authenticated: bool, identity: str | None = None) -> RpcAnswer:
     """One JSON-RPC request. `identity`: the agent a verified credential (agent token, JWT) names, which then
     decides whose memories a call touches whatever the request's `_meta` says."""
+    if too_deep(body):
+        return error_answer(-32700, f"parse error: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
         request = msgspec.json.decode(body)
     except msgspec.DecodeError as e:

@@ -1,6 +1,7 @@
 """`mem7` as an MCP stdio server (CONTRACT 2.1): line JSON-RPC on stdin/stdout, lines up to 4 MB,
-unparsable lines and notifications skipped. When a daemon already answers, every request is relayed to its
-/rpc instead, so one process owns the workspace."""
+unparsable lines and notifications skipped (a line nested deeper than the JSON limit answers a parse error).
+When a daemon already answers, every request is relayed to its /rpc instead, so one process owns the
+workspace."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import BinaryIO
 import httpx
 import msgspec
 
+from ..json_depth import too_deep
 from .jsonrpc import dispatch, error_answer
 from .service import MemoryService
 
@@ -35,6 +37,8 @@ def _next_request(stdin: BinaryIO) -> bytes | None:
         line = line.strip()
         if not line:
             continue
+        if too_deep(line):
+            return line  # decoding it would overflow the stack: dispatch answers a parse error saying why
         try:
             message = msgspec.json.decode(line)
         except msgspec.DecodeError:
@@ -74,7 +78,7 @@ def relay_stdio(base_url: str, token: str, stdin: BinaryIO, stdout: BinaryIO) ->
                 return response.content.strip()
             except httpx.HTTPError as e:
                 log.warning("relay to %s failed: %s", base_url, e)
-                request_id = msgspec.json.decode(line).get("id")
+                request_id = None if too_deep(line) else msgspec.json.decode(line).get("id")
                 failed = error_answer(-32603, f"relay to {base_url} failed: {e}", request_id=request_id, has_id=True)
                 return msgspec.json.encode(failed.body)
 

@@ -99,10 +99,13 @@ class TraceStore:
             self._write_file(line)
         return entry
 
-    def update(self, trace_id: str, **changes: Any) -> TraceEntry | None:
-        """Append a revision of the newest call with this trace id; None when there is none."""
+    def update(self, trace_id: str, also: Callable[[Any], None] | None = None, **changes: Any) -> TraceEntry | None:
+        """Append a revision of the newest call with this trace id; None when there is none. `also(conn)` runs
+        inside the same transaction (the call's final metrics), even when there is no such call."""
         changes.pop("revision", None)
         with self.db.write() as conn:
+            if also is not None:
+                also(conn)
             row = conn.execute(
                 "SELECT t.id, l.line FROM traces t JOIN trace_lines l ON l.seq = t.line_seq"
                 " WHERE t.trace_id = ? ORDER BY t.id DESC LIMIT 1",

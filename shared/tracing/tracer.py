@@ -87,10 +87,11 @@ class Tracer:
                 log.exception("otel export failed for %s", stored.trace_id)
         return stored
 
-    def update(self, trace_id: str, **changes: Any) -> TraceEntry | None:
+    def update(self, trace_id: str, also: Callable[[Any], None] | None = None, **changes: Any) -> TraceEntry | None:
         """Append a new revision (approval outcome, backend status, latency) of the newest call with this id.
-        Returns it, or None when no such trace exists. Updates are not re-exported to OTLP."""
-        return self.store.update(trace_id, **changes)
+        Returns it, or None when no such trace exists. Updates are not re-exported to OTLP. `also(conn)` runs
+        in the same write transaction."""
+        return self.store.update(trace_id, also, **changes)
 
     def _parent_span(self, entry: TraceEntry) -> str:
         if not entry.parent_trace_id or entry.parent_span_id:

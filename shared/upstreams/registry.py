@@ -144,6 +144,22 @@ class Registry:
     def server(self, name: str) -> McpUpstream | None:
         return next((m for m in self.mcp if m.name == name), None)
 
+    def upstream_of(self, tool: ToolDef) -> tuple[str, str]:
+        """(upstream name, source kind) of the upstream that serves `tool`, for metrics; ("", "") when none."""
+        source = self._owner.get(tool.name)
+        if source is None:
+            return "", ""
+        kind = "mcp" if source in self.mcp else "cli" if source in self.cli else "openapi"
+        return str(source.name), kind
+
+    def upstream_states(self) -> list[tuple[str, str, bool | None]]:
+        """(name, source, live) per configured upstream: MCP by its connection, an OpenAPI spec URL that
+        fails as down, and None (calls decide) for the rest."""
+        out: list[tuple[str, str, bool | None]] = [(m.name, "mcp", m.status == "ok") for m in self.mcp]
+        out += [(c.name, "cli", None) for c in self.cli]
+        out += [(o.name, "openapi", False if o.error else None) for o in self.openapi]
+        return out
+
     # -- calls
 
     async def call(self, tool: ToolDef, arguments: dict[str, Any], ctx: CallContext) -> UpstreamResult:

@@ -2,13 +2,16 @@ from __future__ import annotations
 
 import multiprocessing
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from shared import __version__
 from shared.db import MIGRATIONS_DIR, Database
-from shared.metrics import Metrics
+from shared.metrics import OTHER, CallSample, Metrics, UpstreamState
+from shared.settings import MetricsSettings
 
 from . import workers
 
@@ -30,7 +33,7 @@ def test_the_mem7_counters_are_always_served_at_zero_with_help_and_type(db: Data
     for name in ("attempted", "succeeded", "failed"):
         series = f"agent_mesh_mem7_writes_{name}_total"
         assert f"# HELP {series} " in text and f"# TYPE {series} counter\n" in text
-        assert f"\n{series} 0\n" in text
+        assert f"\n{series} 0.0\n" in text
     families = _families(text)
     assert families["agent_mesh_mem7_writes_attempted"].type == "counter"  # type: ignore[attr-defined]
     assert families["agent_mesh_approvals_pending"].type == "gauge"  # type: ignore[attr-defined]
@@ -47,6 +50,7 @@ def test_counters_histograms_and_the_pending_gauge_render_what_was_recorded(db: 
     m.inc("calls_total", {"action": "deny"})
     for seconds in (0.003, 0.2, 0.2, 120):
         m.observe("upstream_latency_seconds", seconds)
+    m.observe("request_duration_seconds", 0.02, {"transport": "mcp"})
     samples = _samples(m.render(pending_approvals=4))
     assert samples[("agent_mesh_mem7_writes_attempted_total", ())] == 2
     assert samples[("agent_mesh_mem7_writes_failed_total", ())] == 1
@@ -61,6 +65,11 @@ def test_counters_histograms_and_the_pending_gauge_render_what_was_recorded(db: 
     assert samples[(f"{hist}_count", ())] == 4
     assert samples[(f"{hist}_sum", ())] == pytest.approx(120.403)
     assert samples[("agent_mesh_approvals_pending", ())] == 4
+    duration = "agent_mesh_request_duration_seconds"
+    assert samples[(f"{duration}_bucket", (("le", "0.01"), ("transport", "mcp")))] == 0
+    assert samples[(f"{duration}_bucket", (("le", "0.025"), ("transport", "mcp")))] == 1
+    assert samples[(f"{duration}_count", (("transport", "mcp"),))] == 1
+    assert samples[(f"{duration}_count", (("transport", "stdio"),))] == 0  # every transport is shown
 
 
 def test_unknown_series_and_wrong_labels_are_refused(db: Database) -> None:
@@ -71,9 +80,11 @@ def test_unknown_series_and_wrong_labels_are_refused(db: Database) -> None:
         m.inc("calls_total")
     with pytest.raises(ValueError, match="unknown histogram"):
         m.observe("made_up_seconds", 1)
+    with pytest.raises(ValueError, match="labels"):
+        m.observe("request_duration_seconds", 1)
 
 
-def test_pending_approvals_count_the_table_when_it_exists(tmp_path: Path) -> None:
+def test_pending_approvals_count_the_table_when_it_exists(tmp_path: Path) -> None:  # expiry: see below
     only_mine = tmp_path / "migrations"
     only_mine.mkdir()
     shutil.copy(MIGRATIONS_DIR / "0002_traces.sql", only_mine)
@@ -81,9 +92,9 @@ def test_pending_approvals_count_the_table_when_it_exists(tmp_path: Path) -> Non
     db.migrate(only_mine)
     m = Metrics(db)
     assert m.pending_approvals() == 0  # no approvals table yet
-    db.execute("CREATE TABLE approvals (id TEXT PRIMARY KEY, status TEXT NOT NULL)")
+    db.execute("CREATE TABLE approvals (id TEXT PRIMARY KEY, status TEXT NOT NULL, expires_at REAL NOT NULL)")
     for i, status in enumerate(("pending", "pending", "approved")):
-        db.execute("INSERT INTO approvals (id, status) VALUES (?, ?)", (str(i), status))
+        db.execute("INSERT INTO approvals (id, status, expires_at) VALUES (?, ?, ?)", (str(i), status, 4e9))
     assert m.pending_approvals() == 2
     assert _samples(m.render())[("agent_mesh_approvals_pending", ())] == 2
     db.close()
@@ -105,4 +116,139 @@ def test_counters_add_up_across_worker_processes(tmp_path: Path) -> None:
     samples = _samples(Metrics(db).render(0))
     assert samples[("agent_mesh_mem7_writes_attempted_total", ())] == 400
     assert samples[("agent_mesh_upstream_latency_seconds_count", ())] == 400
+    db.close()
+
+
+def test_the_exposition_is_prometheus_clients_own_with_build_info(db: Database) -> None:
+    text = Metrics(db).render(0)
+    families = _families(text)
+    assert families["flux7_build_info"].type == "gauge"  # type: ignore[attr-defined]
+    assert _samples(text)[("flux7_build_info", (("version", __version__),))] == 1
+    # every family announced once, each sample line under its own family
+    assert text.count("# TYPE agent_mesh_calls_total counter\n") == 1
+    assert text.endswith("\n") and "\n\n" not in text
+
+
+def test_an_expired_approval_is_not_pending_even_before_a_sweep(db: Database) -> None:
+    now = time.time()
+    rows = [("a", "pending", now + 60), ("b", "pending", now - 1), ("c", "approved", now + 60)]
+    for approval_id, status, expires in rows:
+        db.execute(
+            "INSERT INTO approvals (id, agent_id, tool, params, args_digest, status, created_at, expires_at)"
+            " VALUES (?, 'claude', 't', '{}', '', ?, ?, ?)",
+            (approval_id, status, now - 5, expires),
+        )
+    m = Metrics(db)
+    assert m.pending_approvals() == 1
+    assert m.pending_approvals(now=now + 61) == 0
+    assert _samples(m.render())[("agent_mesh_approvals_pending", ())] == 1
+
+
+def _call(tool: str, agent: str, outcome: str = "allow", **kw: object) -> CallSample:
+    return CallSample(tool=tool, agent=agent, outcome=outcome, transport="rest", seconds=0.03, **kw)  # type: ignore[arg-type]
+
+
+def test_red_series_count_by_tool_agent_and_outcome_and_overflow_to_other(tmp_path: Path) -> None:
+    db = Database(tmp_path / "m.db")
+    m = Metrics(db, MetricsSettings(max_tools=2, max_agents=1))
+    for tool, agent, outcome in [
+        ("fs.read", "claude", "allow"),
+        ("fs.read", "claude", "allow"),
+        ("fs.write", "claude", "deny"),
+        ("fs.delete", "claude", "halted"),  # a third tool: over the cap
+        ("fs.read", "scout", "rate_limited"),  # a second agent: over the cap
+    ]:
+        m.record_call(_call(tool, agent, outcome))
+    samples = _samples(m.render(0))
+    calls = {k[1]: v for k, v in samples.items() if k[0] == "agent_mesh_tool_calls_total"}
+    assert calls == {
+        (("agent", "claude"), ("outcome", "allow"), ("tool", "fs.read")): 2,
+        (("agent", "claude"), ("outcome", "deny"), ("tool", "fs.write")): 1,
+        (("agent", "claude"), ("outcome", "halted"), ("tool", OTHER)): 1,
+        (("agent", OTHER), ("outcome", "rate_limited"), ("tool", "fs.read")): 1,
+    }
+    hist = "agent_mesh_tool_call_duration_seconds"
+    labels = (("agent", "claude"), ("outcome", "allow"), ("tool", "fs.read"))
+    assert samples[(f"{hist}_count", labels)] == 2
+    assert (
+        samples[(f"{hist}_bucket", (("agent", "claude"), ("le", "0.025"), ("outcome", "allow"), ("tool", "fs.read")))]
+        == 0
+    )
+    assert (
+        samples[(f"{hist}_bucket", (("agent", "claude"), ("le", "0.05"), ("outcome", "allow"), ("tool", "fs.read")))]
+        == 2
+    )
+    # a fresh process (another worker) knows the admitted values from the database, not from memory
+    again = Metrics(db, MetricsSettings(max_tools=2, max_agents=1))
+    again.record_call(_call("fs.delete", "claude"))
+    again.record_call(_call("fs.write", "claude"))
+    calls = {k[1]: v for k, v in _samples(again.render(0)).items() if k[0] == "agent_mesh_tool_calls_total"}
+    assert calls[(("agent", "claude"), ("outcome", "allow"), ("tool", OTHER))] == 1
+    assert calls[(("agent", "claude"), ("outcome", "allow"), ("tool", "fs.write"))] == 1
+    db.close()
+
+
+def test_label_values_survive_quotes_backslashes_and_newlines(db: Database) -> None:
+    m = Metrics(db)
+    odd = 'cli.say "hi" \\ there\nnow'
+    m.record_call(_call(odd, "claude"))
+    samples = _samples(m.render(0))
+    assert samples[("agent_mesh_tool_calls_total", (("agent", "claude"), ("outcome", "allow"), ("tool", odd)))] == 1
+
+
+def test_upstream_errors_and_the_up_gauge(db: Database) -> None:
+    states = [UpstreamState("spec.json", "openapi"), UpstreamState("git", "cli"), UpstreamState("fs", "mcp", True)]
+    m = Metrics(db, upstreams=lambda: states)
+    samples = _samples(m.render(0))
+    up = "agent_mesh_upstream_up"
+    assert samples[(up, (("source", "openapi"), ("upstream", "spec.json")))] == 1  # no call yet: not known down
+    assert samples[("agent_mesh_upstream_errors_total", (("source", "cli"), ("upstream", "git")))] == 0
+    m.record_call(
+        _call(
+            "get_boom",
+            "claude",
+            "error",
+            upstream="spec.json",
+            source="openapi",
+            upstream_seconds=0.01,
+            upstream_failed=True,
+            upstream_down=True,
+        )
+    )
+    m.record_call(
+        _call(
+            "git.status", "claude", "error", upstream="git", source="cli", upstream_seconds=0.01, upstream_failed=True
+        )
+    )  # a non-zero exit: an error, but the binary ran
+    samples = _samples(m.render(0))
+    assert samples[(up, (("source", "openapi"), ("upstream", "spec.json")))] == 0
+    assert samples[(up, (("source", "cli"), ("upstream", "git")))] == 1
+    assert samples[(up, (("source", "mcp"), ("upstream", "fs")))] == 1
+    assert samples[("agent_mesh_upstream_errors_total", (("source", "openapi"), ("upstream", "spec.json")))] == 1
+    assert samples[("agent_mesh_upstream_errors_total", (("source", "cli"), ("upstream", "git")))] == 1
+    assert samples[("agent_mesh_upstream_latency_seconds_count", ())] == 2
+    m.record_call(_call("list_pets", "claude", upstream="spec.json", source="openapi", upstream_seconds=0.01))
+    states[2] = UpstreamState("fs", "mcp", False)  # this worker lost its MCP connection
+    samples = _samples(m.render(0))
+    assert samples[(up, (("source", "openapi"), ("upstream", "spec.json")))] == 1
+    assert samples[(up, (("source", "mcp"), ("upstream", "fs")))] == 0
+
+
+def test_the_label_cap_holds_across_worker_processes(tmp_path: Path) -> None:
+    storage = str(tmp_path / "flux7.db")
+    Database(storage).close()
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Event()
+    procs = [ctx.Process(target=workers.distinct_tools, args=(storage, w, 30, 10, start)) for w in range(2)]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    db = Database(storage)
+    calls = {k[1]: v for k, v in _samples(Metrics(db).render(0)).items() if k[0] == "agent_mesh_tool_calls_total"}
+    tools = {dict(labels)["tool"] for labels in calls}
+    assert len(tools - {OTHER}) == 10 and OTHER in tools
+    assert sum(calls.values()) == 60
     db.close()

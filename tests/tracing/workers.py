@@ -30,3 +30,19 @@ def bump_counters(storage: str, count: int, start: Any) -> None:
         metrics.inc("mem7_writes_attempted_total")
         metrics.observe("upstream_latency_seconds", 0.2)
     db.close()
+
+
+def distinct_tools(storage: str, worker: int, count: int, cap: int, start: Any) -> None:
+    """`count` calls, each to a tool of its own, with a cap of `cap` tools shared by every process."""
+    from shared.db import Database
+    from shared.metrics import CallSample, Metrics
+    from shared.settings import MetricsSettings
+
+    db = Database(storage)
+    metrics = Metrics(db, MetricsSettings(max_tools=cap))
+    start.wait(30)
+    for i in range(count):
+        sample = CallSample(tool=f"w{worker}.t{i}", agent="claude", outcome="allow", transport="rest", seconds=0.01)
+        with db.write() as conn:  # as the pipeline does: inside the trace's transaction
+            metrics.record_call(sample, conn=conn)
+    db.close()
