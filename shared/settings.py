@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
-import yaml
 
 from .durations import parse_duration
 from .errors import ConfigError
+from .safe_yaml import load_yaml
 
 __all__ = [
     "ApprovalSettings",
@@ -284,12 +284,10 @@ def _validate(file: str, s: Settings) -> None:
         raise ConfigError(file, "approval.timeout_seconds", "must be > 0")
 
 
-def parse_policy(text: str, source: str) -> Policy:
-    """One policy file's text, as the loader reads it. Raises ConfigError naming `source`."""
-    try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(source, "(yaml)", str(e).replace("\n", " ")) from None
+def parse_policy(text: str | bytes, source: str) -> Policy:
+    """One policy file's text (or bytes, UTF-8), as the loader reads it. Raises ConfigError naming `source`
+    (also for a file too big, too deep or not UTF-8: shared/safe_yaml.py)."""
+    raw = load_yaml(text, source) or {}
     if not isinstance(raw, dict):
         raise ConfigError(source, "(top level)", "a policy file holds one mapping")
     if not raw.get("name"):
@@ -305,7 +303,14 @@ def parse_policy(text: str, source: str) -> Policy:
 
 def load_policy_dir(directory: Path) -> list[Policy]:
     """Each *.yaml in the directory holds one policy with a name. Raises ConfigError naming the file."""
-    return [parse_policy(file.read_text(), str(file)) for file in sorted(directory.glob("*.yaml"))]
+    policies = []
+    for file in sorted(directory.glob("*.yaml")):
+        try:
+            data = file.read_bytes()
+        except OSError as e:
+            raise ConfigError(str(file), "(file)", e.strerror or str(e)) from None
+        policies.append(parse_policy(data, str(file)))
+    return policies
 
 
 def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -316,13 +321,10 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None,
     if path is not None:
         file = str(Path(path).resolve())
         try:
-            text = Path(path).read_text()
+            data = Path(path).read_bytes()
         except OSError as e:
             raise ConfigError(file, "(file)", e.strerror or str(e)) from None
-        try:
-            loaded = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ConfigError(file, "(yaml)", str(e).replace("\n", " ")) from None
+        loaded = load_yaml(data, file)
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(file, "(top level)", "the config must be a mapping")
         raw = _expand_tree(loaded or {}, env)
