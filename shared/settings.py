@@ -33,6 +33,7 @@ __all__ = [
     "Settings",
     "SupervisorSettings",
     "TlsSettings",
+    "UpstreamTimeouts",
     "config_id",
     "load_policy_dir",
     "load_settings",
@@ -128,6 +129,20 @@ class LoopDetection(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     window_seconds: float = 10
 
 
+class UpstreamTimeouts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """`timeout: {connect: 5s, read: 30s}` on an upstream; Go durations, "" for the default (docs/upstreams.md)."""
+
+    connect: str = ""  # opening the TCP (and TLS) connection
+    read: str = ""  # from the request sent to the whole answer
+
+    def seconds(self, connect: float, read: float) -> tuple[float, float]:
+        """(connect, read) in seconds, the given defaults where unset. Validated at load (_validate)."""
+        return (
+            parse_duration(self.connect) if self.connect else connect,
+            parse_duration(self.read) if self.read else read,
+        )
+
+
 class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     name: str
     transport: Literal["stdio", "sse", "streamable-http"] = "stdio"
@@ -137,6 +152,7 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only
     url: str = ""
     headers: dict[str, str] = {}
     forward_identity: bool = False
+    timeout: UpstreamTimeouts = UpstreamTimeouts()
 
 
 class CliCommand(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -160,6 +176,7 @@ class OpenApiSource(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     file: str = ""
     backend_url: str = ""
     headers: dict[str, str] = {}  # sent to the backend on every call (credentials: use ${VAR})
+    timeout: UpstreamTimeouts = UpstreamTimeouts()
 
 
 class ConsoleSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -251,6 +268,18 @@ def _validate_policy(file: str, key: str, policy: Policy) -> None:
             raise ConfigError(file, f"{key}.rules[{i}].tools", "at least one tool glob is required")
 
 
+def _validate_timeouts(file: str, key: str, t: UpstreamTimeouts) -> None:
+    for name, value in (("connect", t.connect), ("read", t.read)):
+        if not value:
+            continue
+        try:
+            seconds = parse_duration(value)
+        except ValueError as e:
+            raise ConfigError(file, f"{key}.{name}", str(e)) from None
+        if seconds <= 0:
+            raise ConfigError(file, f"{key}.{name}", "must be > 0")
+
+
 def _validate(file: str, s: Settings) -> None:
     names: set[str] = set()
     for i, p in enumerate(s.policies):
@@ -271,7 +300,9 @@ def _validate(file: str, s: Settings) -> None:
     for i, o in enumerate(s.openapi):
         if bool(o.url) == bool(o.file):
             raise ConfigError(file, f"openapi[{i}]", "exactly one of url and file is required")
+        _validate_timeouts(file, f"openapi[{i}].timeout", o.timeout)
     for i, m in enumerate(s.mcp_servers):
+        _validate_timeouts(file, f"mcp_servers[{i}].timeout", m.timeout)
         if m.transport == "stdio" and not m.command:
             raise ConfigError(file, f"mcp_servers[{i}].command", "stdio transport needs a command")
         if m.transport != "stdio" and not m.url:

@@ -15,6 +15,7 @@ import msgspec
 import yaml
 import yarl
 
+from ..durations import format_span
 from ..errors import ConfigError
 from ..settings import OpenApiSource, Settings
 from .base import CallContext, Param, Timings, ToolDef, UpstreamResult
@@ -195,6 +196,10 @@ def _text(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
+def _timed_out(error: str) -> UpstreamResult:
+    return UpstreamResult(status_code=504, error=error, timed_out=True)
+
+
 class OpenApiUpstream:
     """One `openapi:` entry. A spec file that cannot be read stops the start (a config fault); a spec URL that
     does not answer is retried in the background, and its tools appear when it does."""
@@ -218,6 +223,7 @@ class OpenApiUpstream:
         self._stopping = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
         self.error = ""
+        self.connect_timeout, self.read_timeout = cfg.timeout.seconds(timings.connect_timeout, timings.http_timeout)
 
     def tools(self) -> list[ToolDef]:
         return self._tools
@@ -301,6 +307,7 @@ class OpenApiUpstream:
                 query.extend((key, _text(v)) for v in items)
         else:
             content = msgspec.json.encode(arguments)
+        connect, read = self.connect_timeout, self.read_timeout
         try:
             async with self._forwarder().request(
                 tool.method,
@@ -309,11 +316,17 @@ class OpenApiUpstream:
                 data=content,
                 headers=headers,
                 allow_redirects=False,  # a redirect could hand arguments to another origin
-                timeout=aiohttp.ClientTimeout(total=self._timings.http_timeout),
+                # sock_read bounds each wait for bytes; total bounds a backend that trickles its answer.
+                timeout=aiohttp.ClientTimeout(total=connect + read, sock_connect=connect, sock_read=read),
             ) as resp:
                 body = await resp.read()
                 status = resp.status
-        except (aiohttp.ClientError, TimeoutError) as e:
+        except aiohttp.ConnectionTimeoutError:
+            where = yarl.URL(url, encoded=True).origin()
+            return _timed_out(f"upstream connect timed out after {format_span(connect)} ({where})")
+        except TimeoutError:  # no answer in time: sock_read, or total for a trickle
+            return _timed_out(f"upstream timed out after {format_span(read)} ({tool.method} {tool.path})")
+        except aiohttp.ClientError as e:
             return UpstreamResult(status_code=502, error=f"backend error: {e or e.__class__.__name__}")
         result: Any
         try:

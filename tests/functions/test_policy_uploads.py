@@ -97,7 +97,9 @@ def test_a_hot_reload_of_bad_files_keeps_the_last_good_set_and_recovers(server: 
     agents = directory / "agents.yaml"
     assert _decide(server, "delete_pet") == "deny"
     # A good edit and a bad file land together: the set as a whole does not load, so neither applies.
-    agents.write_text(agents.read_text().replace('["delete_pet"]\n    action: deny', '["delete_pet"]\n    action: allow'))
+    agents.write_text(
+        agents.read_text().replace('["delete_pet"]\n    action: deny', '["delete_pet"]\n    action: allow')
+    )
     for i, (data, key, _) in enumerate(BAD_UPLOADS.values()):
         bad = directory / f"bad{i}.yaml"
         bad.write_bytes(data)
