@@ -12,11 +12,11 @@ from urllib.parse import quote, urljoin
 import aiohttp
 import httpx
 import msgspec
-import yaml
 import yarl
 
 from ..durations import format_span
 from ..errors import ConfigError
+from ..safe_yaml import load_yaml
 from ..settings import OpenApiSource, Settings
 from .base import CallContext, Param, Timings, ToolDef, UpstreamResult
 from .classify import classify
@@ -25,6 +25,8 @@ __all__ = ["OpenApiUpstream", "parse_spec", "tools_from_spec"]
 
 log = logging.getLogger("flux7.upstreams.openapi")
 
+_MAX_SPEC_BYTES = 32 * 1024 * 1024
+_MAX_SPEC_DEPTH = 200  # schemas nest deeper than policies; PyYAML's recursion still has room to spare
 _METHODS = ("get", "put", "post", "delete", "patch")  # the reference skips HEAD, OPTIONS and TRACE
 _QUERY_METHODS = frozenset({"GET", "DELETE"})
 
@@ -145,9 +147,10 @@ def parse_spec(text: str | bytes, origin: str) -> dict[str, Any]:
         spec = msgspec.json.decode(text)
     except msgspec.DecodeError:
         try:
-            spec = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ValueError(f"{origin}: not JSON or YAML: {str(e).splitlines()[0]}") from None
+            # Limits (shared/safe_yaml.py): a spec fetched from a URL must not take the server down.
+            spec = load_yaml(text, origin, max_bytes=_MAX_SPEC_BYTES, max_depth=_MAX_SPEC_DEPTH)
+        except ConfigError as e:
+            raise ValueError(f"{origin}: not JSON or YAML: {e.key}: {e.fault.split(' in ')[0]}") from None
     if not isinstance(spec, dict) or not isinstance(spec.get("paths"), dict):
         raise ValueError(f"{origin}: no paths found in spec")
     return spec
