@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -28,6 +29,7 @@ from shared.settings import load_settings
 from shared.upstreams import CallContext, Registry
 from tests.support.server import Server, running_server
 from tests.upstreams.conftest import FAST
+from tests.upstreams.servers.launch import free_port, wait_port
 from tests.upstreams.test_mcp import MEET, MeetServer
 
 ADMIN = {"Authorization": "Bearer adm1n"}
@@ -94,13 +96,30 @@ def _spec(operation: str) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def meet_over_sse() -> Iterator[str]:
+    """mcp_meet.py over SSE: its /sse URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, MEET, "--transport", "sse", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port, proc=proc)
+        yield f"http://127.0.0.1:{port}/sse"
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
 @pytest.fixture
 def mesh(tmp_path: Path) -> Iterator[Server]:
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "all.yaml").write_text("name: all\nagent: '*'\nrules: [{tools: ['*'], action: allow}]\n")
     (tmp_path / "read.json").write_text(json.dumps(_spec("slowRead")))
     (tmp_path / "connect.json").write_text(json.dumps(_spec("slowConnect")))
-    with never_answers() as mute, never_connects() as full, MeetServer() as meet:
+    with never_answers() as mute, never_connects() as full, MeetServer() as meet, meet_over_sse() as sse:
         config = tmp_path / "config.yaml"
         config.write_text(
             f"""
@@ -121,6 +140,10 @@ mcp_servers:
     transport: streamable-http
     url: {meet.url}
     timeout: {{read: 1s}}
+  - name: meetsse
+    transport: sse
+    url: {sse}
+    timeout: {{connect: 2s, read: 1s}}
   - name: meetio
     transport: stdio
     command: {sys.executable}
@@ -152,6 +175,12 @@ CASES = {
         "upstream timed out after 1s: MCP server meet did not answer",
         1.0,
     ),
+    "MCP over SSE": (
+        "meetsse.meet",
+        {"group": "alone", "n": 2},
+        "upstream timed out after 1s: MCP server meetsse did not answer",
+        1.0,
+    ),
     "MCP over stdio": (
         "meetio.meet",
         {"group": "alone", "n": 2},
@@ -164,7 +193,7 @@ CASES = {
 
 def test_each_kind_of_hanging_upstream_is_a_504_after_its_own_timeout_and_traced_as_an_error(mesh: Server) -> None:
     tools = {t["name"] for t in httpx.get(f"{mesh.url}/tools", headers=AGENT).json()}
-    assert {"slow_read", "slow_connect", "meet.meet", "meetio.meet", "nap.run"} <= tools, tools
+    assert {"slow_read", "slow_connect", "meet.meet", "meetsse.meet", "meetio.meet", "nap.run"} <= tools, tools
     for case, (tool, params, error, seconds) in CASES.items():
         r, took = _call(mesh, tool, params)
         assert r.status_code == 504, (case, r.text)
