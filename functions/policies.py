@@ -69,13 +69,17 @@ async def read_policy_file(request: Request[Any, Any, Any], name: FromPath[str])
 @put("/policy-files/{name:str}", guards=[control_plane])
 async def write_policy_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     raw = await request.body()
-    text = raw.decode("utf-8", errors="strict") if raw else ""
+    # The file's bytes as sent (or `{"text": ...}` as JSON); decoding and every limit are the loader's.
+    data: str | bytes = raw
     if request.headers.get("content-type", "").startswith("application/json"):
         try:
-            text = str(decode(raw).get("text", ""))
-        except (msgspec.DecodeError, AttributeError):
+            body = decode(raw)
+        except msgspec.DecodeError:
             raise BadRequest("invalid JSON body") from None
-    result = _files(request).write(name, text)
+        if not isinstance(body, dict) or not isinstance(body.get("text", ""), str):
+            raise BadRequest('a JSON body is {"text": "<the policy file>"}')
+        data = body.get("text", "")
+    result = _files(request).write(name, data)
     _trace_edit(request, {"file": name}, request.headers.get("x-flux7-by", ""))
     return _json(result)
 

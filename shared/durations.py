@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["format_duration", "parse_duration"]
+__all__ = ["format_duration", "format_span", "parse_duration"]
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
@@ -45,3 +45,10 @@ def format_duration(seconds: float) -> str:
     if m:
         return f"{m}m{s}s"
     return f"{s}s"
+
+
+def format_span(seconds: float) -> str:
+    """A configured timeout as written, without Go's truncation: "500ms", "1.5s", "30s", "120s"."""
+    if seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    return f"{seconds:g}s"

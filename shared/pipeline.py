@@ -202,7 +202,9 @@ class Pipeline:
         if not upstream.error and upstream.status_code >= 400 and tool.source != "cli":
             # A gateway answers 502 when the backend fails; the backend's own status stays in the trace.
             upstream.error = f"backend returned HTTP {upstream.status_code}"
-        if upstream.error:
+        if upstream.timed_out:
+            status = 504  # the upstream did not answer in its configured time (docs/upstreams.md)
+        elif upstream.error:
             status = upstream.status_code if tool.source == "cli" and upstream.status_code >= 400 else 502
         else:
             status = 200

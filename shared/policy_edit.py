@@ -17,7 +17,7 @@ import yaml
 from .errors import BadRequest, ConfigError, Conflict, NotFound, NotImplementedFeature
 from .globs import glob_match
 from .policy_store import PolicyStore
-from .settings import load_policy_dir
+from .safe_yaml import load_yaml
 
 __all__ = ["PolicyFiles"]
 
@@ -25,15 +25,23 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 EDIT_ACTIONS = ("allow", "deny", "human_approval", "inherit")
 
 
-def _atomic_write(path: Path, text: str) -> str:
+def _atomic_write(path: Path, data: str | bytes) -> str:
     backup = ""
     if path.exists():
         backup = str(path) + ".bak"
         shutil.copy2(path, backup)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
+    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
     os.replace(tmp, path)
     return backup
+
+
+def _undo(path: Path, backup: str) -> None:
+    """Put back what `_atomic_write` replaced (or remove what it created)."""
+    if backup:
+        shutil.copy2(backup, path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 class PolicyFiles:
@@ -61,26 +69,34 @@ class PolicyFiles:
         path = self._path(name)
         if not path.is_file():
             raise NotFound("policy file not found")
-        return {"name": path.stem, "text": path.read_text()}
-
-    def validate(self, name: str, text: str) -> None:
-        """Raise BadRequest naming the key and fault, as the loader would at start."""
         try:
-            self.store.validate_text(text, name)
-            parsed = yaml.safe_load(text) or {}
+            return {"name": path.stem, "text": path.read_bytes().decode("utf-8")}
+        except UnicodeDecodeError:
+            raise Conflict(f"{path.name} is not valid UTF-8; fix it on disk") from None
+
+    def validate(self, name: str, data: str | bytes) -> None:
+        """Raise BadRequest naming the key and fault, as the loader would at start (also for a file that is
+        too big, nested too deep or not UTF-8: shared/safe_yaml.py)."""
+        self._path(name)  # a bad name is refused before the content is parsed
+        try:
+            policy = self.store.validate_text(data, name)
         except ConfigError as e:
             raise BadRequest(f"{e.key}: {e.fault}", extra={"key": e.key}) from None
         others = {p.name for p in self.store.current.policies if Path(p.source_file or "").stem != name}
-        if parsed.get("name") in others:
-            raise BadRequest(f"duplicate policy name {parsed['name']!r}", extra={"key": "name"})
+        if policy.name in others:
+            raise BadRequest(f"duplicate policy name {policy.name!r}", extra={"key": "name"})
 
-    def write(self, name: str, text: str) -> dict[str, Any]:
-        self.validate(name, text)
+    def write(self, name: str, data: str | bytes) -> dict[str, Any]:
+        """Validate, write (keeping a `.bak`), reload. Nothing stays written when any step refuses it."""
+        self.validate(name, data)
         path = self._path(name)
-        backup = _atomic_write(path, text)
+        backup = _atomic_write(path, data)
         self.store.reload_if_changed(force=True)
         if self.store.last_error:
-            raise BadRequest(self.store.last_error)
+            error = self.store.last_error
+            _undo(path, backup)  # the set as a whole did not load: the file goes back to what it was
+            self.store.reload_if_changed(force=True)
+            raise BadRequest(error)
         out: dict[str, Any] = {"name": path.stem, "reloaded": True}
         if backup:
             out["backup"] = backup
@@ -97,7 +113,10 @@ class PolicyFiles:
         ]
         if own:
             path = Path(own[0].source_file)
-            data = yaml.safe_load(path.read_text()) or {}
+            try:
+                data = load_yaml(path.read_bytes(), str(path)) or {}
+            except ConfigError as e:
+                raise Conflict(f"{path.name} does not load ({e.key}: {e.fault}); fix it by hand") from None
         else:
             if action == "inherit":
                 return {"agent": agent, "tool": tool, "action": action, "changed": False}
@@ -142,8 +161,12 @@ class PolicyFiles:
         except ConfigError as e:  # pragma: no cover - an edit of a valid file stays valid
             raise BadRequest(str(e)) from None
         backup = _atomic_write(path, text)
+        self.store.reload_if_changed(force=True)
+        if self.store.last_error:  # another file of the directory does not load: undo, say which
+            error = self.store.last_error
+            _undo(path, backup)
+            self.store.reload_if_changed(force=True)
+            raise Conflict(f"the policy directory does not load, nothing changed: {error}")
         if backup:
             out["backup"] = backup
-        self.store.reload_if_changed(force=True)
-        load_policy_dir(directory)  # re-raise loudly if the directory as a whole no longer loads
         return out

@@ -14,7 +14,7 @@ from .db import Database
 from .errors import ConfigError
 from .policy import PolicySet
 from .policy_files import snapshot
-from .settings import Settings, load_policy_dir, load_settings, parse_policy
+from .settings import Policy, Settings, load_policy_dir, load_settings, parse_policy
 
 __all__ = ["PolicyStore"]
 
@@ -85,6 +85,10 @@ class PolicyStore:
                 self.last_error = str(e)
                 log.error("policy reload failed, keeping the last good set: %s", e)
                 return False
+            except Exception as e:  # whatever a file holds, enforcement goes on with the last good set
+                self.last_error = f"policy reload failed: {e or e.__class__.__name__}"
+                log.exception("policy reload failed, keeping the last good set")
+                return False
             self.last_error = ""
             self._current = PolicySet(policies, version=fp)
             log.info("policies reloaded: %d policies", len(policies))
@@ -102,6 +106,6 @@ class PolicyStore:
         except Exception:
             log.exception("policy files not recorded in the database")
 
-    def validate_text(self, text: str, name: str) -> None:
+    def validate_text(self, text: str | bytes, name: str) -> Policy:
         """Validate one policy file's text as the loader would; raises ConfigError."""
-        parse_policy(text, str((self.policy_dir or Path.cwd()) / f"{name}.yaml"))
+        return parse_policy(text, str((self.policy_dir or Path.cwd()) / f"{name}.yaml"))

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
-import yaml
 
 from .durations import parse_duration
 from .errors import ConfigError
+from .safe_yaml import load_yaml
 
 __all__ = [
     "ApprovalSettings",
@@ -37,6 +37,7 @@ __all__ = [
     "Settings",
     "SupervisorSettings",
     "TlsSettings",
+    "UpstreamTimeouts",
     "config_id",
     "load_policy_dir",
     "load_settings",
@@ -145,6 +146,20 @@ class LoopDetection(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     window_seconds: float = 10
 
 
+class UpstreamTimeouts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """`timeout: {connect: 5s, read: 30s}` on an upstream; Go durations, "" for the default (docs/upstreams.md)."""
+
+    connect: str = ""  # opening the TCP (and TLS) connection
+    read: str = ""  # from the request sent to the whole answer
+
+    def seconds(self, connect: float, read: float) -> tuple[float, float]:
+        """(connect, read) in seconds, the given defaults where unset. Validated at load (_validate)."""
+        return (
+            parse_duration(self.connect) if self.connect else connect,
+            parse_duration(self.read) if self.read else read,
+        )
+
+
 class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     name: str
     transport: Literal["stdio", "sse", "streamable-http"] = "stdio"
@@ -154,6 +169,7 @@ class McpServer(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only
     url: str = ""
     headers: dict[str, str] = {}
     forward_identity: bool = False
+    timeout: UpstreamTimeouts = UpstreamTimeouts()
 
 
 class McpSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -186,6 +202,7 @@ class OpenApiSource(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     file: str = ""
     backend_url: str = ""
     headers: dict[str, str] = {}  # sent to the backend on every call (credentials: use ${VAR})
+    timeout: UpstreamTimeouts = UpstreamTimeouts()
 
 
 class OutboundSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -300,6 +317,18 @@ def _validate_policy(file: str, key: str, policy: Policy) -> None:
             raise ConfigError(file, f"{key}.rules[{i}].tools", "at least one tool glob is required")
 
 
+def _validate_timeouts(file: str, key: str, t: UpstreamTimeouts) -> None:
+    for name, value in (("connect", t.connect), ("read", t.read)):
+        if not value:
+            continue
+        try:
+            seconds = parse_duration(value)
+        except ValueError as e:
+            raise ConfigError(file, f"{key}.{name}", str(e)) from None
+        if seconds <= 0:
+            raise ConfigError(file, f"{key}.{name}", "must be > 0")
+
+
 def _validate(file: str, s: Settings) -> None:
     names: set[str] = set()
     for i, p in enumerate(s.policies):
@@ -320,7 +349,9 @@ def _validate(file: str, s: Settings) -> None:
     for i, o in enumerate(s.openapi):
         if bool(o.url) == bool(o.file):
             raise ConfigError(file, f"openapi[{i}]", "exactly one of url and file is required")
+        _validate_timeouts(file, f"openapi[{i}].timeout", o.timeout)
     for i, m in enumerate(s.mcp_servers):
+        _validate_timeouts(file, f"mcp_servers[{i}].timeout", m.timeout)
         if m.transport == "stdio" and not m.command:
             raise ConfigError(file, f"mcp_servers[{i}].command", "stdio transport needs a command")
         if m.transport != "stdio" and not m.url:
@@ -347,12 +378,10 @@ def _validate(file: str, s: Settings) -> None:
             raise ConfigError(file, f"metrics.{key}", "must be >= 1")
 
 
-def parse_policy(text: str, source: str) -> Policy:
-    """One policy file's text, as the loader reads it. Raises ConfigError naming `source`."""
-    try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(source, "(yaml)", str(e).replace("\n", " ")) from None
+def parse_policy(text: str | bytes, source: str) -> Policy:
+    """One policy file's text (or bytes, UTF-8), as the loader reads it. Raises ConfigError naming `source`
+    (also for a file too big, too deep or not UTF-8: shared/safe_yaml.py)."""
+    raw = load_yaml(text, source) or {}
     if not isinstance(raw, dict):
         raise ConfigError(source, "(top level)", "a policy file holds one mapping")
     if not raw.get("name"):
@@ -368,7 +397,14 @@ def parse_policy(text: str, source: str) -> Policy:
 
 def load_policy_dir(directory: Path) -> list[Policy]:
     """Each *.yaml in the directory holds one policy with a name. Raises ConfigError naming the file."""
-    return [parse_policy(file.read_text(), str(file)) for file in sorted(directory.glob("*.yaml"))]
+    policies = []
+    for file in sorted(directory.glob("*.yaml")):
+        try:
+            data = file.read_bytes()
+        except OSError as e:
+            raise ConfigError(str(file), "(file)", e.strerror or str(e)) from None
+        policies.append(parse_policy(data, str(file)))
+    return policies
 
 
 def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -379,13 +415,10 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None,
     if path is not None:
         file = str(Path(path).resolve())
         try:
-            text = Path(path).read_text()
+            data = Path(path).read_bytes()
         except OSError as e:
             raise ConfigError(file, "(file)", e.strerror or str(e)) from None
-        try:
-            loaded = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ConfigError(file, "(yaml)", str(e).replace("\n", " ")) from None
+        loaded = load_yaml(data, file)
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(file, "(top level)", "the config must be a mapping")
         raw = _expand_tree(loaded or {}, env)

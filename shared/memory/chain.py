@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import unicodedata
+from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
@@ -12,7 +13,16 @@ import msgspec
 from .times import rfc3339
 from .workspace import Entry, list_daily_files, parse_entries
 
-__all__ = ["CHAIN_VERSION", "ChainBreak", "ChainReport", "canonical", "go_quote", "seal", "verify_chain"]
+__all__ = [
+    "CHAIN_VERSION",
+    "ChainBreak",
+    "ChainReport",
+    "canonical",
+    "go_quote",
+    "seal",
+    "verify_chain",
+    "verify_daily_files",
+]
 
 CHAIN_VERSION = "mem7-chain-v1"
 
@@ -115,13 +125,21 @@ class ChainReport(msgspec.Struct):
         return out
 
 
-def verify_chain(workspace: Path, key: bytes) -> ChainReport:
-    """Walk every entry in order; stop at the first place the chain does not vouch for."""
+def verify_chain(workspace: Path, key: bytes, head: str = "") -> ChainReport:
+    """The workspace's daily files in order (see verify_daily_files)."""
+    files = ((name, str(workspace / name), (workspace / name).read_bytes()) for name in list_daily_files(workspace))
+    return verify_daily_files(files, key, head)
+
+
+def verify_daily_files(files: Iterable[tuple[str, str, bytes]], key: bytes, head: str = "") -> ChainReport:
+    """Walk every entry of (name, label, bytes) daily files in order; stop at the first place the chain does not
+    vouch for. `head` is the last seal the database recorded: a chain that never reaches it lost its end (a
+    truncated or deleted daily file), which the seals alone cannot show."""
     report = ChainReport(keyed=bool(key))
-    head, started = "", False
-    for name in list_daily_files(workspace):
-        path = workspace / name
-        for e in parse_entries(path.read_bytes(), name).entries:
+    last, started, label = "", False, ""
+    seen: set[str] = set()
+    for name, label, data in files:
+        for e in parse_entries(data, name).entries:
             report.entries += 1
             reason = ""
             if not e.hash:
@@ -129,7 +147,7 @@ def verify_chain(workspace: Path, key: bytes) -> ChainReport:
                     report.legacy += 1
                     continue
                 reason = "entry without a seal after the chain started"
-            elif started and e.prev != head:
+            elif started and e.prev != last:
                 reason = "does not follow the previous seal: an entry was removed, added or reordered before it"
             elif not started and e.prev:
                 reason = "the first sealed entry points to a predecessor that is missing"
@@ -138,8 +156,17 @@ def verify_chain(workspace: Path, key: bytes) -> ChainReport:
                 if not key:
                     reason += " (or it was sealed with a key: set MEM7_CHAIN_KEY)"
             if reason:
-                report.brk = ChainBreak(file=str(path), line=e.line, entity=e.entity, reason=reason)
+                report.brk = ChainBreak(file=label, line=e.line, entity=e.entity, reason=reason)
                 return report
-            started, head = True, e.hash
+            started, last = True, e.hash
+            seen.add(e.hash)
             report.sealed += 1
+    if head and head not in seen:
+        report.brk = ChainBreak(
+            file=label,
+            line=0,
+            entity="",
+            reason=f"the chain ends at seal {last[:12] or '(none)'} but the database's head is {head[:12]}: "
+            "entries were removed from the end or a daily file is missing",
+        )
     return report

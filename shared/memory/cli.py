@@ -150,7 +150,13 @@ def _prune(config: MemoryConfig) -> int:
 
 
 def _verify(config: MemoryConfig, as_json: bool) -> int:
-    report = verify_report(config)
+    from .verify import VerifyRefused
+
+    try:
+        report = verify_report(config)
+    except VerifyRefused as e:
+        print(f"mem7 verify: {e}", file=sys.stderr)
+        return 2
     if as_json:
         print(msgspec.json.format(msgspec.json.encode(report.to_dict()), indent=2).decode())
     else:
@@ -165,10 +171,15 @@ def _verify(config: MemoryConfig, as_json: bool) -> int:
 
 
 def verify_report(config: MemoryConfig) -> Any:
-    # Reads the markdown only: verify works on a workspace whose index is missing or stale.
-    from .chain import verify_chain
+    """`--db FILE`: the journal in that database. Otherwise the markdown workspace under MEM7_DIR, checked
+    against its index.db's head when there is one (verify works on a workspace whose index is missing)."""
+    from .verify import database_head, verify_database, verify_workspace
 
-    return verify_chain(Path(config.dir) / "workspace", config.chain_key.encode())
+    key = config.chain_key.encode()
+    if _DB_OVERRIDE:
+        return verify_database(Path(_DB_OVERRIDE[0]).expanduser(), key)
+    root = Path(config.dir)
+    return verify_workspace(root / "workspace", key, database_head(root / "index.db"))
 
 
 def _export(config: MemoryConfig, to: str | None, force: bool) -> int:
@@ -192,8 +203,8 @@ def _parser() -> argparse.ArgumentParser:
     db_help = "the SQLite file (default <MEM7_DIR>/index.db; under flux7 serve: its storage_path)"
     sub.add_parser("rescan", help="drop the index and replay the markdown").add_argument("--db", help=db_help)
     sub.add_parser("prune", help="purge TTL-expired entries from the index").add_argument("--db", help=db_help)
-    verify = sub.add_parser("verify", help="check the workspace's hash chain")
-    verify.add_argument("--db", help=db_help)
+    verify = sub.add_parser("verify", help="check the workspace's hash chain (with --db: the database's journal)")
+    verify.add_argument("--db", help="check the memory journal in this SQLite file instead of the workspace")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     export = sub.add_parser("export", help="re-create the workspace from the journal in the database")
     export.add_argument("--to", default=None, help="directory to write workspace/ under (default MEM7_DIR)")

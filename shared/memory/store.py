@@ -330,7 +330,8 @@ class MemoryStore:
         return written
 
     def verify(self) -> ChainReport:
-        return verify_chain(self.workspace, self.chain_key)
+        # The head is read first: entries written during the walk only lengthen the chain past it.
+        return verify_chain(self.workspace, self.chain_key, head=self._head(self.db.reader).head)
 
     def entries(self, *, containing: str = "") -> Iterator[Entry]:
         """Every workspace entry in order, skipping files that cannot mention `containing` (a key)."""

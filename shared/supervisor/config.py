@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
-import yaml
 
 from ..durations import parse_duration
 from ..errors import ConfigError
+from ..safe_yaml import load_yaml
 
 __all__ = [
     "AdminConfig",
@@ -244,12 +244,8 @@ def _with_default_rule(c: Sup7Config) -> Sup7Config:
 def load_config(path: str | Path) -> Sup7Config:
     file = str(Path(path).resolve())
     try:
-        text = Path(path).read_text()
+        data = Path(path).read_bytes()
     except OSError as e:
         raise ConfigError(file, "(file)", e.strerror or str(e)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(file, "(yaml)", str(e).replace("\n", " ")) from None
-    config = parse_config(data, file)
+    config = parse_config(load_yaml(data, file), file)  # size, encoding and depth limits: shared/safe_yaml.py
     return msgspec.structs.replace(config, config_path=file)

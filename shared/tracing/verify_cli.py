@@ -1,4 +1,5 @@
-"""`mesh7 trace verify [--json] files…`: exit 0 when the chain holds, 1 at a break, 2 on usage/I/O errors."""
+"""`mesh7 trace verify [--json] files…`: exit 0 when the chain holds, 1 at a break, 2 on usage/I/O errors and
+for a file that is not a trace file (missing, a directory, an SQLite database, not JSONL, no chained line)."""
 
 from __future__ import annotations
 
@@ -55,9 +56,22 @@ def main(
         return 2
     key = env.get(args.key_env, "").encode() or None
     try:
+        for file in args.files:
+            refused = _not_a_trace_file(file)
+            if refused:
+                print(f"mesh7 trace verify: {file}: {refused}", file=err)
+                return 2
         v = verify_files(args.files, key)
     except OSError as e:
         print(f"mesh7 trace verify: {e.filename or ''}: {e.strerror or e}", file=err)
+        return 2
+    if v.brk is None and not v.chained:
+        # Nothing sealed to vouch for: an "OK" here would be about nothing (or about the wrong file).
+        print(
+            f"mesh7 trace verify: {', '.join(args.files)}: no chained trace lines "
+            f"({v.lines} lines); not a flux7 trace file, or written before the chain",
+            file=err,
+        )
         return 2
     report = v.report()
     if args.json:
@@ -74,6 +88,19 @@ def main(
         elif v.chained:
             print("OK", file=out)
     return 1 if v.brk is not None else 0
+
+
+def _not_a_trace_file(path: str) -> str:
+    """Why the file at `path` is not a JSONL trace file (its first bytes), or "" when it may be one.
+    Raises OSError (missing, a directory, unreadable)."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if head.startswith(b"SQLite format 3\x00"):
+        return "an SQLite database, not a JSONL trace file (a server without trace_file: GET /traces/verify)"
+    first = head.lstrip(b" \t\r\n")[:1]
+    if first and first != b"{":
+        return "not a JSONL trace file (the first line is not a JSON object)"
+    return ""
 
 
 if __name__ == "__main__":

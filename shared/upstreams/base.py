@@ -117,12 +117,14 @@ class CallContext(msgspec.Struct):
 
 class UpstreamResult(msgspec.Struct):
     """`error` set means the call failed; `status_code` is the upstream's own status (HTTP status, 422 for a
-    non-zero CLI exit, 502 for an unreachable upstream or an MCP JSON-RPC error)."""
+    non-zero CLI exit, 502 for an unreachable upstream or an MCP JSON-RPC error, 504 when it timed out).
+    `timed_out` tells the mesh's 504 from a backend that answered 504 itself."""
 
     result: Any = None
     status_code: int = 200
     error: str = ""
     exit_code: int | None = None
+    timed_out: bool = False
 
 
 @dataclass(frozen=True)
@@ -135,8 +137,9 @@ class Timings:
     retry_max: float = 300.0  # ... up to this
     reconnect_first: float = 1.0  # a lost connection: first wait, doubling ...
     reconnect_max: float = 30.0  # ... up to this
-    call_timeout: float = 300.0  # one MCP request
-    http_timeout: float = 30.0  # one OpenAPI backend request; also the SSE POST timeout
+    call_timeout: float = 300.0  # one MCP request (an MCP server's default `timeout.read`)
+    http_timeout: float = 30.0  # one OpenAPI backend request (its default `timeout.read`); the SSE POST timeout
+    connect_timeout: float = 10.0  # opening a connection to an HTTP upstream (the default `timeout.connect`)
 
 
 class Source(Protocol):

@@ -237,9 +237,10 @@ class CliUpstream:
             await proc.wait()
             return UpstreamResult(
                 result={"stdout": "", "stderr": "", "exit_code": -1},
-                status_code=500,
+                status_code=504,
                 error=f"command timed out after {format_duration(timeout)}",
                 exit_code=-1,
+                timed_out=True,
             )
         finally:
             if proc.returncode is None:  # cancelled by the caller

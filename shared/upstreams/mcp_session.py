@@ -35,6 +35,7 @@ __all__ = [
     "FALLBACK_VERSION",
     "MODERN_VERSION",
     "OFFERED_VERSION",
+    "ConnectTimedOut",
     "ConnectionLost",
     "McpSession",
     "RpcError",
@@ -56,6 +57,10 @@ OnClose = Callable[[str], None]
 
 class TransportError(Exception):
     """The transport could not carry a message (process gone, HTTP failure)."""
+
+
+class ConnectTimedOut(TransportError):
+    """The connection to the server could not be opened within its connect timeout."""
 
 
 class ConnectionLost(Exception):

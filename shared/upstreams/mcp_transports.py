@@ -23,7 +23,7 @@ import msgspec
 
 from ..mcp.messages import MODERN_VERSIONS, NAME_BEARING, PROTOCOL_VERSION_META_KEY, encode_header_value
 from .mcp_http import HttpError, HttpPool, HttpResponse, HttpTimeout, SseParser, valid_headers
-from .mcp_session import OnClose, OnMessage, TransportError
+from .mcp_session import ConnectTimedOut, OnClose, OnMessage, TransportError
 
 __all__ = ["SseTransport", "StdioTransport", "StreamableHttpTransport", "same_origin"]
 
@@ -168,13 +168,20 @@ class SseTransport:
     stateless_capable = False
 
     def __init__(
-        self, name: str, url: str, headers: Mapping[str, str], http: httpx.AsyncClient, post_timeout: float
+        self,
+        name: str,
+        url: str,
+        headers: Mapping[str, str],
+        http: httpx.AsyncClient,
+        post_timeout: float,
+        connect_timeout: float = 30.0,
     ) -> None:
         self.name = name
         self.url = url
         self.headers = dict(headers)
         self.http = http
         self.post_timeout = post_timeout
+        self.connect_timeout = connect_timeout
         self.endpoint = ""
         self._task: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[str] | None = None
@@ -192,7 +199,8 @@ class SseTransport:
         assert self._ready is not None
         reason = "event stream ended"
         headers = {**self.headers, "Accept": "text/event-stream", "Cache-Control": "no-cache"}
-        timeout = httpx.Timeout(self.post_timeout, read=None)  # the stream is idle between messages
+        # the stream is idle between messages: no read timeout on it
+        timeout = httpx.Timeout(self.post_timeout, connect=self.connect_timeout, read=None)
         try:
             async with self.http.stream("GET", self.url, headers=headers, timeout=timeout) as resp:
                 if resp.status_code != 200:
@@ -234,8 +242,10 @@ class SseTransport:
                 self.endpoint,
                 content=msgspec.json.encode(message),
                 headers={**self.headers, "Content-Type": "application/json"},
-                timeout=self.post_timeout,
+                timeout=httpx.Timeout(self.post_timeout, connect=self.connect_timeout),
             )
+        except httpx.ConnectTimeout:
+            raise ConnectTimedOut(f"POST {self.endpoint}: connect timed out") from None
         except httpx.HTTPError as e:
             raise TransportError(f"POST {self.endpoint}: {e or e.__class__.__name__}") from None
         if resp.status_code >= 400:
@@ -323,7 +333,7 @@ class StreamableHttpTransport:
         try:
             resp = await pool.request(self._request_head(message, headers), body)
         except HttpTimeout as e:
-            raise TransportError(f"POST {self.url}: {e}") from None
+            raise ConnectTimedOut(f"POST {self.url}: {e}") from None
         except (HttpError, OSError) as e:
             raise self._lost(f"POST {self.url}: {e or e.__class__.__name__}") from None
         try:

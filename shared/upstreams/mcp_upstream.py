@@ -18,12 +18,13 @@ from typing import Any
 
 import httpx
 
+from ..durations import format_span
 from ..mcp.messages import SERVER_INFO_META_KEY, encode_header_value
 from ..settings import McpServer
 from .base import CallContext, Param, Timings, ToolDef, UpstreamResult
 from .classify import classify
 from .mcp_http import is_token
-from .mcp_session import ConnectionLost, McpSession, RpcError, Transport, TransportError
+from .mcp_session import ConnectionLost, ConnectTimedOut, McpSession, RpcError, Transport, TransportError
 from .mcp_transports import SseTransport, StdioTransport, StreamableHttpTransport
 
 __all__ = ["McpUpstream", "tool_defs"]
@@ -159,6 +160,8 @@ class McpUpstream:
         self._timings = timings
         self._on_change = on_change
         self._cwd = cwd
+        # `timeout:` in the server's entry; connect applies to the HTTP transports only (stdio has none).
+        self.connect_timeout, self.read_timeout = cfg.timeout.seconds(timings.connect_timeout, timings.call_timeout)
         self.status = "retrying"
         self.error = "not connected yet"
         self._tools: list[ToolDef] = []
@@ -223,10 +226,10 @@ class McpUpstream:
             env = {**os.environ, **cfg.env}
             return StdioTransport(cfg.name, cfg.command, cfg.args, env, self._cwd)
         if cfg.transport == "sse":
-            return SseTransport(cfg.name, cfg.url, cfg.headers, self._http(), self._timings.http_timeout)
-        return StreamableHttpTransport(
-            cfg.name, cfg.url, cfg.headers, self._timings.call_timeout, self._timings.http_timeout
-        )
+            return SseTransport(
+                cfg.name, cfg.url, cfg.headers, self._http(), self._timings.http_timeout, self.connect_timeout
+            )
+        return StreamableHttpTransport(cfg.name, cfg.url, cfg.headers, self.read_timeout, self.connect_timeout)
 
     async def _connect(self) -> tuple[McpSession, list[dict[str, Any]]]:
         session = McpSession(self._transport(), name=self.name, on_tools_changed=self._tools_changed)
@@ -339,10 +342,17 @@ class McpUpstream:
         header_map = self._param_maps.get(tool.upstream_name) if session.stateless else None
         headers = param_headers(header_map, arguments) if header_map else None
         try:
-            result = await session.request("tools/call", params, self._timings.call_timeout, headers)
+            result = await session.request("tools/call", params, self.read_timeout, headers)
         except RpcError as e:
             return UpstreamResult(status_code=502, error=f"MCP error {e.code}: {e.message}")
-        except (ConnectionLost, TransportError, TimeoutError) as e:
+        except ConnectTimedOut as e:
+            error = f"upstream connect timed out after {format_span(self.connect_timeout)}: {e}"
+            return UpstreamResult(status_code=504, error=error, timed_out=True)
+        except TimeoutError:
+            waited = format_span(self.read_timeout)
+            error = f"upstream timed out after {waited}: MCP server {self.name} did not answer"
+            return UpstreamResult(status_code=504, error=error, timed_out=True)
+        except (ConnectionLost, TransportError) as e:
             return UpstreamResult(status_code=502, error=_describe(e))
         if session.stateless:
             result, error = _plain_result(result)

@@ -15,10 +15,11 @@ import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
 import msgspec
-import yaml
 import yarl
 
+from ..durations import format_span
 from ..errors import ConfigError
+from ..safe_yaml import load_yaml
 from ..settings import OpenApiSource, Settings
 from .base import CallContext, Param, Timings, ToolDef, UpstreamResult
 from .classify import classify
@@ -27,6 +28,8 @@ __all__ = ["OpenApiUpstream", "parse_spec", "tools_from_spec"]
 
 log = logging.getLogger("flux7.upstreams.openapi")
 
+_MAX_SPEC_BYTES = 32 * 1024 * 1024
+_MAX_SPEC_DEPTH = 200  # schemas nest deeper than policies; PyYAML's recursion still has room to spare
 _METHODS = ("get", "put", "post", "delete", "patch")  # the reference skips HEAD, OPTIONS and TRACE
 _QUERY_METHODS = frozenset({"GET", "DELETE"})
 
@@ -206,9 +209,10 @@ def parse_spec(text: str | bytes, origin: str) -> dict[str, Any]:
         spec = msgspec.json.decode(text)
     except msgspec.DecodeError:
         try:
-            spec = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ValueError(f"{origin}: not JSON or YAML: {str(e).splitlines()[0]}") from None
+            # Limits (shared/safe_yaml.py): a spec fetched from a URL must not take the server down.
+            spec = load_yaml(text, origin, max_bytes=_MAX_SPEC_BYTES, max_depth=_MAX_SPEC_DEPTH)
+        except ConfigError as e:
+            raise ValueError(f"{origin}: not JSON or YAML: {e.key}: {e.fault.split(' in ')[0]}") from None
     if not isinstance(spec, dict) or not isinstance(spec.get("paths"), dict):
         raise ValueError(f"{origin}: no paths found in spec")
     return spec
@@ -258,6 +262,10 @@ def _text(value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
+def _timed_out(error: str) -> UpstreamResult:
+    return UpstreamResult(status_code=504, error=error, timed_out=True)
+
+
 class OpenApiUpstream:
     """One `openapi:` entry. A spec file that cannot be read stops the start (a config fault); a spec URL that
     does not answer is retried in the background, and its tools appear when it does."""
@@ -281,6 +289,7 @@ class OpenApiUpstream:
         self._stopping = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
         self.error = ""
+        self.connect_timeout, self.read_timeout = cfg.timeout.seconds(timings.connect_timeout, timings.http_timeout)
 
     def tools(self) -> list[ToolDef]:
         return self._tools
@@ -364,6 +373,7 @@ class OpenApiUpstream:
                 query.extend((key, _text(v)) for v in items)
         else:
             content = msgspec.json.encode(arguments)
+        connect, read = self.connect_timeout, self.read_timeout
         try:
             async with self._forwarder().request(
                 tool.method,
@@ -372,11 +382,17 @@ class OpenApiUpstream:
                 data=content,
                 headers=headers,
                 allow_redirects=False,  # a redirect could hand arguments to another origin
-                timeout=aiohttp.ClientTimeout(total=self._timings.http_timeout),
+                # sock_read bounds each wait for bytes; total bounds a backend that trickles its answer.
+                timeout=aiohttp.ClientTimeout(total=connect + read, sock_connect=connect, sock_read=read),
             ) as resp:
                 body = await resp.read()
                 status = resp.status
-        except (aiohttp.ClientError, TimeoutError) as e:
+        except aiohttp.ConnectionTimeoutError:
+            where = yarl.URL(url, encoded=True).origin()
+            return _timed_out(f"upstream connect timed out after {format_span(connect)} ({where})")
+        except TimeoutError:  # no answer in time: sock_read, or total for a trickle
+            return _timed_out(f"upstream timed out after {format_span(read)} ({tool.method} {tool.path})")
+        except aiohttp.ClientError as e:
             return UpstreamResult(status_code=502, error=f"backend error: {e or e.__class__.__name__}")
         result: Any
         try:

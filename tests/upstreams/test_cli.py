@@ -134,7 +134,12 @@ async def test_a_timeout_kills_the_command(clis: Registry, ctx: CallContext) -> 
     started = time.monotonic()
     res = await clis.call(_tool(clis, "nap.run"), {"args": ["30"]}, ctx)
     assert time.monotonic() - started < 5
-    assert (res.status_code, res.exit_code, res.error) == (500, -1, "command timed out after 200ms")
+    assert (res.status_code, res.exit_code, res.error, res.timed_out) == (
+        504,
+        -1,
+        "command timed out after 200ms",
+        True,
+    )
 
 
 async def test_env_is_isolated_and_carries_the_configured_variables(clis: Registry, ctx: CallContext) -> None:

@@ -285,14 +285,15 @@ async def test_an_argument_annotated_x_mcp_header_travels_in_its_header_too(
         assert (res.status_code, res.error, res.result["content"][0]["text"]) == (200, "", region)
 
 
-async def test_a_timed_out_stateless_call_is_a_502_and_the_next_call_works(
+async def test_a_timed_out_stateless_call_is_a_504_and_the_next_call_works(
     registry_of: Any, meet_servers: dict[str, MeetServer], ctx: CallContext
 ) -> None:
     reg: Registry = await registry_of(
         timings=replace(FAST, call_timeout=0.5), mcp_servers=[meet_cfg("stateless", meet_servers)]
     )
     waiting = await reg.call(_tool(reg, "meet.meet"), {"group": "nobody-else", "n": 2}, ctx)
-    assert (waiting.status_code, waiting.error) == (502, "tools/call timed out after 0.5s")
+    assert (waiting.status_code, waiting.timed_out) == (504, True)
+    assert waiting.error == "upstream timed out after 500ms: MCP server meet did not answer"
     res = await reg.call(_tool(reg, "meet.echo"), {"text": "still here"}, ctx)
     assert res.result["content"][0]["text"] == "still here"
     assert reg.servers()[0]["status"] == "ok"

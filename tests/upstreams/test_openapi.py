@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,31 @@ from shared.upstreams import CallContext, Registry
 from .conftest import FAST, TRACE_ID, TRACEPARENT, settings
 from .servers.http_backend import Backend, running_backend
 from .servers.launch import eventually, free_port
+
+
+@contextmanager
+def serving(body: bytes) -> Iterator[str]:
+    """A loopback HTTP server answering every GET with `body`: its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/yaml")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/openapi.yaml"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture
@@ -202,6 +230,21 @@ def test_a_spec_file_that_cannot_be_read_or_parsed_is_a_config_error(tmp_path: P
     bad.write_text("openapi: 3.0.0\ninfo: {}\n")
     with pytest.raises(ConfigError, match="no paths found"):
         Registry(settings(openapi=[{"file": str(bad)}]), timings=FAST)
+
+
+async def test_a_spec_url_serving_yaml_nested_50000_deep_is_an_error_not_a_crash(registry_of: Any) -> None:
+    deep = b"openapi: 3.0.0\npaths: {}\nx: " + b"[" * 50_000 + b"]" * 50_000 + b"\n"
+    with serving(deep) as url:
+        reg: Registry = await registry_of(openapi=[{"url": url}])
+        source = reg.openapi[0]
+        assert reg.tools() == [] and "(depth): nested deeper than 200 levels" in source.error, source.error
+
+
+def test_a_spec_file_nested_too_deep_is_a_config_error(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.yaml"
+    deep.write_bytes(b"openapi: 3.0.0\npaths: " + b"{a: " * 50_000 + b"}" * 50_000 + b"\n")
+    with pytest.raises(ConfigError, match=r"\(depth\): nested deeper than 200 levels"):
+        Registry(settings(openapi=[{"file": str(deep)}]), timings=FAST)
 
 
 def test_a_yaml_swagger_2_spec_is_read_with_its_host_as_base_url(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """An MCP server on the official SDK for the upstream client's concurrency and negotiation tests.
 
-Run: python mcp_meet.py [--transport stdio|streamable-http] [--port N] [--handshake-only] [--only-2024]
+Run: python mcp_meet.py [--transport stdio|sse|streamable-http] [--port N] [--handshake-only] [--only-2024]
 
 Tools:
 - meet(group, n): returns "met" once n calls of `group` are inside the tool at the same time, or after 10 s
@@ -111,7 +111,7 @@ def handshake_only(app: Asgi, only_2024: bool) -> Asgi:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--transport", default="stdio", choices=["stdio", "streamable-http"])
+    parser.add_argument("--transport", default="stdio", choices=["stdio", "sse", "streamable-http"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--handshake-only", action="store_true")
     parser.add_argument("--only-2024", action="store_true")
@@ -119,6 +119,9 @@ def main() -> None:
     server = build()
     if ns.transport == "stdio":
         server.run("stdio")
+        return
+    if ns.transport == "sse":
+        server.run("sse", host="127.0.0.1", port=ns.port)
         return
     import uvicorn
 
