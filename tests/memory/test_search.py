@@ -111,9 +111,12 @@ def test_hybrid_finds_by_meaning_what_bm25_cannot(make_service: Any) -> None:
     call(service, "memory_forget", key="gone")
     found = [m["key"] for m in json.loads(call(service, "memory_context", query="feline companion", limit=1))]
     assert found == ["pet"]
-    call(service, "memory_store", key="cat.tagged", value="quarterly revenue report", tags=["finance"])
-    tagged = json.loads(call(service, "memory_context", query="feline companion", tags=["finance"], limit=1))
-    assert [m["key"] for m in tagged] == ["cat.tagged"]  # dense candidates come from the filtered keys only
+    call(service, "memory_store", key="cat.tagged", value="budget for the cat food this quarter", tags=["finance"])
+    call(service, "memory_store", key="revenue", value="quarterly revenue report", tags=["finance"])
+    tagged = json.loads(call(service, "memory_context", query="feline companion", tags=["finance"], limit=3))
+    # dense candidates come from the filtered keys only (the kitten scores higher but is not tagged), and an
+    # unrelated one below the relevance floor is no result
+    assert [m["key"] for m in tagged] == ["cat.tagged"]
     bm25_only = make_service(service.store.root.parent / "plain")
     call(bm25_only, "memory_store", key="pet", value="we adopted a kitten last spring")
     assert call(bm25_only, "memory_context", query="feline companion") == "[]"
