@@ -55,6 +55,13 @@ async def _start(config: Sup7Config) -> int:
     admin = AdminServer(supervisor, config.admin) if config.admin.enabled else None
     if admin is not None:
         admin.start()
+    endpoint = None
+    if config.mcp_server.enabled:
+        from .mcp_server import McpEndpoint
+
+        endpoint = McpEndpoint(supervisor.desk, config.mcp_server)
+        # Over stdio sup7 is the client's child: when the client closes stdin, sup7 stops.
+        endpoint.start(on_stdio_closed=supervisor.stopping)
     logging.getLogger("flux7.sup7").info(
         "sup7 starting: mesh=%s agent=%s interval=%.2fs providers=%s rules=%d",
         config.mesh.url,
@@ -66,6 +73,8 @@ async def _start(config: Sup7Config) -> int:
     try:
         await supervisor.run()
     finally:
+        if endpoint is not None:
+            await endpoint.stop()
         if admin is not None:
             await admin.stop()
         await supervisor.aclose()
@@ -88,6 +97,13 @@ async def _status(config: Sup7Config, verbose: bool) -> int:
         await mesh.aclose()
     report["memory"] = {"enabled": config.memory.enabled, "url": config.memory.url}
     report["evaluator"] = [p.provider for p in config.evaluator.providers()] or ["none"]
+    m = config.mcp_server
+    report["mcp_server"] = (
+        {"enabled": True, "transport": m.transport}
+        | ({"url": f"http://{m.host}:{m.port}/mcp"} if m.transport == "http" else {})
+        if m.enabled
+        else {"enabled": False}
+    )
     report["rules"] = [r.name for r in config.rules]
     if verbose:
         report["config"] = {
