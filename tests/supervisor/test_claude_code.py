@@ -282,7 +282,10 @@ def test_over_stdio_the_session_spawns_sup7_and_approves_a_call(tmp_path: Path, 
         )
         env = {**os.environ, "PYTHONPATH": str(REPO), "MESH_ADMIN_TOKEN": "adm1n"}
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "shared.supervisor.cli", "-c", str(cfg), "start"], env=env, cwd=str(REPO)
+            command=sys.executable,
+            args=["-m", "shared.supervisor.cli", "-c", str(cfg), "start"],
+            env=env,
+            cwd=str(REPO),
         )
         call = pool.submit(
             httpx.post,
@@ -314,3 +317,35 @@ def test_over_stdio_the_session_spawns_sup7_and_approves_a_call(tmp_path: Path, 
         assert resp.status_code == 200 and resp.json()["approval_id"] == aid
         a = httpx.get(f"{server.url}/approvals/{aid}", headers=ADMIN, trust_env=False).json()
         assert a["resolved_by"] == "supervisor:l1" and a["reasoning"] == "[claude-code] ok"
+
+
+async def test_with_a_token_the_mcp_server_refuses_clients_without_it(tmp_path: Path) -> None:
+    cfg = sup7_config(
+        tmp_path,
+        mesh={"url": f"http://127.0.0.1:{free_port()}"},
+        evaluator={"provider": "claude-code"},
+        mcp_server={"enabled": True, "port": free_port(), "token": "s3cret"},
+    )
+    sup = Supervisor(cfg)
+    endpoint = McpEndpoint(sup.desk, cfg.mcp_server)
+    endpoint.start()
+    try:
+        async with httpx.AsyncClient(trust_env=False) as raw:
+
+            async def refused() -> bool:
+                try:
+                    r = await raw.post(endpoint.url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+                except httpx.TransportError:
+                    return False
+                return r.status_code == 401 and r.json() == {"error": "unauthorized"}
+
+            await eventually(refused, 20, "a 401 without the token")
+            wrong = await raw.post(endpoint.url, json={}, headers={"Authorization": "Bearer nope"})
+            assert wrong.status_code == 401
+        http = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret"}, timeout=30, trust_env=False)
+        async with http, Client(streamable_http_client(endpoint.url, http_client=http)) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == {"sup7_pending", "sup7_verdict"}
+            assert client.server_info is not None and client.server_info.name == "sup7"
+    finally:
+        await endpoint.stop()
+        await sup.aclose()
