@@ -89,6 +89,9 @@ class VerdictDesk:
             if not waiting.answer.done():
                 waiting.answer.cancel()
 
+    def ids(self) -> list[str]:
+        return list(self._waiting)
+
     def pending(self) -> list[dict[str, Any]]:
         return [w.view() for w in self._waiting.values()]
 

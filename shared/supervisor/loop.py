@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -94,7 +95,8 @@ class Supervisor:
         self.recent: deque[Decision] = deque(maxlen=max(1, config.admin.recent_decisions))
         self._escalated: OrderedDict[str, None] = OrderedDict()
         self._in_flight: set[str] = set()
-        self._tasks: set[asyncio.Task[Decision | None]] = set()
+        self._tasks: dict[str, asyncio.Task[Decision | None]] = {}
+        self._listed: set[str] | None = None  # every id the last round listed; None when a scope failed
         # Bounds the requests to the mesh in flight at once; evaluations themselves run unbounded (see ProviderChain).
         self._semaphore = asyncio.Semaphore(10)
         self._log_file: IO[str] | None = None
@@ -128,9 +130,10 @@ class Supervisor:
                 await self._sleep(interval)
         finally:
             # Evaluations still running (a callback waiting for a verdict) are dropped: their approvals stay pending.
-            for task in list(self._tasks):
+            tasks = list(self._tasks.values())
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -163,6 +166,7 @@ class Supervisor:
     async def pending_ids(self) -> list[dict[str, Any]]:
         """Pending approvals over every tool scope, each id once, minus escalated and in-flight ones."""
         seen: set[str] = set()
+        listed: set[str] | None = set()
         out: list[dict[str, Any]] = []
         for scope in self.config.poll.tool_scopes or (None,):
             try:
@@ -171,15 +175,19 @@ class Supervisor:
                 if self.mesh_reachable:
                     log.warning("mesh connection lost: %s", e)
                 self.mesh_reachable = False
+                listed = None
                 continue
             if not self.mesh_reachable:
                 log.info("mesh reachable")
             self.mesh_reachable = True
             for item in items:
                 aid = str(item.get("id", ""))
+                if listed is not None:
+                    listed.add(aid)
                 if aid and aid not in seen and aid not in self._escalated and aid not in self._in_flight:
                     seen.add(aid)
                     out.append(item)
+        self._listed = listed
         return out
 
     async def poll_once(self) -> list[Decision]:
@@ -191,12 +199,28 @@ class Supervisor:
     async def dispatch_once(self) -> int:
         """One round of the running loop: start an evaluation task per new pending approval, wait for none."""
         pending = await self.pending_ids()
+        self._withdraw_settled()
         for item in pending:
-            self._in_flight.add(str(item["id"]))  # before the task runs, so the next round skips it
+            aid = str(item["id"])
+            self._in_flight.add(aid)  # before the task runs, so the next round skips it
             task = asyncio.create_task(self._process(item))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks[aid] = task
+            task.add_done_callback(functools.partial(self._task_done, aid))
         return len(pending)
+
+    def _task_done(self, aid: str, _task: asyncio.Task[Decision | None]) -> None:
+        self._tasks.pop(aid, None)
+
+    def _withdraw_settled(self) -> None:
+        """A callback evaluation whose approval is no longer pending (a human settled it, or it timed out in the
+        mesh) stops waiting: it leaves sup7_pending and nothing is decided or logged for it."""
+        if self._listed is None:
+            return
+        for aid in self.desk.ids():
+            task = self._tasks.get(aid)
+            if aid not in self._listed and task is not None:
+                log.info("%s was settled elsewhere while waiting for a verdict", aid)
+                task.cancel()
 
     async def _process(self, summary: dict[str, Any]) -> Decision | None:
         aid = str(summary["id"])

@@ -242,6 +242,24 @@ async def test_no_verdict_before_the_callback_timeout_escalates(tmp_path: Path, 
         assert (await asyncio.wait_for(kit, 20)).status_code == 200
 
 
+async def test_an_approval_a_human_settles_meanwhile_leaves_sup7_pending(tmp_path: Path, backend: Backend) -> None:
+    async with session(tmp_path, backend) as s:
+        kit = s.call({"name": "Kit"})
+        [item] = await s.pending()
+        await s.w.client.post(f"/approvals/{item['id']}/approve", json={"resolved_by": "alice"}, headers=ADMIN)
+        assert (await asyncio.wait_for(kit, 20)).status_code == 200
+
+        async def gone() -> bool:
+            return json.loads(text_of(await s.client.call_tool("sup7_pending", {})))["pending"] == []
+
+        await eventually(gone, 20, "the settled approval to leave sup7_pending")
+        late = await s.verdict(item["id"], "DENY", 0.99, "too late")
+        assert late.is_error is True
+        assert not s.log.exists() or item["id"] not in s.log.read_text()  # sup7 decided nothing
+        a = (await s.w.client.get(f"/approvals/{item['id']}", headers=ADMIN)).json()
+        assert a["resolved_by"] == "alice"
+
+
 async def test_in_a_chain_a_silent_session_hands_over_to_the_next_provider(tmp_path: Path, backend: Backend) -> None:
     with llm_servers.ollama("DECISION: APPROVE | CONFIDENCE: 0.9 | REASONING: routine") as (url, seen):
         chain = [{"provider": "claude-code"}, {"provider": "ollama", "url": url}]
