@@ -24,6 +24,7 @@ DECISIONS = ("APPROVE", "DENY", "ESCALATE")
 _CONTEXT_KEYS = ("policy_rule", "active_grants", "remaining", "trace_id", "created_at")
 _TRACE_KEYS = ("tool", "policy", "policy_rule", "status_code", "timestamp")
 _RECENT = 5
+_MAX_REASONING = 1000  # it lands in the decision log, the approval and the trace
 
 
 class UnknownEvaluation(LookupError):
@@ -81,6 +82,9 @@ class VerdictDesk:
         try:
             return await asyncio.wait_for(asyncio.shield(waiting.answer), self.timeout)
         except TimeoutError:
+            # A verdict delivered in the same tick as the timeout was already acknowledged to the session: keep it.
+            if waiting.answer.done() and not waiting.answer.cancelled():
+                return waiting.answer.result()
             return None
         finally:
             self._waiting.pop(aid, None)
@@ -115,7 +119,8 @@ class VerdictDesk:
                 "call sup7_pending for the current ones"
             )
         action = decision.lower()
-        waiting.answer.set_result(Verdict(action, confidence, reasoning.strip() or "(no reasoning given)"))
+        text = " ".join(reasoning.split())[:_MAX_REASONING] or "(no reasoning given)"
+        waiting.answer.set_result(Verdict(action, confidence, text))
         if action != "escalate" and confidence < self.threshold:
             outcome = f"escalated: confidence {confidence:.2f} below threshold {self.threshold}"
         else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -367,3 +368,35 @@ async def test_with_a_token_the_mcp_server_refuses_clients_without_it(tmp_path: 
     finally:
         await endpoint.stop()
         await sup.aclose()
+
+
+def test_over_stdio_sup7_stops_when_its_client_closes_stdin(tmp_path: Path) -> None:
+    cfg = tmp_path / "sup7.yaml"
+    dead_mesh = f"http://127.0.0.1:{free_port()}"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "mesh": {"url": dead_mesh},
+                "evaluator": {"provider": "claude-code"},
+                "mcp_server": {"enabled": True, "transport": "stdio"},
+                "decision_log": str(tmp_path / "decisions.jsonl"),
+            }
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shared.supervisor.cli", "-c", str(cfg), "start"],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        out, err = proc.communicate(b"", timeout=60)  # an empty stdin: the client went away at once
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, err.decode()
+    assert out == b""  # stdout belongs to the MCP protocol: no logs there
+    assert b"MCP server (sup7_pending, sup7_verdict) on stdio" in err and b"the MCP client closed stdio" in err
