@@ -60,8 +60,13 @@ async def _start(config: Sup7Config) -> int:
         from .mcp_server import McpEndpoint
 
         endpoint = McpEndpoint(supervisor.desk, config.mcp_server)
-        # Over stdio sup7 is the client's child: when the client closes stdin, sup7 stops.
-        endpoint.start(on_stdio_closed=supervisor.stopping)
+        # Over stdio sup7 is the client's child: when the client closes stdin, sup7 stops; so it does when the
+        # HTTP server cannot listen (a claude-code sup7 without it would only escalate, late).
+        endpoint.start(stop_event=supervisor.stopping)
+        if not any(p.provider == "claude-code" for p in config.evaluator.providers()):
+            logging.getLogger("flux7.sup7").warning(
+                "mcp_server is enabled but no evaluator is claude-code: sup7_pending will stay empty"
+            )
     logging.getLogger("flux7.sup7").info(
         "sup7 starting: mesh=%s agent=%s interval=%.2fs providers=%s rules=%d",
         config.mesh.url,
@@ -78,6 +83,9 @@ async def _start(config: Sup7Config) -> int:
         if admin is not None:
             await admin.stop()
         await supervisor.aclose()
+    if endpoint is not None and endpoint.failed:
+        print(f"sup7: {endpoint.failed}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -108,22 +108,28 @@ class _BearerGuard:
 
 
 class McpEndpoint:
-    """sup7's MCP server on its configured transport. `on_close` runs when a stdio client goes away."""
+    """sup7's MCP server on its configured transport.
+
+    `stop_event` (sup7's `stopping`) is set when the server ends on its own: a stdio client closed stdin, or the HTTP
+    server could not listen (then `failed` says why). Without its MCP server a claude-code sup7 would only escalate
+    after each timeout, so it stops instead."""
 
     def __init__(self, desk: VerdictDesk, config: McpServerConfig) -> None:
         self.config = config
         self.server = build_server(desk)
+        self.failed: str | None = None
         self._task: asyncio.Task[Any] | None = None
         self._granian: Any = None
+        self._stopping = False
 
     @property
     def url(self) -> str:
         host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
         return f"http://{host}:{self.config.port}/mcp"
 
-    def start(self, on_stdio_closed: asyncio.Event | None = None) -> None:
+    def start(self, stop_event: asyncio.Event | None = None) -> None:
         if self.config.transport == "stdio":
-            self._task = asyncio.create_task(self._stdio(on_stdio_closed))
+            self._task = asyncio.create_task(self._stdio(stop_event))
             log.info("MCP server (sup7_pending, sup7_verdict) on stdio")
             return
         from granian.constants import Interfaces
@@ -136,27 +142,40 @@ class McpEndpoint:
         self._granian = Server(
             app, address=self.config.host, port=self.config.port, interface=Interfaces.ASGI, log_enabled=False
         )
-        self._task = asyncio.create_task(self._granian.serve())
+        self._task = asyncio.create_task(self._http(stop_event))
         log.info("MCP server (sup7_pending, sup7_verdict) on %s", self.url)
 
-    async def _stdio(self, closed: asyncio.Event | None) -> None:
+    async def _http(self, stop_event: asyncio.Event | None) -> None:
+        try:
+            await self._granian.serve()
+        except Exception as e:
+            self.failed = f"the MCP server cannot serve {self.url}: {e}"
+            log.error("%s", self.failed)
+        else:
+            if not self._stopping:
+                self.failed = f"the MCP server on {self.url} stopped"
+        if self.failed and stop_event is not None:
+            stop_event.set()
+
+    async def _stdio(self, stop_event: asyncio.Event | None) -> None:
         try:
             await self.server.run_stdio_async()
         finally:
             log.info("the MCP client closed stdio")
-            if closed is not None:
-                closed.set()
+            if stop_event is not None:
+                stop_event.set()
 
     async def stop(self) -> None:
         if self._task is None:
             return
-        if self._granian is not None:
+        self._stopping = True
+        if self._granian is not None and not self._task.done():
             self._granian.stop()
             try:
-                await asyncio.wait_for(self._task, 5)
+                await asyncio.wait_for(asyncio.shield(self._task), 5)
             except (TimeoutError, asyncio.CancelledError):
                 self._task.cancel()
-        elif not self._task.done():
+        if not self._task.done():
             self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await asyncio.gather(self._task, return_exceptions=True)
         self._task = None

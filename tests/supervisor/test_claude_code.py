@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -400,3 +401,31 @@ def test_over_stdio_sup7_stops_when_its_client_closes_stdin(tmp_path: Path) -> N
     assert proc.returncode == 0, err.decode()
     assert out == b""  # stdout belongs to the MCP protocol: no logs there
     assert b"MCP server (sup7_pending, sup7_verdict) on stdio" in err and b"the MCP client closed stdio" in err
+
+
+def test_sup7_stops_with_a_clear_error_when_its_mcp_port_is_taken(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cfg = tmp_path / "sup7.yaml"
+        cfg.write_text(
+            yaml.safe_dump(
+                {
+                    "mesh": {"url": f"http://127.0.0.1:{free_port()}"},
+                    "evaluator": {"provider": "claude-code"},
+                    "mcp_server": {"enabled": True, "transport": "http", "port": port},
+                    "decision_log": str(tmp_path / "decisions.jsonl"),
+                }
+            )
+        )
+        out = subprocess.run(
+            [sys.executable, "-m", "shared.supervisor.cli", "-c", str(cfg), "start"],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert out.returncode == 1
+    assert f"sup7: the MCP server cannot serve http://127.0.0.1:{port}/mcp" in out.stderr
