@@ -362,6 +362,18 @@ async def test_with_a_token_the_mcp_server_refuses_clients_without_it(tmp_path: 
             await eventually(refused, 20, "a 401 without the token")
             wrong = await raw.post(endpoint.url, json={}, headers={"Authorization": "Bearer nope"})
             assert wrong.status_code == 401
+            # On loopback a page in the developer's browser cannot reach it through DNS rebinding either.
+            rebound = await raw.post(
+                endpoint.url,
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers={
+                    "Authorization": "Bearer s3cret",
+                    "Host": "evil.example",
+                    "Content-Type": "application/json",
+                    "Accept": "application/json, text/event-stream",
+                },
+            )
+            assert rebound.status_code == 421
         http = httpx2.AsyncClient(headers={"Authorization": "Bearer s3cret"}, timeout=30, trust_env=False)
         async with http, Client(streamable_http_client(endpoint.url, http_client=http)) as client:
             assert {t.name for t in (await client.list_tools()).tools} == {"sup7_pending", "sup7_verdict"}
