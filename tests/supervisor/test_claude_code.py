@@ -153,6 +153,8 @@ async def test_the_session_sees_the_redacted_call_and_its_rule_trail_and_approve
             "matched": False,
         }
         assert 0 < item["expires_in_s"] <= 30 and not kit.done()
+        [provider] = s.sup.status()["evaluator"]["providers"]  # what the console's supervisor page shows
+        assert provider["name"] == "claude-code" and provider["detail"] == "1 waiting for a verdict"
 
         # While Kit waits for the session, the loop goes on: a rule approves another call at once.
         other = s.call({"name": "Ok", "path": "/home/u/proj/ok.json"})
