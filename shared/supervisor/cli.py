@@ -55,6 +55,18 @@ async def _start(config: Sup7Config) -> int:
     admin = AdminServer(supervisor, config.admin) if config.admin.enabled else None
     if admin is not None:
         admin.start()
+    endpoint = None
+    if config.mcp_server.enabled:
+        from .mcp_server import McpEndpoint
+
+        endpoint = McpEndpoint(supervisor.desk, config.mcp_server)
+        # Over stdio sup7 is the client's child: when the client closes stdin, sup7 stops; so it does when the
+        # HTTP server cannot listen (a claude-code sup7 without it would only escalate, late).
+        endpoint.start(stop_event=supervisor.stopping)
+        if not any(p.provider == "claude-code" for p in config.evaluator.providers()):
+            logging.getLogger("flux7.sup7").warning(
+                "mcp_server is enabled but no evaluator is claude-code: sup7_pending will stay empty"
+            )
     logging.getLogger("flux7.sup7").info(
         "sup7 starting: mesh=%s agent=%s interval=%.2fs providers=%s rules=%d",
         config.mesh.url,
@@ -66,9 +78,14 @@ async def _start(config: Sup7Config) -> int:
     try:
         await supervisor.run()
     finally:
+        if endpoint is not None:
+            await endpoint.stop()
         if admin is not None:
             await admin.stop()
         await supervisor.aclose()
+    if endpoint is not None and endpoint.failed:
+        print(f"sup7: {endpoint.failed}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -88,6 +105,13 @@ async def _status(config: Sup7Config, verbose: bool) -> int:
         await mesh.aclose()
     report["memory"] = {"enabled": config.memory.enabled, "url": config.memory.url}
     report["evaluator"] = [p.provider for p in config.evaluator.providers()] or ["none"]
+    m = config.mcp_server
+    report["mcp_server"] = (
+        {"enabled": True, "transport": m.transport}
+        | ({"url": f"http://{m.host}:{m.port}/mcp"} if m.transport == "http" else {})
+        if m.enabled
+        else {"enabled": False}
+    )
     report["rules"] = [r.name for r in config.rules]
     if verbose:
         report["config"] = {

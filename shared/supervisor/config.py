@@ -1,8 +1,8 @@
 """sup7.yaml: the reference supervisor's config format (CONTRACT 3), optionally nested under `supervisor:`.
 
 Read once at the entry point into frozen Structs. Keys the reference knows but this project does not use
-(`mcp_server`, the `jev` block) are accepted so existing files load; unknown keys are reported as warnings,
-wrong values as a ConfigError naming the key."""
+(the `jev` block) are accepted so existing files load; unknown keys are reported as warnings, wrong values as a
+ConfigError naming the key."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from ..safe_yaml import load_yaml
 __all__ = [
     "AdminConfig",
     "EvaluatorConfig",
+    "McpServerConfig",
     "MemoryConfig",
     "MeshConfig",
     "PollConfig",
@@ -31,7 +32,9 @@ __all__ = [
 
 log = logging.getLogger("flux7.sup7")
 
-Provider = Literal["ollama", "anthropic", "openai", "none"]
+Provider = Literal["ollama", "anthropic", "openai", "claude-code", "none"]
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a supervisor agent evaluating tool call approval requests. "
@@ -107,9 +110,14 @@ class EvaluatorConfig(_Config, frozen=True):
 
 
 class McpServerConfig(_Config, frozen=True):
-    enabled: bool = True
-    transport: Literal["stdio", "http"] = "stdio"
+    """sup7's own MCP server: the Claude Code callback's `sup7_pending` and `sup7_verdict` tools."""
+
+    enabled: bool = False
+    transport: Literal["stdio", "http"] = "http"
+    host: str = "127.0.0.1"
     port: int = 9095
+    # Required beyond loopback: whoever reaches the tools can approve calls.
+    token: str = ""
 
 
 class PollConfig(_Config, frozen=True):
@@ -147,8 +155,14 @@ class Sup7Config(_Config, frozen=True):
 
 
 _UNSUPPORTED_PROVIDERS = {
-    "claude-code": "the claude-code callback is not part of this project; use ollama, anthropic or openai",
-    "jev": "the jev provider is not part of this project; use ollama, anthropic or openai",
+    "jev": "the jev provider is not part of this project; use ollama, anthropic, openai or claude-code",
+}
+
+# Duration keys that also take Go-style strings ("2s", "500ms", "2m").
+_DURATIONS = {
+    "poll": ("interval",),
+    "evaluator": ("timeout", "callback_timeout", "breaker_cooldown"),
+    "mesh": ("timeout",),
 }
 
 
@@ -176,13 +190,15 @@ def parse_config(data: Any, file: str = "(sup7 config)") -> Sup7Config:
     if isinstance(data.get("supervisor"), dict):
         data = data["supervisor"]
     data = dict(data)
-    poll = data.get("poll")
-    if isinstance(poll, dict) and isinstance(poll.get("interval"), str):
-        try:
-            data["poll"] = {**poll, "interval": parse_duration(poll["interval"])}
-        except ValueError as e:
-            raise ConfigError(file, "poll.interval", str(e)) from None
+    for section, keys in _DURATIONS.items():
+        if isinstance(data.get(section), dict):
+            data[section] = _durations(file, section, data[section], keys)
     evaluator = data.get("evaluator")
+    if isinstance(evaluator, dict) and isinstance(evaluator.get("chain"), list):
+        evaluator["chain"] = [
+            _durations(file, f"evaluator.chain[{i}]", item, ("timeout",)) if isinstance(item, dict) else item
+            for i, item in enumerate(evaluator["chain"])
+        ]
     if isinstance(evaluator, dict):
         for i, item in enumerate([evaluator, *(evaluator.get("chain") or [])]):
             name = item.get("provider") if isinstance(item, dict) else None
@@ -208,6 +224,17 @@ def parse_config(data: Any, file: str = "(sup7 config)") -> Sup7Config:
     return _with_default_rule(config)
 
 
+def _durations(file: str, where: str, section: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    out = dict(section)
+    for key in keys:
+        if isinstance(out.get(key), str):
+            try:
+                out[key] = parse_duration(out[key])
+            except ValueError as e:
+                raise ConfigError(file, f"{where}.{key}", str(e)) from None
+    return out
+
+
 def _check(file: str, c: Sup7Config) -> None:
     from .rules import parse_condition
 
@@ -229,8 +256,24 @@ def _check(file: str, c: Sup7Config) -> None:
                 parse_condition(rule.condition)
             except ValueError as e:
                 raise ConfigError(file, f"rules[{i}].condition", str(e)) from None
-    if c.admin.enabled and c.admin.host not in ("127.0.0.1", "::1", "localhost") and not c.admin.token:
+    if c.admin.enabled and c.admin.host not in LOOPBACK and not c.admin.token:
         raise ConfigError(file, "admin.token", "required when the admin API listens beyond loopback")
+    ev = c.evaluator
+    if ev.callback_timeout <= 0:
+        raise ConfigError(file, "evaluator.callback_timeout", "must be > 0")
+    for i, p in enumerate(ev.providers()):
+        if p.provider == "claude-code" and not c.mcp_server.enabled:
+            key = f"evaluator.chain[{i}].provider" if ev.chain else "evaluator.provider"
+            raise ConfigError(
+                file, key, "claude-code waits for a verdict over sup7's MCP server: set mcp_server.enabled: true"
+            )
+    if sum(p.provider == "claude-code" for p in ev.providers()) > 1:
+        raise ConfigError(file, "evaluator.chain", "claude-code may appear once in the chain")
+    m = c.mcp_server
+    if not 0 < m.port < 65536:
+        raise ConfigError(file, "mcp_server.port", "must be between 1 and 65535")
+    if m.enabled and m.transport == "http" and m.host not in LOOPBACK and not m.token:
+        raise ConfigError(file, "mcp_server.token", "required when the MCP server listens beyond loopback")
 
 
 def _with_default_rule(c: Sup7Config) -> Sup7Config:

@@ -1,12 +1,17 @@
 """The sup7 loop: poll pending approvals, decide with rules then an LLM, resolve or escalate (CONTRACT 1.13).
 
 Escalating means leaving the approval pending for a human; an escalated id is not evaluated again. Every
-decision goes to the JSONL decision log, to the admin API's recent list, and to memory when enabled."""
+decision goes to the JSONL decision log, to the admin API's recent list, and to memory when enabled.
+
+Each pending approval is evaluated in its own task, so one that waits (a slow LLM, or the Claude Code callback
+waiting up to `callback_timeout` for a verdict) never holds up the others: the loop keeps polling, and an id being
+evaluated is skipped until its evaluation ends."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -19,6 +24,7 @@ import msgspec
 
 from .. import __version__
 from ..memory_client import MemoryClient, RpcMemory
+from .callback import VerdictDesk
 from .config import Sup7Config
 from .mesh_api import MeshApi, MeshUnavailable
 from .providers import ProviderChain
@@ -70,8 +76,14 @@ class Supervisor:
         self.memory = memory
         self.rules = RuleEngine(config.rules, config.project_dirs)
         ev = config.evaluator
+        # Where claude-code evaluations wait for a verdict; sup7's MCP server (mcp_server.py) reads and answers it.
+        self.desk = VerdictDesk(ev.callback_timeout, ev.confidence_threshold)
         self.llm = ProviderChain(
-            ev.providers(), ev.system_prompt, failures=ev.breaker_failures, cooldown=ev.breaker_cooldown
+            ev.providers(),
+            ev.system_prompt,
+            failures=ev.breaker_failures,
+            cooldown=ev.breaker_cooldown,
+            desk=self.desk,
         )
         self.resolved_by = f"supervisor:{config.mesh.agent_id}"
         self.paused = False
@@ -83,6 +95,9 @@ class Supervisor:
         self.recent: deque[Decision] = deque(maxlen=max(1, config.admin.recent_decisions))
         self._escalated: OrderedDict[str, None] = OrderedDict()
         self._in_flight: set[str] = set()
+        self._tasks: dict[str, asyncio.Task[Decision | None]] = {}
+        self._listed: set[str] | None = None  # every id the last round listed; None when a scope failed
+        # Bounds the requests to the mesh in flight at once; evaluations themselves run unbounded (see ProviderChain).
         self._semaphore = asyncio.Semaphore(10)
         self._log_file: IO[str] | None = None
         self.stopping = asyncio.Event()
@@ -104,14 +119,21 @@ class Supervisor:
             await self._sleep(interval)
         self.mesh_reachable = not self.stopping.is_set()
         await self.recall()
-        while not self.stopping.is_set():
-            if not self.paused:
-                try:
-                    await self.poll_once()
-                except Exception:
-                    log.exception("unexpected error in the poll loop")
-            self.polls += 1
-            await self._sleep(interval)
+        try:
+            while not self.stopping.is_set():
+                if not self.paused:
+                    try:
+                        await self.dispatch_once()
+                    except Exception:
+                        log.exception("unexpected error in the poll loop")
+                self.polls += 1
+                await self._sleep(interval)
+        finally:
+            # Evaluations still running (a callback waiting for a verdict) are dropped: their approvals stay pending.
+            tasks = list(self._tasks.values())
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -144,6 +166,7 @@ class Supervisor:
     async def pending_ids(self) -> list[dict[str, Any]]:
         """Pending approvals over every tool scope, each id once, minus escalated and in-flight ones."""
         seen: set[str] = set()
+        listed: set[str] | None = set()
         out: list[dict[str, Any]] = []
         for scope in self.config.poll.tool_scopes or (None,):
             try:
@@ -152,21 +175,52 @@ class Supervisor:
                 if self.mesh_reachable:
                     log.warning("mesh connection lost: %s", e)
                 self.mesh_reachable = False
+                listed = None
                 continue
             if not self.mesh_reachable:
                 log.info("mesh reachable")
             self.mesh_reachable = True
             for item in items:
                 aid = str(item.get("id", ""))
+                if listed is not None:
+                    listed.add(aid)
                 if aid and aid not in seen and aid not in self._escalated and aid not in self._in_flight:
                     seen.add(aid)
                     out.append(item)
+        self._listed = listed
         return out
 
     async def poll_once(self) -> list[Decision]:
+        """One round, waiting for every evaluation it starts (tests and one-shot use)."""
         pending = await self.pending_ids()
         results = await asyncio.gather(*(self._process(item) for item in pending))
         return [d for d in results if d is not None]
+
+    async def dispatch_once(self) -> int:
+        """One round of the running loop: start an evaluation task per new pending approval, wait for none."""
+        pending = await self.pending_ids()
+        self._withdraw_settled()
+        for item in pending:
+            aid = str(item["id"])
+            self._in_flight.add(aid)  # before the task runs, so the next round skips it
+            task = asyncio.create_task(self._process(item))
+            self._tasks[aid] = task
+            task.add_done_callback(functools.partial(self._task_done, aid))
+        return len(pending)
+
+    def _task_done(self, aid: str, _task: asyncio.Task[Decision | None]) -> None:
+        self._tasks.pop(aid, None)
+
+    def _withdraw_settled(self) -> None:
+        """A callback evaluation whose approval is no longer pending (a human settled it, or it timed out in the
+        mesh) stops waiting: it leaves sup7_pending and nothing is decided or logged for it."""
+        if self._listed is None:
+            return
+        for aid in self.desk.ids():
+            task = self._tasks.get(aid)
+            if aid not in self._listed and task is not None:
+                log.info("%s was settled elsewhere while waiting for a verdict", aid)
+                task.cancel()
 
     async def _process(self, summary: dict[str, Any]) -> Decision | None:
         aid = str(summary["id"])
@@ -178,12 +232,13 @@ class Supervisor:
                 except MeshUnavailable as e:
                     log.warning("no detail for %s: %s", aid, e)
                     return None
-                if detail.get("status", "pending") != "pending":
-                    return None
-                decision = await self.evaluate(detail)
-                if decision.decision in ("approved", "denied"):
-                    action = "approve" if decision.decision == "approved" else "deny"
-                    try:
+            if detail.get("status", "pending") != "pending":
+                return None
+            decision = await self.evaluate(detail)
+            if decision.decision in ("approved", "denied"):
+                action = "approve" if decision.decision == "approved" else "deny"
+                try:
+                    async with self._semaphore:
                         status = await self.mesh.resolve(
                             aid,
                             action,
@@ -191,17 +246,20 @@ class Supervisor:
                             reasoning=decision.reasoning,
                             confidence=decision.confidence,
                         )
-                    except MeshUnavailable as e:
-                        log.warning("could not resolve %s: %s", aid, e)
-                        return None
-                    if status != 200:
-                        log.info("%s not resolved (HTTP %s): someone else settled it first", aid, status)
-                        return None
-                else:
-                    self._remember_escalated(aid)
-                log.info("%s %s (%s): %s", decision.decision, aid, decision.tool, decision.reasoning)
-                await self._record(decision)
-                return decision
+                except MeshUnavailable as e:
+                    log.warning("could not resolve %s: %s", aid, e)
+                    return None
+                if status != 200:
+                    log.info("%s not resolved (HTTP %s): someone else settled it first", aid, status)
+                    return None
+            else:
+                self._remember_escalated(aid)
+            log.info("%s %s (%s): %s", decision.decision, aid, decision.tool, decision.reasoning)
+            await self._record(decision)
+            return decision
+        except Exception:
+            log.exception("evaluating %s failed; it stays pending", aid)
+            return None
         finally:
             self._in_flight.discard(aid)
 
@@ -248,9 +306,10 @@ class Supervisor:
         if match is None:
             return made("escalated", None, "no rule matched", 0.0)
         if match.catch_all and match.action == "escalate" and self.llm:
-            verdict = await self.llm.evaluate(detail)
+            verdict, failures = await self.llm.evaluate_explained({**detail, "rule_trail": self.rules.trail(detail)})
             if verdict is None:
-                return made("escalated", "llm-fallback", "LLM evaluation failed, escalating to human", 0.0)
+                reasoning = "LLM evaluation failed, escalating to human" + (f" ({failures})" if failures else "")
+                return made("escalated", "llm-fallback", reasoning, 0.0)
             decision = _PAST.get(verdict.action, "escalated")
             reasoning = verdict.reasoning
             if decision != "escalated" and verdict.confidence < threshold:

@@ -1,24 +1,30 @@
-"""LLM evaluators for sup7: Ollama, the Anthropic Messages API, OpenAI-compatible chat completions.
+"""LLM evaluators for sup7: Ollama, the Anthropic Messages API, OpenAI-compatible chat completions, and the
+Claude Code callback (a connected MCP session's verdict, see callback.py).
 
-Every provider gets the same prompt and must answer `DECISION: <APPROVE|DENY|ESCALATE> | CONFIDENCE: <0-1> |
+Every HTTP provider gets the same prompt and must answer `DECISION: <APPROVE|DENY|ESCALATE> | CONFIDENCE: <0-1> |
 REASONING: …`. Any failure - network, HTTP status, timeout, a reply that does not match - is None, and None
-escalates. Several providers form a chain: the first that answers decides; one that keeps failing is skipped
-for a while (a circuit breaker), so a dead endpoint does not add its timeout to every approval."""
+escalates. The callback is a provider that answers with a verdict or times out (None). Several providers form a
+chain: the first that answers decides; one that keeps failing is skipped for a while (a circuit breaker), so a dead
+endpoint - or a session nobody is watching - does not add its timeout to every approval."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ..openai_compat import openai_path
 from .config import ProviderConfig
+
+if TYPE_CHECKING:
+    from .callback import VerdictDesk
 
 __all__ = ["ProviderChain", "Verdict", "build_prompt", "parse_reply"]
 
@@ -87,6 +93,10 @@ class _Provider:
     async def ask(self, prompt: str) -> str:
         raise NotImplementedError
 
+    async def judge(self, context: dict[str, Any], prompt: str) -> Verdict | None:
+        """The verdict, None for a reply that cannot be read; raises on a network or HTTP failure."""
+        return parse_reply(await self.ask(prompt))
+
     async def _post(self, url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
         resp = await self._client.post(url, json=body, headers=headers or {})
         if resp.status_code != 200:
@@ -143,7 +153,34 @@ class _OpenAI(_Provider):
         return str(data["choices"][0]["message"]["content"])
 
 
+class _ClaudeCode(_Provider):
+    """A connected session's verdict through sup7's MCP tools; no HTTP of its own."""
+
+    def __init__(self, config: ProviderConfig, desk: VerdictDesk) -> None:
+        self.config = config
+        self.name = config.provider
+        self.base = "mcp:sup7_pending"
+        self.desk = desk
+
+    async def judge(self, context: dict[str, Any], prompt: str) -> Verdict | None:
+        verdict = await self.desk.ask(context, list(context.get("rule_trail") or []))
+        if verdict is None:
+            raise TimeoutError(f"no verdict within {self.desk.timeout:g}s")
+        return verdict
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _idle_detail(p: _Provider) -> str:
+    if isinstance(p, _ClaudeCode):
+        return f"{len(p.desk.pending())} waiting for a verdict"
+    return p.config.model
+
+
 _KINDS: dict[str, type[_Provider]] = {"ollama": _Ollama, "anthropic": _Anthropic, "openai": _OpenAI}
+# HTTP requests in flight to LLM endpoints at once; callback waits are not bounded by it (they cost nothing).
+_HTTP_SLOTS = 10
 
 
 class ProviderChain:
@@ -157,8 +194,17 @@ class ProviderChain:
         failures: int = 3,
         cooldown: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        desk: VerdictDesk | None = None,
     ) -> None:
-        self._providers = [_KINDS[c.provider](c, system_prompt) for c in configs]
+        self._providers: list[_Provider] = []
+        for c in configs:
+            if c.provider == "claude-code":
+                if desk is None:
+                    raise ValueError("the claude-code provider needs sup7's MCP server (mcp_server.enabled)")
+                self._providers.append(_ClaudeCode(c, desk))
+            else:
+                self._providers.append(_KINDS[c.provider](c, system_prompt))
+        self._http_slots = asyncio.Semaphore(_HTTP_SLOTS)
         self._max_failures = max(1, failures)
         self._cooldown = cooldown
         self._clock = clock
@@ -174,6 +220,10 @@ class ProviderChain:
         return "chain" if len(self._providers) > 1 else "single"
 
     async def evaluate(self, context: dict[str, Any]) -> Verdict | None:
+        return (await self.evaluate_explained(context))[0]
+
+    async def evaluate_explained(self, context: dict[str, Any]) -> tuple[Verdict | None, str]:
+        """The first verdict, or None and what went wrong with each provider ("ollama failed, claude-code ...")."""
         prompt = build_prompt(context)
         passed: list[str] = []
         for i, provider in enumerate(self._providers):
@@ -182,27 +232,34 @@ class ProviderChain:
                 passed.append(f"{provider.name} skipped")
                 continue
             verdict: Verdict | None = None
+            failure = "failed"
             try:
-                verdict = parse_reply(await provider.ask(prompt))
+                if isinstance(provider, _ClaudeCode):
+                    verdict = await provider.judge(context, prompt)
+                else:
+                    async with self._http_slots:
+                        verdict = await provider.judge(context, prompt)
                 if verdict is None:
                     self._detail[i] = "unreadable reply"
             except Exception as e:
                 self._detail[i] = f"{e.__class__.__name__}: {e}"[:200]
+                if isinstance(provider, _ClaudeCode) and isinstance(e, TimeoutError):
+                    failure = f"gave no verdict within {provider.desk.timeout:g}s"
                 log.warning("provider %s failed: %s", provider.name, self._detail[i])
             if verdict is None:
                 self._failures[i] += 1
                 if self._failures[i] >= self._max_failures:
                     self._open_until[i] = now + self._cooldown
                     self._failures[i] = 0
-                passed.append(f"{provider.name} failed")
+                passed.append(f"{provider.name} {failure}")
                 continue
             self._failures[i] = 0
             self._detail[i] = ""
             label = f"[{provider.name}" + (f", {', '.join(passed)}" if passed else "") + "] "
-            return Verdict(verdict.action, verdict.confidence, label + verdict.reasoning, provider.name)
+            return Verdict(verdict.action, verdict.confidence, label + verdict.reasoning, provider.name), ""
         if passed:
             log.warning("every provider failed: %s", ", ".join(passed))
-        return None
+        return None, ", ".join(passed)
 
     def status(self) -> list[dict[str, Any]]:
         now = self._clock()
@@ -216,13 +273,16 @@ class ProviderChain:
                     "state": state,
                     "consecutive_failures": self._failures[i],
                     "skipped_for_s": round(skipped_for),
-                    "detail": self._detail[i] or p.config.model,
+                    "detail": self._detail[i] or _idle_detail(p),
                 }
             )
         return out
 
     def describe(self) -> list[dict[str, Any]]:
-        return [{"provider": p.name, "model": p.config.model, "url": p.base} for p in self._providers]
+        return [
+            {"provider": p.name, "model": "" if isinstance(p, _ClaudeCode) else p.config.model, "url": p.base}
+            for p in self._providers
+        ]
 
     async def aclose(self) -> None:
         for p in self._providers:

@@ -114,6 +114,16 @@ class RuleEngine:
                 )
         return None
 
+    def trail(self, context: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every rule tried, in order, up to and including the first that matched: what a reviewer is shown."""
+        out: list[dict[str, Any]] = []
+        for rule, condition in self._rules:
+            matched = condition is None or condition.holds(context, self._dirs)
+            out.append({"rule": rule.name, "condition": rule.condition, "action": rule.action, "matched": matched})
+            if matched:
+                break
+        return out
+
 
 def _reasoning(rule: RuleConfig, condition: Condition | None, context: dict[str, Any]) -> str:
     parts = [f"rule '{rule.name}' matched"]

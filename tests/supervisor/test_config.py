@@ -2,14 +2,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 import yaml
 
 from shared.errors import ConfigError
 from shared.supervisor.cli import with_environment
-from shared.supervisor.config import load_config, parse_config
+from shared.supervisor.config import Sup7Config, load_config, parse_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sup7.yaml"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "supervisor.md"
 
 REFERENCE = """
 mesh: {url: http://localhost:9090, agent_id: supervisor}
@@ -64,6 +66,20 @@ def test_an_explicit_catch_all_is_not_doubled() -> None:
         ({"rules": [{"name": "x"}, {"name": "x"}]}, "rules[1].name"),
         ({"poll": {"interval": "soon"}}, "poll.interval"),
         ({"evaluator": {"provider": "claude-code"}}, "evaluator.provider"),
+        ({"evaluator": {"chain": [{"provider": "claude-code"}]}}, "evaluator.chain[0].provider"),
+        (
+            {
+                "evaluator": {"chain": [{"provider": "claude-code"}, {"provider": "claude-code"}]},
+                "mcp_server": {"enabled": True},
+            },
+            "evaluator.chain",
+        ),
+        ({"evaluator": {"callback_timeout": "soon"}}, "evaluator.callback_timeout"),
+        ({"evaluator": {"callback_timeout": 0}}, "evaluator.callback_timeout"),
+        ({"evaluator": {"chain": [{"provider": "ollama", "timeout": "later"}]}}, "evaluator.chain[0].timeout"),
+        ({"mcp_server": {"enabled": True, "transport": "sse"}}, "mcp_server.transport"),
+        ({"mcp_server": {"port": 70000}}, "mcp_server.port"),
+        ({"mcp_server": {"enabled": True, "host": "0.0.0.0"}}, "mcp_server.token"),
         ({"evaluator": {"chain": [{"provider": "ollama"}, {"provider": "jev"}]}}, "evaluator.chain[1].provider"),
         ({"evaluator": {"confidence_threshold": 1.5}}, "evaluator.confidence_threshold"),
         ({"admin": {"enabled": True, "host": "0.0.0.0"}}, "admin.token"),
@@ -79,6 +95,27 @@ def test_unknown_keys_are_reported_not_fatal(caplog: pytest.LogCaptureFixture) -
     c = parse_config({"evaluator": {"jev": {"backend": "cloudflare"}, "wat": 1}, "extra": True})
     assert c.evaluator.provider == "ollama"
     assert "evaluator.wat" in caplog.text and "extra" in caplog.text
+
+
+def test_claude_code_needs_the_mcp_server_and_takes_durations() -> None:
+    c = parse_config(
+        {
+            "evaluator": {"provider": "claude-code", "callback_timeout": "2m", "timeout": "45s"},
+            "mcp_server": {"enabled": True},
+        }
+    )
+    assert [p.provider for p in c.evaluator.providers()] == ["claude-code"]
+    assert c.evaluator.callback_timeout == 120.0 and c.evaluator.timeout == 45.0
+    m = c.mcp_server
+    assert (m.enabled, m.transport, m.host, m.port, m.token) == (True, "http", "127.0.0.1", 9095, "")
+    default = parse_config({})
+    assert default.mcp_server.enabled is False and default.evaluator.callback_timeout == 120.0
+    chained = parse_config(
+        {"evaluator": {"chain": [{"provider": "claude-code"}, {"provider": "ollama"}]}, "mcp_server": {"enabled": True}}
+    )
+    assert [p.provider for p in chained.evaluator.providers()] == ["claude-code", "ollama"]
+    beyond = parse_config({"mcp_server": {"enabled": True, "host": "0.0.0.0", "token": "t"}})
+    assert beyond.mcp_server.host == "0.0.0.0"
 
 
 def test_provider_none_turns_the_llm_off() -> None:
@@ -107,3 +144,24 @@ def test_the_shipped_example_loads() -> None:
 def test_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="No such file"):
         load_config(tmp_path / "nope.yaml")
+
+
+def _keys(struct: type, prefix: str = "") -> list[str]:
+    """Every sup7 config key, dotted; lists of structs (rules, evaluator.chain) are one key each."""
+    out: list[str] = []
+    for f in msgspec.structs.fields(struct):
+        if f.name == "config_path":
+            continue
+        if isinstance(f.type, type) and issubclass(f.type, msgspec.Struct):
+            out.extend(_keys(f.type, f"{prefix}{f.name}."))
+        else:
+            out.append(prefix + f.name)
+    return out
+
+
+def test_every_sup7_key_is_in_the_docs_table() -> None:
+    text = DOC.read_text()
+    keys = _keys(Sup7Config)
+    assert {"evaluator.callback_timeout", "mcp_server.port", "mcp_server.token", "evaluator.chain"} <= set(keys)
+    missing = [k for k in keys if f"| `{k}` |" not in text]
+    assert not missing, f"sup7 keys missing from the table in docs/supervisor.md: {missing}"

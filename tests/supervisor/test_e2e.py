@@ -152,6 +152,7 @@ def test_sup7_status_reports_the_mesh(tmp_path: Path, backend: Backend) -> None:
         report = json.loads(ok.stdout)
         assert report["mesh"]["reachable"] is True and report["pending"] == 0
         assert report["rules"][-1] == "default"
+        assert report["mcp_server"] == {"enabled": False}
         via_flux7 = [sys.executable, "-m", "shared.cli", "supervisor", "-c", str(cfg), "status"]
         same = subprocess.run(via_flux7, env=env, capture_output=True, text=True, timeout=60)
         assert same.returncode == 0 and json.loads(same.stdout)["mesh"]["reachable"] is True

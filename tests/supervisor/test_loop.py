@@ -167,7 +167,7 @@ async def test_an_llm_that_fails_escalates(tmp_path: Path, backend: Backend) -> 
         sup = w.supervisor(sup7_config(tmp_path, evaluator={"provider": "ollama", "url": dead, "timeout": 2}))
         pending = call(w.client, "create_pet", {"name": "Kit"})
         [d] = await decisions_until(sup)
-        assert d.decision == "escalated" and d.reasoning == "LLM evaluation failed, escalating to human"
+        assert d.decision == "escalated" and d.reasoning == "LLM evaluation failed, escalating to human (ollama failed)"
         assert not pending.done()
         assert sup.status()["evaluator"]["providers"][0]["state"] == "failing"
         await sup.aclose()
