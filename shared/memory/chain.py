@@ -5,14 +5,25 @@ from __future__ import annotations
 import hashlib
 import hmac
 import unicodedata
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import msgspec
 
 from .times import rfc3339
-from .workspace import Entry, list_daily_files, parse_entries
+from .workspace import LONG_TERM_FILE, Entry, list_daily_files, parse_entries
 
-__all__ = ["CHAIN_VERSION", "ChainBreak", "ChainReport", "canonical", "go_quote", "seal", "verify_chain"]
+__all__ = [
+    "CHAIN_VERSION",
+    "ChainBreak",
+    "ChainReport",
+    "canonical",
+    "chain_order",
+    "go_quote",
+    "seal",
+    "verify_chain",
+    "workspace_streams",
+]
 
 CHAIN_VERSION = "mem7-chain-v1"
 
@@ -115,31 +126,70 @@ class ChainReport(msgspec.Struct):
         return out
 
 
+def chain_order(streams: Sequence[Sequence[Entry]], head: str = "") -> Iterator[Entry]:
+    """Interleave append-only streams of entries (the daily files in order; MEMORY.md) into seal order.
+
+    The chain is one sequence across both: each stream is in order, so the next entry is the stream head
+    whose `prev` is the current seal. Before the chain starts, unsealed (legacy) entries come first, then
+    the sealed one without a `prev`. Where no head links (a break, or streams with gaps), the earliest by
+    time goes next, the daily files first on a tie. With a single stream this is simply the file order.
+    """
+    pos = [0] * len(streams)
+    started = bool(head)
+    while True:
+        live = [i for i, s in enumerate(streams) if pos[i] < len(s)]
+        if not live:
+            return
+        heads = {i: streams[i][pos[i]] for i in live}
+        pick: int | None = None
+        if started:
+            pick = next((i for i in live if heads[i].hash and heads[i].prev == head), None)
+        else:
+            pick = next((i for i in live if not heads[i].hash), None)
+            if pick is None:
+                pick = next((i for i in live if not heads[i].prev), None)
+        if pick is None:
+            pick = min(live, key=lambda i: (heads[i].when, i))
+        e = heads[pick]
+        pos[pick] += 1
+        if e.hash:
+            head, started = e.hash, True
+        yield e
+
+
+def workspace_streams(workspace: Path) -> list[list[Entry]]:
+    """[every daily file's entries in file order, MEMORY.md's entries]: what chain_order interleaves."""
+    daily = [
+        e for name in list_daily_files(workspace) for e in parse_entries((workspace / name).read_bytes(), name).entries
+    ]
+    path = workspace / LONG_TERM_FILE
+    long_term = parse_entries(path.read_bytes(), LONG_TERM_FILE).entries if path.is_file() else []
+    return [daily, long_term]
+
+
 def verify_chain(workspace: Path, key: bytes) -> ChainReport:
-    """Walk every entry in order; stop at the first place the chain does not vouch for."""
+    """Walk every entry in seal order; stop at the first place the chain does not vouch for."""
     report = ChainReport(keyed=bool(key))
     head, started = "", False
-    for name in list_daily_files(workspace):
-        path = workspace / name
-        for e in parse_entries(path.read_bytes(), name).entries:
-            report.entries += 1
-            reason = ""
-            if not e.hash:
-                if not started:
-                    report.legacy += 1
-                    continue
-                reason = "entry without a seal after the chain started"
-            elif started and e.prev != head:
-                reason = "does not follow the previous seal: an entry was removed, added or reordered before it"
-            elif not started and e.prev:
-                reason = "the first sealed entry points to a predecessor that is missing"
-            elif not hmac.compare_digest(seal(key, e, e.prev), e.hash):
-                reason = "content changed since it was sealed"
-                if not key:
-                    reason += " (or it was sealed with a key: set MEM7_CHAIN_KEY)"
-            if reason:
-                report.brk = ChainBreak(file=str(path), line=e.line, entity=e.entity, reason=reason)
-                return report
-            started, head = True, e.hash
-            report.sealed += 1
+    for e in chain_order(workspace_streams(workspace)):
+        report.entries += 1
+        reason = ""
+        if not e.hash:
+            if not started:
+                report.legacy += 1
+                continue
+            reason = "entry without a seal after the chain started"
+        elif started and e.prev != head:
+            reason = "does not follow the previous seal: an entry was removed, added or reordered before it"
+        elif not started and e.prev:
+            reason = "the first sealed entry points to a predecessor that is missing"
+        elif not hmac.compare_digest(seal(key, e, e.prev), e.hash):
+            reason = "content changed since it was sealed"
+            if not key:
+                reason += " (or it was sealed with a key: set MEM7_CHAIN_KEY)"
+        if reason:
+            report.brk = ChainBreak(file=str(workspace / e.file), line=e.line, entity=e.entity, reason=reason)
+            return report
+        started, head = True, e.hash
+        report.sealed += 1
     return report
