@@ -118,7 +118,9 @@ class MemoryStore:
                 log.warning("re-creating %d workspace file(s) from the journal: %s", len(missing), ", ".join(missing))
                 self.export(self.root, only=missing)
         with self.db.write() as conn:
-            self._recover(conn, (set(on_disk) & known) | {LONG_TERM_FILE})
+            # Every file, known or not: a crashed writer may have begun a file the database never recorded,
+            # and the tails of all files are adopted together, in seal order.
+            self._recover(conn, {*on_disk, LONG_TERM_FILE})
             self._create_long_term_file(conn)
 
     def _create_long_term_file(self, conn: Any) -> None:
