@@ -165,6 +165,11 @@ def test_forget_writes_the_tombstone_to_memory_md(service: MemoryService) -> Non
     assert call(service, "memory_history", key="k").splitlines()[2].split()[2] == "delete"
     call(service, "memory_store", key="k", value="again")  # after a forget a key starts afresh: daily
     assert "again" in files(service)[1]
+    call(service, "memory_store", key="t", value="tagged", tags=["team"], long_term=True)
+    assert call(service, "memory_forget", tags=["team"]) == "Removed 1 memory(ies). 1 remaining."
+    assert "\n## [delete-tags: team]\n" in files(service)[1]  # forget by tags: one tombstone, in the daily file
+    assert call(service, "memory_recall", key="t") == "No memories found."
+    assert service.chain()["holds"] is True
 
 
 def test_one_chain_across_both_files_verifies_rescans_and_exports(
