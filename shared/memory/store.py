@@ -243,15 +243,16 @@ class MemoryStore:
             (name, offset, chunk, e.op if e else "", e.entity if e else "", e.hash if e else ""),
         )
 
-    def _append(self, conn: Any, entry: Entry, head: _Head, name: str) -> Entry:
-        """Seal the entry against the head, append it to `name`, journal it and move the head. Returns it
-        as parsed."""
+    def _append(self, conn: Any, entry: Entry, head: _Head, name: str = "") -> Entry:
+        """Seal the entry against the head, append it to `name` (default: its daily file), journal it and
+        move the head. Returns it as parsed."""
         entry.prev, entry.hash = "", ""
         draft = parse_entries(format_entry(entry).encode("utf-8", "surrogateescape")).entries
         if len(draft) != 1:
             raise WorkspaceError("entry does not parse back; refusing to write it")
         entry.prev, entry.hash = head.head, seal(self.chain_key, draft[0], head.head)
         block = format_entry(entry).encode("utf-8", "surrogateescape")
+        name = name or daily_file(entry.when)
         size, lines = self._file_state(conn, name)
         path = self.workspace / name
         try:
