@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import msgspec
@@ -126,21 +126,24 @@ class ChainReport(msgspec.Struct):
         return out
 
 
-def chain_order(streams: Sequence[Sequence[Entry]], head: str = "") -> Iterator[Entry]:
+def chain_order(streams: Sequence[Iterable[Entry]], head: str = "") -> Iterator[Entry]:
     """Interleave append-only streams of entries (the daily files in order; MEMORY.md) into seal order.
 
     The chain is one sequence across both: each stream is in order, so the next entry is the stream head
     whose `prev` is the current seal. Before the chain starts, unsealed (legacy) entries come first, then
     the sealed one without a `prev`. Where no head links (a break, or streams with gaps), the earliest by
     time goes next, the daily files first on a tie. With a single stream this is simply the file order.
+    Streams are read lazily, one entry ahead, so a whole workspace need not sit in memory.
     """
-    pos = [0] * len(streams)
+    its = [iter(s) for s in streams]
+    heads: dict[int, Entry] = {}
+    for i, it in enumerate(its):
+        first = next(it, None)
+        if first is not None:
+            heads[i] = first
     started = bool(head)
-    while True:
-        live = [i for i, s in enumerate(streams) if pos[i] < len(s)]
-        if not live:
-            return
-        heads = {i: streams[i][pos[i]] for i in live}
+    while heads:
+        live = sorted(heads)
         pick: int | None = None
         if started:
             pick = next((i for i in live if heads[i].hash and heads[i].prev == head), None)
@@ -150,21 +153,24 @@ def chain_order(streams: Sequence[Sequence[Entry]], head: str = "") -> Iterator[
                 pick = next((i for i in live if not heads[i].prev), None)
         if pick is None:
             pick = min(live, key=lambda i: (heads[i].when, i))
-        e = heads[pick]
-        pos[pick] += 1
+        e = heads.pop(pick)
         if e.hash:
             head, started = e.hash, True
         yield e
+        following = next(its[pick], None)  # read on only once the caller is done with `e`
+        if following is not None:
+            heads[pick] = following
 
 
-def workspace_streams(workspace: Path) -> list[list[Entry]]:
-    """[every daily file's entries in file order, MEMORY.md's entries]: what chain_order interleaves."""
-    daily = [
-        e for name in list_daily_files(workspace) for e in parse_entries((workspace / name).read_bytes(), name).entries
-    ]
-    path = workspace / LONG_TERM_FILE
-    long_term = parse_entries(path.read_bytes(), LONG_TERM_FILE).entries if path.is_file() else []
-    return [daily, long_term]
+def _file_entries(workspace: Path, names: Iterable[str]) -> Iterator[Entry]:
+    for name in names:
+        yield from parse_entries((workspace / name).read_bytes(), name).entries
+
+
+def workspace_streams(workspace: Path) -> list[Iterator[Entry]]:
+    """[the daily files' entries in file order, MEMORY.md's entries]: what chain_order interleaves."""
+    long_term = [LONG_TERM_FILE] if (workspace / LONG_TERM_FILE).is_file() else []
+    return [_file_entries(workspace, list_daily_files(workspace)), _file_entries(workspace, long_term)]
 
 
 def verify_chain(workspace: Path, key: bytes) -> ChainReport:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from .workspace import (
     LONG_TERM_HEADER,
     LONG_TERM_TAG,
     Entry,
+    Parsed,
     daily_file,
     format_entry,
     list_daily_files,
@@ -297,22 +298,38 @@ class MemoryStore:
                 fh.seek(size)
                 tails.append(_Tail(name=name, size=size, lines=lines, data=fh.read(actual - size)))
         if tails:
-            self._adopt(conn, tails, truncate_torn={t.name for t in tails})
+            daily = [t for t in tails if t.name != LONG_TERM_FILE]
+            long_term = [t for t in tails if t.name == LONG_TERM_FILE]
+            self._adopt(conn, daily, long_term, truncate_torn={t.name for t in tails})
 
-    def _adopt(self, conn: Any, tails: list[_Tail], *, truncate_torn: set[str], warn: bool = True) -> None:
-        """Journal and index the entries in these tails in seal order, then move the head past them."""
-        parsed = {t.name: parse_entries(t.data, t.name, first_line=t.lines + 1) for t in tails}
-        streams: list[list[Entry]] = [[], []]
-        for t in tails:
-            for e in parsed[t.name].entries:
-                e.start, e.end = t.size + e.start, t.size + e.end
-                streams[1 if t.name == LONG_TERM_FILE else 0].append(e)
-        by_name = {t.name: t for t in tails}
+    def _adopt(
+        self,
+        conn: Any,
+        daily: Iterable[_Tail],
+        long_term: Iterable[_Tail] = (),
+        *,
+        truncate_torn: Container[str],
+        warn: bool = True,
+    ) -> None:
+        """Journal and index the entries in these tails (the daily files' in file order; MEMORY.md's) in
+        seal order, then move the head past them.
+
+        Tails are read lazily (a rescan holds a file or two at a time, not the workspace); a file is
+        finished (its leftover bytes, its recorded size) once its last entry has been taken."""
         head = self._head(conn)
         new_head, last_tx, last_file = head.head, head.last_tx, head.last_file
-        for e in chain_order(streams, head.head):
-            t = by_name[e.file]
-            self._journal(conn, e.file, e.start, t.data[e.start - t.size : e.end - t.size], e)
+
+        def stream(ts: Iterable[_Tail]) -> Iterator[Entry]:
+            for t in ts:
+                parsed = parse_entries(t.data, t.name, first_line=t.lines + 1)
+                for e in parsed.entries:
+                    chunk = t.data[e.start : e.end]
+                    e.start, e.end = t.size + e.start, t.size + e.end
+                    self._journal(conn, t.name, e.start, chunk, e)
+                    yield e  # chain_order reads on only after the loop below is done with it
+                self._finish(conn, t, parsed, torn_aside=t.name in truncate_torn, warn=warn)
+
+        for e in chain_order([stream(daily), stream(long_term)], head.head):
             conn.execute("SAVEPOINT adopt")
             try:
                 self.index.apply(conn, e)
@@ -323,27 +340,28 @@ class MemoryStore:
             if e.hash:
                 new_head = e.hash
             last_tx, last_file = max(last_tx, e.when), e.file
-        for t in tails:
-            p = parsed[t.name]
-            consumed = p.rest
-            rest = t.data[consumed:]
-            if rest and p.torn and t.name in truncate_torn:
-                stem = Path(t.name).stem
-                aside = self.workspace / "recovered" / f"{stem}.{t.size + consumed}.torn"
-                aside.parent.mkdir(parents=True, exist_ok=True)
-                aside.write_bytes(rest)
-                os.truncate(self.workspace / t.name, t.size + consumed)
-                log.warning("set aside a torn entry at the end of %s into %s", t.name, aside)
-            elif rest:
-                self._journal(conn, t.name, t.size + consumed, rest, None)
-                consumed = len(t.data)
-            if p.entries and warn:
-                log.warning("adopted %d entries appended to %s by an unfinished write", len(p.entries), t.name)
-            self._set_file_state(conn, t.name, t.size + consumed, t.lines + t.data[:consumed].count(b"\n"))
         conn.execute(
             "UPDATE memory_chain SET head = ?, last_tx = ?, last_file = ? WHERE id = 1",
             (new_head, last_tx, last_file),
         )
+
+    def _finish(self, conn: Any, t: _Tail, parsed: Parsed, *, torn_aside: bool, warn: bool) -> None:
+        """After a tail's entries: set a torn partial entry aside (or journal other leftover bytes), and
+        record the file's new size."""
+        consumed = parsed.rest
+        rest = t.data[consumed:]
+        if rest and parsed.torn and torn_aside:
+            aside = self.workspace / "recovered" / f"{Path(t.name).stem}.{t.size + consumed}.torn"
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            aside.write_bytes(rest)
+            os.truncate(self.workspace / t.name, t.size + consumed)
+            log.warning("set aside a torn entry at the end of %s into %s", t.name, aside)
+        elif rest:
+            self._journal(conn, t.name, t.size + consumed, rest, None)
+            consumed = len(t.data)
+        if parsed.entries and warn:
+            log.warning("adopted %d entries appended to %s by an unfinished write", len(parsed.entries), t.name)
+        self._set_file_state(conn, t.name, t.size + consumed, t.lines + t.data[:consumed].count(b"\n"))
 
     # --- whole-workspace operations ---
 
@@ -353,19 +371,25 @@ class MemoryStore:
         names = list_workspace_files(self.workspace)
         daily = [n for n in names if n != LONG_TERM_FILE]
         # A torn entry is cut off only where a crashed writer could have left it: at the end of a stream.
-        torn_ok = {n for n in [*daily[-1:], LONG_TERM_FILE] if n in names}
+        torn_ok = {*daily[-1:], LONG_TERM_FILE}
+
+        done = 0
+
+        def tails(group: list[str]) -> Iterator[_Tail]:
+            nonlocal done
+            for name in group:
+                yield _Tail(name=name, size=0, lines=0, data=(self.workspace / name).read_bytes())
+                done += 1
+                if progress:
+                    progress(name, done, len(names))
+
         with self.db.write() as conn:
             self.index.reset(conn)
             conn.execute("DELETE FROM memory_journal")
             conn.execute("DELETE FROM memory_files")
             conn.execute("UPDATE memory_chain SET head = '', last_tx = 0, last_file = '' WHERE id = 1")
-            tails = []
-            for i, name in enumerate(names):
-                tails.append(_Tail(name=name, size=0, lines=0, data=(self.workspace / name).read_bytes()))
-                if progress:
-                    progress(name, i + 1, len(names))
-            if tails:
-                self._adopt(conn, tails, truncate_torn=torn_ok, warn=False)
+            long_term = [n for n in names if n == LONG_TERM_FILE]
+            self._adopt(conn, tails(daily), tails(long_term), truncate_torn=torn_ok, warn=False)
             return self.index.count(conn, int(self.clock()))
 
     def export(
@@ -411,10 +435,12 @@ class MemoryStore:
         path = self.workspace / LONG_TERM_FILE
         data = path.read_bytes() if path.is_file() else b""
         long_term = parse_entries(data, LONG_TERM_FILE).entries if not needle or needle in data else []
-        daily: list[Entry] = []
-        for name in list_daily_files(self.workspace):
-            data = (self.workspace / name).read_bytes()
-            if needle and not long_term and needle not in data and b"[delete-tags:" not in data:
-                continue
-            daily.extend(parse_entries(data, name).entries)
-        yield from chain_order([daily, long_term])
+
+        def daily() -> Iterator[Entry]:
+            for name in list_daily_files(self.workspace):
+                data = (self.workspace / name).read_bytes()
+                if needle and not long_term and needle not in data and b"[delete-tags:" not in data:
+                    continue
+                yield from parse_entries(data, name).entries
+
+        yield from chain_order([daily(), long_term])

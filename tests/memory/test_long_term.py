@@ -194,6 +194,22 @@ def test_one_chain_across_both_files_verifies_rescans_and_exports(
     assert index_rows(restored.db) == before
 
 
+def test_rescan_journals_every_byte_so_export_gives_the_files_back(make_service: Any, clock: Clock) -> None:
+    service = make_service()
+    mixed_history(service, clock)
+    ws = service.store.workspace
+    with (ws / DAY).open("ab") as fh:  # text between entries is no entry, but it is part of the file
+        fh.write(b"a note typed into the first daily file\n")
+    with (ws / "MEMORY.md").open("ab") as fh:
+        fh.write(b"\nand one typed into MEMORY.md\n")
+    service.rescan()
+    assert service.chain()["holds"] is True
+    kept = workspace_files(ws)
+    shutil.rmtree(ws)
+    service.close()
+    assert workspace_files(make_service().store.workspace) == kept
+
+
 def test_rescan_of_a_workspace_the_database_never_saw(make_service: Any, clock: Clock, tmp_path: Path) -> None:
     first = make_service(tmp_path / "a")
     mixed_history(first, clock)
