@@ -15,6 +15,7 @@ from mem7.client import Mem7Error
 
 from shared.memory.service import MemoryService
 from shared.memory.workspace import LONG_TERM_HEADER, parse_entries
+from tests.support.server import running_server
 
 from .conftest import Clock, Mem7Process, call, fail
 from .test_durability import index_rows, workspace_files
@@ -332,3 +333,17 @@ def test_the_sdk_stores_long_term_with_the_tag(server: Mem7Process) -> None:
         "holds": True,
         "report": {"entries": 4, "legacy": 0, "sealed": 4, "keyed": False, "break": None},
     }
+
+
+def test_the_sdk_reaches_long_term_memory_under_flux7_serve(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"storage_path: {tmp_path}/flux7.db\n")
+    with running_server(config) as server:
+        m = Mem7(server.url, token="", timeout=10)
+        assert m.store("ops.oncall", "Alice owns the pager", tags=["long-term"]) == (
+            "Memory 'ops.oncall' created (1 total entries)"
+        )
+        assert "## ops.oncall\nAlice owns the pager\nTags: long-term\n" in m.search("pager")
+        assert m.chain()["holds"] is True
+    long_md = (tmp_path / "memory" / "workspace" / "MEMORY.md").read_text()
+    assert long_md.startswith(LONG_TERM_HEADER.decode()) and "\n## ops.oncall\n" in long_md
