@@ -187,7 +187,7 @@ def _export(config: MemoryConfig, to: str | None, force: bool) -> int:
     bar, advance = _progress("export")
     with bar:
         written = service.store.export(Path(to).expanduser() if to else Path(config.dir), force=force, progress=advance)
-    print(f"exported {len(written)} daily file(s) from the journal")
+    print(f"exported {len(written)} workspace file(s) from the journal")
     service.close()
     return 0
 

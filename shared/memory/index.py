@@ -13,7 +13,7 @@ import msgspec
 
 from shared.db import Database
 
-from .workspace import DEFAULT_PREDICATE, Entry
+from .workspace import DEFAULT_PREDICATE, LONG_TERM_FILE, Entry
 
 __all__ = ["Fact", "FactIndex", "ReadFilter"]
 
@@ -46,6 +46,11 @@ class Fact(msgspec.Struct, kw_only=True):
     valid_to: int | None
     tx_from: int
     tx_to: int | None
+
+    @property
+    def long_term(self) -> bool:
+        """Whether this version lives in MEMORY.md (never expires)."""
+        return self.source_file == LONG_TERM_FILE
 
 
 class ReadFilter(msgspec.Struct, kw_only=True):
@@ -209,7 +214,9 @@ class FactIndex:
             if vt is not None and (old_end is None or old_end > vt):
                 self._reinsert(conn, old_fact.id, tx, vt, old_end)
         updated = e.updated if e.updated is not None else tx
-        expires = updated + e.ttl if e.ttl > 0 else None
+        # A long-term entry never expires, whatever a hand edit put in its envelope.
+        ttl = 0 if e.file == LONG_TERM_FILE else max(e.ttl, 0)
+        expires = updated + ttl if ttl > 0 else None
         conn.execute(
             "INSERT INTO memory_keys (entity, expires_at) VALUES (?, ?) "
             "ON CONFLICT(entity) DO UPDATE SET expires_at = excluded.expires_at",
@@ -224,7 +231,7 @@ class FactIndex:
                 "tags": _tags_json(e.tags),
                 "agent": e.agent,
                 "trace_id": e.trace,
-                "ttl": max(e.ttl, 0),
+                "ttl": ttl,
                 "expires_at": expires,
                 "source_file": e.file,
                 "source_line": e.line,

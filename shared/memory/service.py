@@ -226,6 +226,9 @@ class MemoryService:
                 raise ToolError(f"scope: {caller.identity} may not overwrite memories of {owner or '(none)'}")
         if not value.strip("\n"):
             raise ToolError("key and value are required")
+        long_term = args.get("long_term")
+        if long_term is not None and not isinstance(long_term, bool):
+            raise ToolError("long_term must be true or false")
         outcome = self.store.store(
             key,
             value,
@@ -235,6 +238,7 @@ class MemoryService:
             trace=caller.trace,
             valid_from=valid_from,
             valid_to=valid_to,
+            long_term=long_term,
         )
         visible = self.store.index.by_keys([outcome.key], ReadFilter(now=int(self.clock())))
         if outcome.key in visible:

@@ -8,7 +8,7 @@ import msgspec
 
 from .index import Fact
 from .times import rfc3339
-from .workspace import Entry
+from .workspace import LONG_TERM_FILE, Entry
 
 __all__ = ["context_json", "fact_blocks", "history_lines", "list_text", "search_text"]
 
@@ -47,7 +47,7 @@ def list_text(facts: Sequence[Fact]) -> str:
     return f"{len(facts)} memories:\n" + "".join(lines)
 
 
-class _ContextItem(msgspec.Struct):
+class _ContextItem(msgspec.Struct, omit_defaults=True):
     key: str
     value: str
     tags: list[str] | None
@@ -58,6 +58,7 @@ class _ContextItem(msgspec.Struct):
     valid_to: str | None
     tx_from: str
     tx_to: str | None
+    long_term: bool = False  # present (true) only on long-term entries: other items stay as published
 
 
 def context_json(facts: Sequence[Fact]) -> str:
@@ -73,6 +74,7 @@ def context_json(facts: Sequence[Fact]) -> str:
             valid_to=None if f.valid_to is None else rfc3339(f.valid_to),
             tx_from=rfc3339(f.tx_from),
             tx_to=None if f.tx_to is None else rfc3339(f.tx_to),
+            long_term=f.long_term,
         )
         for f in facts
     ]
@@ -89,6 +91,8 @@ def _history_line(e: Entry, what: str) -> str:
         line += f" · valid {start} → {end}"
     if e.trace:
         line += f" · trace {e.trace}"
+    if e.file == LONG_TERM_FILE:
+        line += " · long-term"
     line += f" · seal {e.hash[:12]}" if e.hash else " · unsealed (written before the chain)"
     return line + "\n"
 

@@ -54,6 +54,11 @@ TOOLS: list[dict[str, Any]] = [
             "ttl": _p("number", "Time-to-live in seconds (0 = permanent)", default=0),
             "valid_from": _p("string", "When the fact starts to hold (YYYY-MM-DD or RFC3339; default now)"),
             "valid_to": _p("string", "When the fact stops holding (YYYY-MM-DD or RFC3339; default open)"),
+            "long_term": _p(
+                "boolean",
+                "Keep it in MEMORY.md: it never expires and is tagged long-term (the tag long-term asks for it "
+                "too). An update of a long-term key stays long-term unless long_term is false.",
+            ),
         },
         ("key", "value"),
     ),
@@ -88,7 +93,7 @@ TOOLS: list[dict[str, Any]] = [
         "Read a file from the markdown workspace, optionally between from_line and to_line (1-indexed, "
         "inclusive). Paths are relative to the workspace root and refused if they escape it.",
         {
-            "path": _p("string", "Workspace-relative path (e.g. memory/2026-04-11.md)"),
+            "path": _p("string", "Workspace-relative path (e.g. memory/2026-04-11.md, or MEMORY.md for long-term)"),
             "from_line": _p("number", "First line to read"),
             "to_line": _p("number", "Last line to read"),
         },

@@ -16,6 +16,9 @@ from .times import parse_rfc3339, rfc3339
 
 __all__ = [
     "DEFAULT_PREDICATE",
+    "LONG_TERM_FILE",
+    "LONG_TERM_HEADER",
+    "LONG_TERM_TAG",
     "Entry",
     "Parsed",
     "daily_file",
@@ -23,6 +26,7 @@ __all__ = [
     "format_entry",
     "go_trim",
     "list_daily_files",
+    "list_workspace_files",
     "parse_entries",
     "unescape_body",
 ]
@@ -32,6 +36,19 @@ ENVELOPE_OPEN = "```mem7"
 ENVELOPE_END = "```"
 ENTRY_SEP = "---"
 MEMORY_SUBDIR = "memory"
+# Long-term memory (CONTRACT 2.4 reserves the file): entries there never expire. The tag marks them in every
+# output and lets any client, the published SDK included, ask for one.
+LONG_TERM_FILE = "MEMORY.md"
+LONG_TERM_TAG = "long-term"
+# Written when the workspace is created. It must parse as no entries: no line may start with `## `.
+LONG_TERM_HEADER = (
+    b"# MEMORY.md: long-term memory\n"
+    b"\n"
+    b"mem7 keeps long-term memories here: entries stored with `long_term: true` or the tag `long-term`.\n"
+    b"They never expire and `mem7 prune` leaves them alone; they are indexed and searched like the daily\n"
+    b"files in memory/, and sealed into the same hash chain. Write them with memory_store, not by hand:\n"
+    b"an edit breaks the chain (`mem7 verify`).\n"
+)
 
 # Go's unicode.IsSpace set: what strings.TrimSpace removes.
 _GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + ("\u2028\u2029\u202f\u205f\u3000")
@@ -96,6 +113,14 @@ def list_daily_files(workspace: Path) -> list[str]:
         return []
     names = (p.name for p in directory.iterdir() if p.suffix == ".md" and p.is_file())
     return sorted(f"{MEMORY_SUBDIR}/{name}" for name in names)
+
+
+def list_workspace_files(workspace: Path) -> list[str]:
+    """The daily files in order, then MEMORY.md when it exists: every file that holds entries."""
+    names = list_daily_files(workspace)
+    if (workspace / LONG_TERM_FILE).is_file():
+        names.append(LONG_TERM_FILE)
+    return names
 
 
 def escape_body(body: str) -> str:

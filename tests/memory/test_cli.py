@@ -62,7 +62,7 @@ def test_rescan_prune_and_export(make_service: Any, tmp_path: Path) -> None:
     assert rescan.returncode == 0 and "rescan complete, 1 live entries in index" in rescan.stdout
     assert mem7(root, "prune").stdout == "pruned 0 expired memories\n"
     export = mem7(root, "export", "--to", str(tmp_path / "copy"))
-    assert export.returncode == 0 and "exported 1 daily file(s)" in export.stdout
+    assert export.returncode == 0 and "exported 2 workspace file(s)" in export.stdout
     (original,) = (root / "workspace" / "memory").glob("*.md")
     assert (tmp_path / "copy" / "workspace" / "memory" / original.name).read_bytes() == original.read_bytes()
     original.write_text("edited\n")

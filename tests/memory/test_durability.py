@@ -29,6 +29,11 @@ def index_rows(db: Database) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in facts] + [tuple(r) for r in tags]
 
 
+def workspace_files(workspace: Path) -> dict[str, bytes]:
+    """Every file under the workspace, by workspace-relative path."""
+    return {p.relative_to(workspace).as_posix(): p.read_bytes() for p in sorted(workspace.rglob("*")) if p.is_file()}
+
+
 def busy_history(service: MemoryService, clock: Clock) -> None:
     call(service, "memory_store", key="a", value="one\n---\nescaped", tags=["x", "y"], agent="ag", ttl=3600)
     call(service, "memory_store", key="b", value="two", tags=["x"])
@@ -56,13 +61,14 @@ def test_rescan_rebuilds_the_same_index(service: MemoryService, clock: Clock) ->
 def test_the_journal_recreates_a_lost_workspace_byte_for_byte(make_service: Any, clock: Clock, tmp_path: Path) -> None:
     service = make_service()
     busy_history(service, clock)
-    files = {p.name: p.read_bytes() for p in (service.store.workspace / "memory").glob("*.md")}
+    files = workspace_files(service.store.workspace)
+    assert "MEMORY.md" in files and len(files) == 3
     shutil.rmtree(service.store.workspace)
     service.close()
-    restored = make_service()  # opening finds the daily files gone and writes them from the journal
-    assert {p.name: p.read_bytes() for p in (restored.store.workspace / "memory").glob("*.md")} == files
-    assert restored.store.export(tmp_path / "copy") == sorted(f"memory/{n}" for n in files)
-    assert {p.name: p.read_bytes() for p in (tmp_path / "copy" / "workspace" / "memory").glob("*.md")} == files
+    restored = make_service()  # opening finds the workspace files gone and writes them from the journal
+    assert workspace_files(restored.store.workspace) == files
+    assert restored.store.export(tmp_path / "copy") == sorted(files)
+    assert workspace_files(tmp_path / "copy" / "workspace") == files
     assert restored.chain()["holds"] is True
 
 

@@ -80,7 +80,7 @@ def test_mem7_verify_refuses_a_missing_workspace_and_sees_a_cut_end(tmp_path: Pa
     assert cut.returncode == 1 and "the database's head is" in cut.stdout, cut.stdout + cut.stderr
     daily.unlink()  # and a deleted daily file
     gone = mem7(tmp_path / "m", "verify")
-    assert gone.returncode == 1 and "a daily file is missing" in gone.stdout, gone.stdout
+    assert gone.returncode == 1 and "a workspace file is missing" in gone.stdout, gone.stdout
 
 
 def test_the_memory_chain_route_sees_a_deleted_daily_file(tmp_path: Path, make_service: Any) -> None:
@@ -89,7 +89,7 @@ def test_the_memory_chain_route_sees_a_deleted_daily_file(tmp_path: Path, make_s
     for daily in (tmp_path / "m" / "workspace" / "memory").glob("*.md"):
         daily.unlink()
     report = service.chain()
-    assert report["holds"] is False and "a daily file is missing" in report["report"]["break"]["reason"]
+    assert report["holds"] is False and "a workspace file is missing" in report["report"]["break"]["reason"]
 
 
 def _trace_verify(entry: str, *files: Path) -> subprocess.CompletedProcess[str]:
