@@ -8,7 +8,7 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath
 
-from shared.errors import BadRequest, Forbidden
+from shared.errors import BadRequest, Forbidden, Unavailable
 from shared.identity import Caller
 from shared.pipeline import Call, Outcome
 from shared.tracecontext import from_headers
@@ -63,7 +63,12 @@ async def call_tool(request: Request[Any, Any, Any], name: FromPath[str]) -> Res
         return _json({"error": e.message, "policy": "error", "trace_id": "", "latency_ms": 0}, 400)
     caller = caller_of(request)
     mesh = mesh_of(request)
-    out: Outcome = await mesh.pipeline.run(_call(request, caller, name, arguments, "rest"), mode="block")
+    try:
+        out: Outcome = await mesh.pipeline.run(_call(request, caller, name, arguments, "rest"), mode="block")
+    except Unavailable as e:
+        # Fail closed: the upstream was not called; the trace id of a refused call would point at nothing.
+        body = {"error": e.message, "policy": "error", "trace_id": "", "latency_ms": 0}
+        return _json(body, 503, headers={"Retry-After": "1"})
     if out.unknown_tool:
         return _json({"error": out.error, "policy": "error"}, 404)
     return _json(out.rest_body(), out.status, headers={"X-Trace-Id": out.trace_id})

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .errors import Unavailable
+
 try:  # a recent SQLite (FTS5 trigram, RETURNING, ...) where the wheel exists
     import pysqlite3.dbapi2 as sqlite3
 except ImportError:  # pragma: no cover - platform without the wheel
@@ -76,7 +78,14 @@ class Database:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
             try:
                 conn = self._writer
-                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as e:
+                    if not _is_busy(e):
+                        raise
+                    # Another process holds the write lock past busy_timeout: a bounded wait, then a typed
+                    # refusal (503) that no caller mistakes for a bug.
+                    raise Unavailable(f"storage unavailable: {self.path} is locked by another process") from e
                 try:
                     yield conn
                 except BaseException:
@@ -130,6 +139,11 @@ class Database:
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
+
+
+def _is_busy(e: Exception) -> bool:
+    text = str(e).lower()
+    return "locked" in text or "busy" in text
 
 
 def _split_sql(script: str) -> list[str]:

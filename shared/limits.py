@@ -8,16 +8,20 @@ approved calls are recorded: denied ones never count."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from typing import Any
 
 from .db import Database
 from .durations import format_duration
+from .errors import Unavailable
 from .gofmt import go_v
 from .settings import Policy, RateLimit, Settings
 
 __all__ = ["RateLimiter", "params_key"]
+
+log = logging.getLogger("flux7.limits")
 
 RECENT_CAP = 50  # the calls loop detection looks back over, per agent
 MAX_AGENTS = 50_000  # running totals kept; the least recently active agents go first
@@ -80,23 +84,40 @@ class RateLimiter:
                 )
         return None
 
-    def record(self, agent: str, policy: Policy | None, tool: str, arguments: Any) -> None:
-        """Count an allowed or approved call (only where a limit or loop detection applies to it)."""
+    def record(self, agent: str, policy: Policy | None, tool: str, arguments: Any, conn: Any = None) -> None:
+        """Count an allowed or approved call (only where a limit or loop detection applies to it). With `conn`,
+        inside the caller's write transaction (the call's intent trace: a call refused untraced is not
+        counted)."""
         limit, loop = self._applies(policy)
         if limit is None and loop is None:
             return
         now = time.time()
-        with self._db.write() as conn:
-            conn.execute(
-                "INSERT INTO rate_events (agent_id, tool, params_key, at) VALUES (?, ?, ?, ?)",
-                (agent, tool, params_key(arguments), now),
-            )
-            conn.execute(
-                "INSERT INTO rate_totals (agent_id, total, last_at) VALUES (?, 1, ?) "
-                "ON CONFLICT(agent_id) DO UPDATE SET total = total + 1, last_at = excluded.last_at",
-                (agent, now),
-            )
+        if conn is not None:
+            self._insert(conn, agent, tool, arguments, now)
+            return  # the collection runs on a later call outside any transaction
+        with self._db.write() as c:
+            self._insert(c, agent, tool, arguments, now)
         self._maybe_gc(now)
+
+    @staticmethod
+    def _insert(conn: Any, agent: str, tool: str, arguments: Any, now: float) -> None:
+        conn.execute(
+            "INSERT INTO rate_events (agent_id, tool, params_key, at) VALUES (?, ?, ?, ?)",
+            (agent, tool, params_key(arguments), now),
+        )
+        conn.execute(
+            "INSERT INTO rate_totals (agent_id, total, last_at) VALUES (?, 1, ?) "
+            "ON CONFLICT(agent_id) DO UPDATE SET total = total + 1, last_at = excluded.last_at",
+            (agent, now),
+        )
+
+    def collect(self) -> None:
+        """The periodic clean-up, for callers that record inside their own transaction. A store that cannot
+        take the write now is tried again a minute later."""
+        try:
+            self._maybe_gc(time.time())
+        except Unavailable:
+            log.warning("rate limits: clean-up skipped, the store is busy")
 
     def _maybe_gc(self, now: float) -> None:
         with self._gc_lock:
