@@ -214,3 +214,28 @@ def test_a_kill_9_during_the_upstream_call_leaves_an_outcome_unknown_row(tmp_pat
         assert all(t["revision"] == 1 for t in listed)
         final = _verify(server)
         assert "break" not in final and final["outcome_unknown"] == 1
+
+
+async def test_stdio_answers_a_locked_store_with_a_json_rpc_error_and_recovers(tmp_path: Path) -> None:
+    from mcp import Client, StdioServerParameters
+    from mcp.shared.exceptions import MCPError
+
+    from tests.mcp_server.conftest import write_config
+    from tests.mcp_server.test_stdio import env, mesh7_args
+    from tests.support.http import free_port
+
+    config = write_config(tmp_path)
+    params = StdioServerParameters(
+        command=sys.executable, args=mesh7_args(config, free_port()), env=env(), cwd=str(config.parent)
+    )
+    async with Client(params, mode="legacy", read_timeout_seconds=60) as client:
+        assert "echo.echo" in {t.name for t in (await client.list_tools()).tools}
+        first = await client.call_tool("echo.echo", {"text": "before"})
+        assert not first.is_error
+        with locked(tmp_path / "flux7.db"):
+            with pytest.raises(MCPError) as err:
+                await client.call_tool("echo.echo", {"text": "while locked"})
+            assert err.value.error.code == -32603
+            assert "unavailable" in err.value.error.message
+        after = await client.call_tool("echo.echo", {"text": "after"})
+        assert not after.is_error and "after" in after.content[0].text  # type: ignore[union-attr]
