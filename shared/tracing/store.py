@@ -136,12 +136,18 @@ class TraceStore:
         old = decode_entry(_blob(row[0]))
         new = normalise(msgspec.structs.replace(old, **changes, revision=old.revision + 1))
         seq, line = self._chain(conn, encode_entry(new))
-        conn.execute(
-            "UPDATE traces SET line_seq = ?, session_id = ?, agent_id = ?, tool = ? WHERE id = ?",
-            (seq, new.session_id, new.agent_id, new.tool, row_id),
-        )
+        if (new.session_id, new.agent_id, new.tool) == (old.session_id, old.agent_id, old.tool):
+            # The usual revision (an outcome): only the pointer moves, so no index on those columns is rewritten.
+            conn.execute("UPDATE traces SET line_seq = ? WHERE id = ?", (seq, row_id))
+        else:
+            conn.execute(
+                "UPDATE traces SET line_seq = ?, session_id = ?, agent_id = ?, tool = ? WHERE id = ?",
+                (seq, new.session_id, new.agent_id, new.tool, row_id),
+            )
         before, after = _contribution(old), _contribution(new)
-        self._add_stats(conn, {k: after[k] - before[k] for k in _STATS})
+        delta = {k: after[k] - before[k] for k in _STATS}
+        if any(delta.values()):
+            self._add_stats(conn, delta)
         self._write_file(line)
         return new
 
