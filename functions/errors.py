@@ -15,7 +15,9 @@ log = logging.getLogger("flux7.http")
 
 
 def _flux7_error(_: Request, exc: Flux7Error) -> Response:
-    return Response(exc.body(), status_code=exc.status_code)
+    # 503: the store was busy past its bounded wait; a retry a moment later may succeed.
+    headers = {"Retry-After": "1"} if exc.status_code == 503 else None
+    return Response(exc.body(), status_code=exc.status_code, headers=headers)
 
 
 def _http_error(request: Request, exc: HTTPException) -> Response:

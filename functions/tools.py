@@ -10,7 +10,7 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath
 
-from shared.errors import BadRequest, Forbidden, OutboundRefused, TooDeep, Unauthorized
+from shared.errors import BadRequest, Forbidden, OutboundRefused, TooDeep, Unauthorized, Unavailable
 from shared.identity import Caller
 from shared.json_depth import decode
 from shared.pipeline import Call, Outcome
@@ -79,7 +79,12 @@ async def call_tool(request: Request[Any, Any, Any], name: FromPath[str]) -> Res
             log.warning("X-Callback-URL %s from %s refused: %s", callback, caller.agent_id, e.message)
             body = {"error": f"X-Callback-URL refused: {e.message}", "policy": "error", "trace_id": "", "latency_ms": 0}
             return _json(body, 400)
-    out: Outcome = await mesh.pipeline.run(_call(request, caller, name, arguments, "rest"), mode="block")
+    try:
+        out: Outcome = await mesh.pipeline.run(_call(request, caller, name, arguments, "rest"), mode="block")
+    except Unavailable as e:
+        # Fail closed: the upstream was not called; the trace id of a refused call would point at nothing.
+        body = {"error": e.message, "policy": "error", "trace_id": "", "latency_ms": 0}
+        return _json(body, 503, headers={"Retry-After": "1"})
     if out.unknown_tool:
         return _json({"error": out.error, "policy": "error"}, 404)
     return _json(out.rest_body(), out.status, headers={"X-Trace-Id": out.trace_id})

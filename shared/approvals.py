@@ -253,7 +253,10 @@ class ApprovalQueue:
         policy_version: str,
         session_id: str = "",
         callback_url: str = "",
+        also: Callable[[Any, Approval], None] | None = None,
     ) -> Approval:
+        """Queue a call for approval. `also(conn, approval)` runs in the same write transaction (the call's
+        trace), so the approval and its trace are committed together or not at all."""
         try:
             params_text = json.dumps(arguments, ensure_ascii=False)
         except (TypeError, ValueError) as e:
@@ -280,7 +283,9 @@ class ApprovalQueue:
                 f"INSERT INTO approvals ({', '.join(row)}) VALUES ({', '.join('?' * len(row))}) RETURNING *",
                 tuple(row.values()),
             ).fetchone()
-        approval = _from_row(stored)
+            approval = _from_row(stored)
+            if also is not None:
+                also(conn, approval)
         notify_url = self._settings.approval.notify_url
         if notify_url and self.notifier is not None:
             self.notifier.send(notify_url, self._event_body(approval, "pending"), guard=False)
@@ -342,10 +347,18 @@ class ApprovalQueue:
         return denied
 
     def claim_approved(
-        self, agent: str, tool: str, arguments: Any, *, policy_version: str | None = None
+        self,
+        agent: str,
+        tool: str,
+        arguments: Any,
+        *,
+        policy_version: str | None = None,
+        also: Callable[[Any, Approval], None] | None = None,
     ) -> Approval | None:
         """Use up an approval of this very call (MCP claim flow, CONTRACT 1.14): approved, unexpired, same
-        arguments and policy version, never used. Atomic across processes: one claim wins."""
+        arguments and policy version, never used. Atomic across processes: one claim wins. `also(conn,
+        approval)` runs in the same transaction (the call's intent trace): no approval is used up by a call
+        that could not be traced."""
         version = self._current_version(policy_version)
         now = time.time()
         sql = (
@@ -363,7 +376,10 @@ class ApprovalQueue:
                 "AND used_at IS NULL RETURNING *",
                 (now, *params),
             ).fetchone()
-        return _from_row(row) if row is not None else None
+            claimed = _from_row(row) if row is not None else None
+            if claimed is not None and also is not None:
+                also(conn, claimed)
+        return claimed
 
     def sweep(self) -> list[Approval]:
         """Resolve every overdue pending approval as `system:timeout` (a read first keeps it cheap)."""

@@ -16,6 +16,7 @@ __all__ = [
     "PayloadTooLarge",
     "TooDeep",
     "Unauthorized",
+    "Unavailable",
 ]
 
 
@@ -76,6 +77,14 @@ class TooDeep(BadRequest):
 class NotImplementedFeature(Flux7Error):
     status_code = 501
     jsonrpc_code = -32601
+
+
+class Unavailable(Flux7Error):
+    """The store cannot take the write a call needs (the SQLite file locked by another process past the busy
+    timeout, a full disk): the call is refused, never run untraced (fail closed)."""
+
+    status_code = 503
+    jsonrpc_code = -32603
 
 
 class ConfigError(Exception):

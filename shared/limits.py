@@ -10,17 +10,21 @@ count."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from typing import Any
 
 from .db import Database
 from .durations import format_duration
+from .errors import Unavailable
 from .globs import glob_match
 from .gofmt import go_v
 from .settings import Policy, RateLimit, Settings, ToolLimit
 
 __all__ = ["RateLimiter", "params_key"]
+
+log = logging.getLogger("flux7.limits")
 
 RECENT_CAP = 50  # the calls loop detection looks back over, per agent
 MAX_AGENTS = 50_000  # running totals kept; the least recently active agents go first
@@ -114,30 +118,47 @@ class RateLimiter:
                 return f'rate_limit: agent "{agent}" exceeded {per_minute} calls/min on tool "{tool}"'
         return None
 
-    def record(self, agent: str, policy: Policy | None, tool: str, arguments: Any) -> None:
-        """Count an allowed or approved call (only where a limit or loop detection applies to it)."""
+    def record(self, agent: str, policy: Policy | None, tool: str, arguments: Any, conn: Any = None) -> None:
+        """Count an allowed or approved call (only where a limit or loop detection applies to it). With `conn`,
+        inside the caller's write transaction (the call's intent trace: a call refused untraced is not
+        counted)."""
         limit, loop = self._applies(policy)
         per_tool = self._tool_limits(policy, tool)
         if limit is None and loop is None and not per_tool:
             return
         now = time.time()
-        with self._db.write() as conn:
-            conn.execute(
-                "INSERT INTO rate_events (agent_id, tool, params_key, at) VALUES (?, ?, ?, ?)",
-                (agent, tool, params_key(arguments), now),
-            )
-            conn.execute(
-                "INSERT INTO rate_totals (agent_id, total, last_at) VALUES (?, 1, ?) "
-                "ON CONFLICT(agent_id) DO UPDATE SET total = total + 1, last_at = excluded.last_at",
-                (agent, now),
-            )
-            if per_tool:
-                conn.execute(
-                    "INSERT INTO rate_tool_totals (agent_id, tool, total, last_at) VALUES (?, ?, 1, ?) "
-                    "ON CONFLICT(agent_id, tool) DO UPDATE SET total = total + 1, last_at = excluded.last_at",
-                    (agent, tool, now),
-                )
+        if conn is not None:
+            self._insert(conn, agent, tool, arguments, now, per_tool=bool(per_tool))
+            return  # the collection runs on a later call outside any transaction
+        with self._db.write() as c:
+            self._insert(c, agent, tool, arguments, now, per_tool=bool(per_tool))
         self._maybe_gc(now)
+
+    @staticmethod
+    def _insert(conn: Any, agent: str, tool: str, arguments: Any, now: float, *, per_tool: bool) -> None:
+        conn.execute(
+            "INSERT INTO rate_events (agent_id, tool, params_key, at) VALUES (?, ?, ?, ?)",
+            (agent, tool, params_key(arguments), now),
+        )
+        conn.execute(
+            "INSERT INTO rate_totals (agent_id, total, last_at) VALUES (?, 1, ?) "
+            "ON CONFLICT(agent_id) DO UPDATE SET total = total + 1, last_at = excluded.last_at",
+            (agent, now),
+        )
+        if per_tool:
+            conn.execute(
+                "INSERT INTO rate_tool_totals (agent_id, tool, total, last_at) VALUES (?, ?, 1, ?) "
+                "ON CONFLICT(agent_id, tool) DO UPDATE SET total = total + 1, last_at = excluded.last_at",
+                (agent, tool, now),
+            )
+
+    def collect(self) -> None:
+        """The periodic clean-up, for callers that record inside their own transaction. A store that cannot
+        take the write now is tried again a minute later."""
+        try:
+            self._maybe_gc(time.time())
+        except Unavailable:
+            log.warning("rate limits: clean-up skipped, the store is busy")
 
     def _maybe_gc(self, now: float) -> None:
         with self._gc_lock:

@@ -1,18 +1,26 @@
 """The one pipeline every transport enters (DESIGN "One pipeline for every transport").
 
 halt -> lookup -> rate limit / loop -> policy + floors -> grant -> precedents -> approval queue -> upstream -> trace.
-REST, /decide and MCP (HTTP and stdio) build a `Call` and get an `Outcome`; only the approval step differs by mode."""
+REST, /decide and MCP (HTTP and stdio) build a `Call` and get an `Outcome`; only the approval step differs by mode.
+
+The audit trail fails closed: a call that reaches its upstream has a durable trace row first (an intent, status_code
+0, written with the call's rate-limit count and metrics in one commit), and its outcome is appended after as the
+next revision. A call ending before the upstream (halt, deny, rate limit, approval refused, /decide) is answered
+only once its trace is committed. Whatever trace write a call cannot go on without fails, the call is refused
+with `Unavailable` (503) and nothing is run."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 import msgspec
 
+from .errors import Unavailable
 from .identity import Caller
 from .metrics import CallSample
 from .policy import Decision, stricter
@@ -119,7 +127,7 @@ class Pipeline:
     ) -> Outcome:
         """An outcome that ends the pipeline before the upstream: built, traced, returned."""
         out = Outcome(status=status, policy=policy, trace_id=call.trace.trace_id, rule=rule, reason=reason, **kw)
-        self._trace(call, out, start)
+        self._final(call, out, start)
         return out
 
     async def run(self, call: Call, mode: ApprovalMode = "block") -> Outcome:
@@ -166,8 +174,6 @@ class Pipeline:
             decision, grant = await self._lift(call, decision, tool)
 
         if mode == "decide":
-            if limits is not None and decision.action == "allow":
-                limits.record(agent, policy, call.tool, call.arguments)
             out = Outcome(
                 status=200,
                 policy=decision.action,
@@ -175,11 +181,20 @@ class Pipeline:
                 rule=decision.rule,
                 reason=decision.reason,
             )
-            self._trace(call, out, start, grant=grant)
+            counted = limits if decision.action == "allow" else None
+
+            def count_decided(conn: Any) -> None:
+                if counted is not None:
+                    counted.record(agent, policy, call.tool, call.arguments, conn=conn)
+
+            self._final(call, out, start, grant=grant, also=count_decided)
+            if counted is not None:
+                counted.collect()
             return out
         assert tool is not None  # only /decide reaches here without a registered tool
 
         approval = None
+        row_id = 0  # the trace row of this call, once written
         if decision.action == "human_approval":
             # 7. the approval queue
             approvals = getattr(mesh, "approvals", None)
@@ -187,17 +202,36 @@ class Pipeline:
                 error = "approval queue not available: human_approval denies (fail closed)"
                 return self._stop_here(call, start, 403, "human_approval", decision.rule, decision.reason, error=error)
             if mode == "claim":
-                approval = approvals.claim_approved(agent, call.tool, call.arguments)
+                claimed: list[int] = []
+
+                def intent_of_claim(conn: Any, claimed_approval: Any) -> None:
+                    # The approval is used up only together with the intent of the call it lets through.
+                    claimed.append(self._intent_in(conn, call, decision, start, claimed_approval, limits, policy))
+
+                approval = self._write(
+                    call,
+                    lambda: approvals.claim_approved(
+                        agent, call.tool, call.arguments, also=intent_of_claim if self._tracer else None
+                    ),
+                )
                 if approval is None:
                     return await self._claim_flow(call, decision, tool, start)
+                row_id = claimed[0] if claimed else 0
+                if not self._tracer and limits is not None:
+                    limits.record(agent, policy, call.tool, call.arguments)
             else:
-                approval, refused = await self._block_flow(call, decision, tool, start)
+                approval, refused, row_id = await self._block_flow(call, decision, tool, start)
                 if refused is not None:
                     return refused
+                # 8a. the intent: the approved call, before its upstream
+                row_id = self._approved_intent(call, approval, row_id, start, limits, policy)
+        else:
+            # 8a. the intent, with the call's rate-limit count and metrics in one commit
+            row_id = self._begin(call, decision, start, grant, limits, policy)
+        if limits is not None:
+            limits.collect()
 
         # 8. the upstream call
-        if limits is not None:
-            limits.record(agent, policy, call.tool, call.arguments)
         upstream, upstream_s = await self._forward(call, tool)
         if not upstream.error and upstream.status_code >= 400 and tool.source != "cli":
             # A gateway answers 502 when the backend fails; the backend's own status stays in the trace.
@@ -221,12 +255,8 @@ class Pipeline:
             approval_status="approved" if approval is not None else "",
             resolved_by=approval.resolved_by if approval is not None else "",
         )
-        if approval is not None and mode != "claim":
-            self._trace_update_after_approval(call, out, approval, upstream, start, tool=tool, upstream_s=upstream_s)
-        else:
-            self._trace(
-                call, out, start, grant=grant, upstream=upstream, approval=approval, upstream_s=upstream_s, tool=tool
-            )
+        # 9. the outcome, appended to the intent
+        self._outcome(row_id, call, out, start, upstream, upstream_s, tool)
         return out
 
     async def _lift(self, call: Call, decision: Decision, tool: ToolDef | None) -> tuple[Decision, Any]:
@@ -261,17 +291,41 @@ class Pipeline:
             upstream = UpstreamResult(status_code=502, error=str(e) or e.__class__.__name__)
         return upstream, time.perf_counter() - started
 
-    def _submit(self, call: Call, decision: Decision) -> Any:
-        return self.mesh.approvals.submit(
-            agent=call.caller.agent_id,
-            tool=call.tool,
-            arguments=call.arguments,
-            trace_id=call.trace.trace_id,
-            policy_rule=decision.rule,
-            policy_version=self.mesh.policies.current.version,
-            session_id=call.session_id,
-            callback_url=call.callback_url,
+    def _submit(self, call: Call, decision: Decision, start: float, *, final: bool = False) -> tuple[Any, int]:
+        """Queue the call for approval with its pending trace (202) in one commit: (approval, trace row id).
+        `final`: the 202 is the call's answer (MCP's claim flow), so its metrics go in that commit too."""
+        rows: list[int] = []
+
+        def trace_pending(conn: Any, approval: Any) -> None:
+            pending = Outcome(
+                status=202,
+                policy="human_approval",
+                trace_id=call.trace.trace_id,
+                rule=decision.rule,
+                reason=decision.reason,
+                approval_id=approval.id,
+            )
+            rows.append(self._record_in(conn, call, pending, start))
+            if final:
+                self._finished(call, pending, start, conn)
+
+        approval = self._write(
+            call,
+            lambda: self.mesh.approvals.submit(
+                agent=call.caller.agent_id,
+                tool=call.tool,
+                arguments=call.arguments,
+                trace_id=call.trace.trace_id,
+                policy_rule=decision.rule,
+                policy_version=self.mesh.policies.current.version,
+                session_id=call.session_id,
+                callback_url=call.callback_url,
+                also=trace_pending if self._tracer else None,
+            ),
         )
+        if not self._tracer:
+            self._count("human_approval")
+        return approval, rows[0] if rows else 0
 
     def _approval_setting(self, name: str) -> float:
         approvals = self.mesh.approvals
@@ -280,21 +334,13 @@ class Pipeline:
 
     async def _block_flow(
         self, call: Call, decision: Decision, tool: ToolDef, start: float
-    ) -> tuple[Any, Outcome | None]:
-        """REST (and MCP with supervisor.enabled): queue the call and wait for its resolution."""
-        approval = self._submit(call, decision)
-        pending = Outcome(
-            status=202,
-            policy="human_approval",
-            trace_id=call.trace.trace_id,
-            rule=decision.rule,
-            reason=decision.reason,
-            approval_id=approval.id,
-        )
-        self._trace(call, pending, start, final=False)  # the call's metrics come with its resolution
+    ) -> tuple[Any, Outcome | None, int]:
+        """REST (and MCP with supervisor.enabled): queue the call and wait for its resolution.
+        (approval, the refusal when it was not approved, the call's trace row)."""
+        approval, row_id = self._submit(call, decision, start)
         resolved = await self.mesh.approvals.wait(approval.id, self._approval_setting("timeout_seconds"))
         if resolved.status == "approved":
-            return resolved, None
+            return resolved, None, row_id
         denied = resolved.status == "denied"
         out = Outcome(
             status=403 if denied else 408,
@@ -307,8 +353,17 @@ class Pipeline:
             approval_status="denied" if denied else "timeout",
             resolved_by=resolved.resolved_by,
         )
-        self._trace_update_after_approval(call, out, resolved, None, start, tool=tool)
-        return resolved, out
+        out.latency_ms = (time.perf_counter() - start) * 1000
+        if row_id:
+            changes = self._approval_changes(resolved, out)
+
+            def in_commit(conn: Any) -> None:
+                self._finished(call, out, start, conn, tool=tool)
+
+            self._write(call, lambda: self.mesh.tracer.revise(row_id, changes, in_commit))
+        else:
+            self._finished(call, out, start, tool=tool)
+        return resolved, out, row_id
 
     async def _claim_flow(self, call: Call, decision: Decision, tool: ToolDef, start: float) -> Outcome:
         """MCP, non-blocking: a denied claim, an existing pending request, or a new one (CONTRACT 1.14)."""
@@ -333,9 +388,9 @@ class Pipeline:
         pending = approvals.find_pending(agent, call.tool, call.arguments)
         if pending is not None:
             return answer(pending, 202, "pending")
-        pending = self._submit(call, decision)
+        pending, _ = self._submit(call, decision, start, final=True)
         out = answer(pending, 202, "pending")
-        self._trace(call, out, start)
+        out.latency_ms = (time.perf_counter() - start) * 1000
         asked = await self._ask_terminal(call, pending)
         if asked == "approved":
             return await self.run(call, mode="claim")
@@ -375,82 +430,41 @@ class Pipeline:
 
     # -- traces ---------------------------------------------------------------------------------------------
 
-    def _entry(self, call: Call, out: Outcome, start: float, **extra: Any) -> Any:
-        from .tracing import TraceEntry
+    @property
+    def _tracer(self) -> Any:
+        return getattr(self.mesh, "tracer", None)
 
-        latency = (time.perf_counter() - start) * 1000
-        out.latency_ms = latency
-        fields: dict[str, Any] = {
-            "trace_id": call.trace.trace_id,
-            "session_id": call.session_id,
-            "agent_id": call.caller.agent_id,
-            "user_id": call.caller.user_id,
-            "tool": call.tool,
-            "params": call.arguments,
-            "policy": out.policy,
-            "policy_rule": out.rule,
-            "status_code": out.status,
-            "latency_ms": int(latency),
-            "error": out.error,
-            "timestamp": _now_rfc3339(),
-            "span_id": call.trace.span_id,
-            "parent_span_id": call.trace.parent_span_id,
-            "approval_id": out.approval_id,
-            "estimated_input_tokens": _estimate_tokens(call.arguments),
-            "estimated_output_tokens": _estimate_tokens(out.result) if out.has_result else 0,
-            "tokens_source": "estimate",
-        }
-        fields.update({k: v for k, v in extra.items() if v not in (None, "")})
-        return TraceEntry(**fields)
+    def _write(self, call: Call, fn: Callable[[], Any]) -> Any:
+        """A write the call cannot go on without (its trace, its approval): any failure refuses the call."""
+        try:
+            return fn()
+        except Unavailable:
+            log.warning("call %s refused: the store is locked", call.trace.trace_id)
+            raise
+        except Exception as e:
+            log.exception("call %s refused: its trace could not be written", call.trace.trace_id)
+            raise Unavailable(f"audit trail unavailable: the call was refused and not run ({e})") from e
 
-    def _trace(
+    def _count(self, action: str, conn: Any = None) -> None:
+        metrics = getattr(self.mesh, "metrics", None)
+        if metrics is not None:
+            metrics.inc("calls_total", {"action": action}, conn=conn)
+
+    def _finished(
         self,
         call: Call,
         out: Outcome,
         start: float,
+        conn: Any = None,
         *,
-        grant: Any = None,
-        upstream: UpstreamResult | None = None,
-        approval: Any = None,
-        upstream_s: float | None = None,
         tool: ToolDef | None = None,
-        final: bool = True,
+        upstream: UpstreamResult | None = None,
+        upstream_s: float | None = None,
     ) -> None:
-        """Record the call's trace and, in the same commit, its metrics. `final` is False for a trace the call
-        revises later (a blocking approval): its RED and duration series wait for that revision."""
-        tracer = getattr(self.mesh, "tracer", None)
-        extra: dict[str, Any] = {}
-        if grant is not None:
-            # CONTRACT 1.7: a call lifted by a grant links to the trace the grant was made from
-            extra["grant_id"] = grant.id
-            extra["parent_trace_id"] = getattr(grant, "trace_id", "")
-        if upstream is not None and upstream.exit_code is not None:
-            extra["exit_code"] = upstream.exit_code
-        if upstream is not None and upstream.status_code and out.policy in ("allow", "human_approval"):
-            extra["status_code"] = upstream.status_code
-        if approval is not None:
-            extra.update(
-                approval_id=approval.id,
-                approval_status=approval.status,
-                approved_by=approval.resolved_by,
-            )
+        """A call's RED, duration and upstream series, once it has ended (in its last trace write's commit)."""
         metrics = getattr(self.mesh, "metrics", None)
-
-        def count(conn: Any = None) -> None:
-            if metrics is not None:
-                metrics.inc("calls_total", {"action": out.policy}, conn=conn)
-                if final:
-                    metrics.record_call(self._sample(call, out, start, tool, upstream, upstream_s), conn=conn)
-
-        if tracer is None:
-            count()
-            out.latency_ms = (time.perf_counter() - start) * 1000
-            return
-        try:
-            # one commit for the trace and the call's metrics
-            tracer.record(self._entry(call, out, start, **extra), count)
-        except Exception:  # a trace failure is logged, the decision stands
-            log.exception("trace write failed for %s", call.trace.trace_id)
+        if metrics is not None:
+            metrics.record_call(self._sample(call, out, start, tool, upstream, upstream_s), conn=conn)
 
     def _sample(
         self,
@@ -487,36 +501,161 @@ class Pipeline:
             upstream_down=upstream is not None and upstream.status_code >= 500,
         )
 
-    def _trace_update_after_approval(
-        self,
-        call: Call,
-        out: Outcome,
-        approval: Any,
-        upstream: UpstreamResult | None,
-        start: float,
-        *,
-        tool: ToolDef | None = None,
-        upstream_s: float | None = None,
-    ) -> None:
-        """Revise the call's trace with its resolution; the call's metrics go in the same commit."""
-        out.latency_ms = (time.perf_counter() - start) * 1000
-        tracer = getattr(self.mesh, "tracer", None)
-        metrics = getattr(self.mesh, "metrics", None)
+    def _entry(self, call: Call, out: Outcome, start: float, **extra: Any) -> Any:
+        from .tracing import TraceEntry
 
-        def count(conn: Any = None) -> None:
-            if metrics is not None:
-                metrics.record_call(self._sample(call, out, start, tool, upstream, upstream_s), conn=conn)
+        latency = (time.perf_counter() - start) * 1000
+        out.latency_ms = latency
+        fields: dict[str, Any] = {
+            "trace_id": call.trace.trace_id,
+            "session_id": call.session_id,
+            "agent_id": call.caller.agent_id,
+            "user_id": call.caller.user_id,
+            "tool": call.tool,
+            "params": call.arguments,
+            "policy": out.policy,
+            "policy_rule": out.rule,
+            "status_code": out.status,
+            "latency_ms": int(latency),
+            "error": out.error,
+            "timestamp": _now_rfc3339(),
+            "span_id": call.trace.span_id,
+            "parent_span_id": call.trace.parent_span_id,
+            "approval_id": out.approval_id,
+            "estimated_input_tokens": _estimate_tokens(call.arguments),
+            "estimated_output_tokens": _estimate_tokens(out.result) if out.has_result else 0,
+            "tokens_source": "estimate",
+        }
+        fields.update({k: v for k, v in extra.items() if v not in (None, "")})
+        return TraceEntry(**fields)
+
+    @staticmethod
+    def _grant_fields(grant: Any) -> dict[str, Any]:
+        if grant is None:
+            return {}
+        # CONTRACT 1.7: a call lifted by a grant links to the trace the grant was made from
+        return {"grant_id": grant.id, "parent_trace_id": getattr(grant, "trace_id", "")}
+
+    def _final(
+        self, call: Call, out: Outcome, start: float, *, grant: Any = None, also: Callable[[Any], None] | None = None
+    ) -> None:
+        """The one trace of a call that ends before any upstream; committed before the call is answered."""
+        tracer = self._tracer
+
+        def in_commit(conn: Any = None) -> None:
+            self._count(out.policy, conn)
+            self._finished(call, out, start, conn)
+            if also is not None:
+                also(conn)
 
         if tracer is None:
-            count()
+            in_commit()
+            out.latency_ms = (time.perf_counter() - start) * 1000
+            return
+        entry = self._entry(call, out, start, **self._grant_fields(grant))
+        self._write(call, lambda: tracer.record(entry, in_commit))
+
+    def _record_in(self, conn: Any, call: Call, out: Outcome, start: float) -> int:
+        """A call's first trace inside another write (its approval): the row id."""
+        row_id: int = self.mesh.tracer.record_in(conn, self._entry(call, out, start))
+        self._count(out.policy, conn)
+        return row_id
+
+    def _intent_entry(self, call: Call, decision: Decision, start: float, approval: Any, grant: Any = None) -> Any:
+        # status_code 0 marks an intent: the upstream may be called, its outcome is not written yet.
+        policy = "human_approval" if approval is not None else "allow"
+        pending = Outcome(status=0, policy=policy, trace_id=call.trace.trace_id, rule=decision.rule)
+        extra = self._grant_fields(grant)
+        if approval is not None:
+            extra.update(approval_id=approval.id, approval_status=approval.status, approved_by=approval.resolved_by)
+        return self._entry(call, pending, start, **extra)
+
+    def _begin(self, call: Call, decision: Decision, start: float, grant: Any, limits: Any, policy: Any) -> int:
+        """The intent of an allowed call, durable before the upstream is called; 0 without a tracer."""
+        agent = call.caller.agent_id
+        tracer = self._tracer
+
+        def in_commit(conn: Any = None) -> None:
+            if limits is not None:
+                limits.record(agent, policy, call.tool, call.arguments, conn=conn)
+            self._count("allow", conn)
+
+        if tracer is None:
+            in_commit()
+            return 0
+        entry = self._intent_entry(call, decision, start, None, grant)
+        row_id: int = self._write(call, lambda: tracer.begin(entry, in_commit))
+        return row_id
+
+    def _intent_in(
+        self, conn: Any, call: Call, decision: Decision, start: float, approval: Any, limits: Any, policy: Any
+    ) -> int:
+        """The intent of a claimed call (MCP), inside the transaction that uses up its approval."""
+        row_id, _ = self.mesh.tracer.store.insert(conn, self._intent_entry(call, decision, start, approval))
+        if limits is not None:
+            limits.record(call.caller.agent_id, policy, call.tool, call.arguments, conn=conn)
+        self._count("human_approval", conn)
+        return int(row_id)
+
+    def _approved_intent(self, call: Call, approval: Any, row_id: int, start: float, limits: Any, policy: Any) -> int:
+        """The pending row of an approved call becomes its intent (status_code 0) before the upstream."""
+        agent = call.caller.agent_id
+
+        def in_commit(conn: Any = None) -> None:
+            if limits is not None:
+                limits.record(agent, policy, call.tool, call.arguments, conn=conn)
+
+        if not row_id:
+            in_commit()
+            return 0
+        latency = (time.perf_counter() - start) * 1000
+        changes = self._approval_changes(approval, None)
+        changes.update(status_code=0, latency_ms=int(latency))
+        self._write(call, lambda: self.mesh.tracer.revise(row_id, changes, in_commit))
+        return row_id
+
+    def _outcome(
+        self,
+        row_id: int,
+        call: Call,
+        out: Outcome,
+        start: float,
+        upstream: UpstreamResult,
+        upstream_s: float,
+        tool: ToolDef,
+    ) -> None:
+        """Append the outcome to the call's intent. The upstream has run, so a write that fails here no longer
+        refuses the call: the row stays "outcome unknown" (status_code 0) and the failure is logged."""
+        out.latency_ms = (time.perf_counter() - start) * 1000
+        if not row_id:
+            self._finished(call, out, start, tool=tool, upstream=upstream, upstream_s=upstream_s)
             return
         changes: dict[str, Any] = {
-            "status_code": out.status,
+            "status_code": upstream.status_code or out.status,
             "latency_ms": int(out.latency_ms),
+            "error": out.error,
+            "estimated_output_tokens": _estimate_tokens(out.result) if out.has_result else 0,
+        }
+        if upstream.exit_code is not None:
+            changes["exit_code"] = upstream.exit_code
+
+        def in_commit(conn: Any) -> None:
+            self._finished(call, out, start, conn, tool=tool, upstream=upstream, upstream_s=upstream_s)
+
+        try:
+            self.mesh.tracer.revise(row_id, changes, in_commit, export=True)
+        except Exception:
+            log.exception("outcome of %s not recorded: its trace stays outcome unknown", call.trace.trace_id)
+
+    @staticmethod
+    def _approval_changes(approval: Any, out: Outcome | None) -> dict[str, Any]:
+        """The approval's part of a trace revision (who settled it, how, how long it took)."""
+        changes: dict[str, Any] = {
             "approval_status": approval.status if approval.status != "pending" else "",
             "approved_by": approval.resolved_by or "",
-            "error": out.error,
         }
+        if out is not None:
+            changes.update(status_code=out.status, latency_ms=int(out.latency_ms), error=out.error)
         if getattr(approval, "resolved_at", None) and getattr(approval, "created_at", None):
             try:
                 created = datetime.fromisoformat(str(approval.created_at).replace("Z", "+00:00"))
@@ -528,12 +667,4 @@ class Pipeline:
             changes["supervisor_reasoning"] = approval.reasoning
         if getattr(approval, "confidence", None) is not None:
             changes["supervisor_confidence"] = approval.confidence
-        if upstream is not None:
-            changes["status_code"] = upstream.status_code or out.status
-            changes["estimated_output_tokens"] = _estimate_tokens(upstream.result)
-            if upstream.exit_code is not None:
-                changes["exit_code"] = upstream.exit_code
-        try:
-            tracer.update(call.trace.trace_id, count, **changes)
-        except Exception:
-            log.exception("trace update failed for %s", call.trace.trace_id)
+        return changes

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 import httpx
 import msgspec
 
-from ..errors import ConfigError
+from ..errors import ConfigError, Flux7Error
 from ..identity import Caller
 from ..settings import Settings, config_id, load_settings
 from .messages import (
@@ -155,6 +155,8 @@ class StdioServer:
             reply = result_message(msg.id, result if result is not None else {})
         except McpError as e:
             reply = error_message(msg.id, e)
+        except Flux7Error as e:  # a typed refusal (the trace store unavailable: 503 on HTTP) keeps its message
+            reply = error_message(msg.id, McpError(e.jsonrpc_code, e.message))
         except Exception:
             log.exception("MCP %s failed", msg.method)
             reply = error_message(msg.id, McpError(INTERNAL_ERROR, "Internal error"))

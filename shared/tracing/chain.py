@@ -53,6 +53,21 @@ class Envelope(msgspec.Struct):
 _envelope_decoder = msgspec.json.Decoder(Envelope)
 
 
+class _CallKey(msgspec.Struct):
+    """What the walk needs of an entry to follow a call across revisions: the span id is new for every call,
+    so two calls sharing a caller's trace id stay apart."""
+
+    trace_id: str = ""
+    span_id: str = ""
+    status_code: int = -1
+    tool: str = ""
+    agent_id: str = ""
+    timestamp: str = ""
+
+
+_call_decoder = msgspec.json.Decoder(_CallKey)
+
+
 def chain_hash(key: bytes | None, alg: str, seq: int, prev_hash: str, payload: bytes) -> str:
     head = f"{seq}\n{alg}\n{prev_hash}\n".encode()
     if alg == ALG_HMAC:
@@ -102,6 +117,8 @@ class Verifier:
         self.alg = ""
         self.brk: dict[str, Any] | None = None
         self._started = False
+        # Calls whose newest line is still an intent (status_code 0): outcome unknown.
+        self.pending: dict[tuple[str, str], dict[str, Any]] = {}
 
     def feed(self, file: str, lineno: int, line: bytes) -> bool:
         """Check one line; False once the chain is broken (the break is recorded)."""
@@ -141,7 +158,27 @@ class Verifier:
         self.last_seq = env.seq
         self.head = env.hash
         self.alg = env.alg
+        self._follow(file, lineno, env.seq, payload)
         return True
+
+    def _follow(self, file: str, lineno: int, seq: int, payload: bytes) -> None:
+        try:
+            call = _call_decoder.decode(payload)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return  # not an entry this walk can follow; the hash above already vouched for the bytes
+        key = (call.trace_id, call.span_id)
+        if call.status_code == 0:
+            self.pending[key] = {
+                "trace_id": call.trace_id,
+                "seq": seq,
+                "agent_id": call.agent_id,
+                "tool": call.tool,
+                "timestamp": call.timestamp,
+                "file": file,
+                "line": lineno,
+            }
+        else:
+            self.pending.pop(key, None)
 
     def fail_at_end(self, file: str, lineno: int, reason: str) -> None:
         if self.brk is None:

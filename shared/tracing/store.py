@@ -84,20 +84,29 @@ class TraceStore:
     def record(self, entry: TraceEntry, also: Callable[[Any], None] | None = None) -> TraceEntry:
         """Store a new call. Durable on return: row and line committed, line appended to the file.
         `also(conn)` runs inside the same transaction (the call's metrics), so one commit covers both."""
-        entry = normalise(entry)
-        ts = parse_timestamp(entry.timestamp) or time.time_ns()
-        payload = encode_entry(entry)
+        return self.begin(entry, also)[1]
+
+    def begin(self, entry: TraceEntry, also: Callable[[Any], None] | None = None) -> tuple[int, TraceEntry]:
+        """`record`, returning the call's row id as well, so its outcome revises this very row even when
+        another call shares its trace id."""
         with self.db.write() as conn:
-            seq, line = self._chain(conn, payload)
-            conn.execute(
-                "INSERT INTO traces (trace_id, session_id, agent_id, tool, ts_ns, line_seq) VALUES (?, ?, ?, ?, ?, ?)",
-                (entry.trace_id, entry.session_id, entry.agent_id, entry.tool, ts, seq),
-            )
-            self._add_stats(conn, _contribution(entry))
+            row_id, stored = self.insert(conn, entry)
             if also is not None:
                 also(conn)
-            self._write_file(line)
-        return entry
+        return row_id, stored
+
+    def insert(self, conn: Any, entry: TraceEntry) -> tuple[int, TraceEntry]:
+        """A new call inside the caller's write transaction (an approval stored with its trace in one commit)."""
+        entry = normalise(entry)
+        ts = parse_timestamp(entry.timestamp) or time.time_ns()
+        seq, line = self._chain(conn, encode_entry(entry))
+        cur = conn.execute(
+            "INSERT INTO traces (trace_id, session_id, agent_id, tool, ts_ns, line_seq) VALUES (?, ?, ?, ?, ?, ?)",
+            (entry.trace_id, entry.session_id, entry.agent_id, entry.tool, ts, seq),
+        )
+        self._add_stats(conn, _contribution(entry))
+        self._write_file(line)
+        return int(cur.lastrowid), entry
 
     def update(self, trace_id: str, also: Callable[[Any], None] | None = None, **changes: Any) -> TraceEntry | None:
         """Append a revision of the newest call with this trace id; None when there is none. `also(conn)` runs
@@ -107,23 +116,43 @@ class TraceStore:
             if also is not None:
                 also(conn)
             row = conn.execute(
-                "SELECT t.id, l.line FROM traces t JOIN trace_lines l ON l.seq = t.line_seq"
-                " WHERE t.trace_id = ? ORDER BY t.id DESC LIMIT 1",
-                (trace_id,),
+                "SELECT t.id FROM traces t WHERE t.trace_id = ? ORDER BY t.id DESC LIMIT 1", (trace_id,)
             ).fetchone()
-            if row is None:
-                return None
-            row_id = int(row[0])
-            old = decode_entry(_blob(row[1]))
-            new = normalise(msgspec.structs.replace(old, **changes, revision=old.revision + 1))
-            seq, line = self._chain(conn, encode_entry(new))
+            return None if row is None else self._revise(conn, int(row[0]), changes)
+
+    def revise(
+        self, row_id: int, changes: dict[str, Any], also: Callable[[Any], None] | None = None
+    ) -> TraceEntry | None:
+        """Append a revision of one call (by row id); None when there is no such row."""
+        with self.db.write() as conn:
+            new = self._revise(conn, row_id, changes)
+            if new is not None and also is not None:
+                also(conn)
+        return new
+
+    def _revise(self, conn: Any, row_id: int, changes: dict[str, Any]) -> TraceEntry | None:
+        changes = {k: v for k, v in changes.items() if k != "revision"}
+        row = conn.execute(
+            "SELECT l.line FROM traces t JOIN trace_lines l ON l.seq = t.line_seq WHERE t.id = ?", (row_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        old = decode_entry(_blob(row[0]))
+        new = normalise(msgspec.structs.replace(old, **changes, revision=old.revision + 1))
+        seq, line = self._chain(conn, encode_entry(new))
+        if (new.session_id, new.agent_id, new.tool) == (old.session_id, old.agent_id, old.tool):
+            # The usual revision (an outcome): only the pointer moves, so no index on those columns is rewritten.
+            conn.execute("UPDATE traces SET line_seq = ? WHERE id = ?", (seq, row_id))
+        else:
             conn.execute(
                 "UPDATE traces SET line_seq = ?, session_id = ?, agent_id = ?, tool = ? WHERE id = ?",
                 (seq, new.session_id, new.agent_id, new.tool, row_id),
             )
-            before, after = _contribution(old), _contribution(new)
-            self._add_stats(conn, {k: after[k] - before[k] for k in _STATS})
-            self._write_file(line)
+        before, after = _contribution(old), _contribution(new)
+        delta = {k: after[k] - before[k] for k in _STATS}
+        if any(delta.values()):
+            self._add_stats(conn, delta)
+        self._write_file(line)
         return new
 
     def _chain(self, conn: Any, payload: bytes) -> tuple[int, bytes]:
@@ -220,6 +249,28 @@ class TraceStore:
             seen.add(parent_id)
             chain.insert(0, parent)
         return chain
+
+    def outcome_unknown(self, limit: int = 100) -> tuple[int, list[dict[str, Any]]]:
+        """Calls whose newest revision is still the intent written before the upstream call (status_code 0):
+        in flight, or the server stopped during the call. (count, the newest `limit` of them)."""
+        where = " WHERE json_extract(CAST(l.line AS TEXT), '$.status_code') = 0"
+        row = self.db.query_one(f"SELECT count(*) FROM traces t JOIN trace_lines l ON l.seq = t.line_seq{where}")
+        found = self.db.query(
+            f"SELECT l.seq, l.line {_ENTRY_SQL[len('SELECT l.line') :]}{where} ORDER BY t.id DESC LIMIT ?", (limit,)
+        )
+        calls = []
+        for seq, line in found:
+            e = decode_entry(_blob(line))
+            calls.append(
+                {
+                    "trace_id": e.trace_id,
+                    "seq": int(seq),
+                    "agent_id": e.agent_id,
+                    "tool": e.tool,
+                    "timestamp": e.timestamp,
+                }
+            )
+        return (int(row[0]) if row else 0), calls
 
     def head(self) -> tuple[int, str]:
         row = self.db.query_one("SELECT seq, hash FROM trace_chain WHERE id = 1")

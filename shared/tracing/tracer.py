@@ -80,12 +80,42 @@ class Tracer:
         Returns the entry as stored (trace_id and timestamp filled when they were empty). `also(conn)` runs in
         the same write transaction."""
         stored = self.store.record(entry, also)
+        self._export(stored)
+        return stored
+
+    def begin(self, entry: TraceEntry, also: Callable[[Any], None] | None = None) -> int:
+        """Store a call's intent before its upstream is called: durable on return (raises when it cannot be
+        written, and the call must then be refused). Returns the row id its outcome revises. An intent carries
+        status_code 0 until then, which `verify` and the console report as "outcome unknown". Not exported
+        to OTLP: the span leaves with the outcome."""
+        return self.store.begin(entry, also)[0]
+
+    def record_in(self, conn: Any, entry: TraceEntry) -> int:
+        """A new call inside the caller's write transaction (an approval and its trace in one commit)."""
+        row_id, stored = self.store.insert(conn, entry)
+        self._export(stored)
+        return row_id
+
+    def revise(
+        self,
+        row_id: int,
+        changes: dict[str, Any],
+        also: Callable[[Any], None] | None = None,
+        *,
+        export: bool = False,
+    ) -> TraceEntry | None:
+        """Append a revision of one call (its outcome); `export` sends the span when the intent was not."""
+        new = self.store.revise(row_id, changes, also)
+        if new is not None and export:
+            self._export(new)
+        return new
+
+    def _export(self, stored: TraceEntry) -> None:
         if self.exporter is not None:
             try:
                 self.exporter.export(entry_to_span(stored, self._parent_span(stored)))
             except Exception:  # the export is best effort; the trace is already durable
                 log.exception("otel export failed for %s", stored.trace_id)
-        return stored
 
     def update(self, trace_id: str, also: Callable[[Any], None] | None = None, **changes: Any) -> TraceEntry | None:
         """Append a new revision (approval outcome, backend status, latency) of the newest call with this id.
@@ -163,6 +193,11 @@ class Tracer:
         out["hmac"] = self.key is not None
         out["verified_at"] = format_timestamp(time.time_ns())
         out.update(v.report())
+        # Not a break (the chain holds): calls authorised and possibly run whose outcome was never written.
+        count, calls = self.store.outcome_unknown()
+        if count:
+            out["outcome_unknown"] = count
+            out["outcome_unknown_calls"] = calls
         return out
 
     @staticmethod

@@ -1,5 +1,7 @@
 """`mesh7 trace verify [--json] files…`: exit 0 when the chain holds, 1 at a break, 2 on usage/I/O errors and
-for a file that is not a trace file (missing, a directory, an SQLite database, not JSONL, no chained line)."""
+for a file that is not a trace file (missing, a directory, an SQLite database, not JSONL, no chained line).
+Calls whose outcome was never written (an intent line with status_code 0 and no later revision) are listed as
+OUTCOME UNKNOWN; they do not break the chain."""
 
 from __future__ import annotations
 
@@ -74,6 +76,12 @@ def main(
         )
         return 2
     report = v.report()
+    unknown = sorted(v.pending.values(), key=lambda c: int(c["seq"]))
+    if unknown:
+        # Not a break: calls whose intent was written and whose outcome never was (in flight, or the server
+        # stopped during the call).
+        report["outcome_unknown"] = len(unknown)
+        report["outcome_unknown_calls"] = unknown
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False), file=out)
     else:
@@ -87,6 +95,12 @@ def main(
             print(f"BROKEN {b['file']}:{b['line']} seq {b.get('seq', 0)}: {b['reason']}", file=out)
         elif v.chained:
             print("OK", file=out)
+        for c in unknown:
+            print(
+                f"OUTCOME UNKNOWN {c['file']}:{c['line']} seq {c['seq']} trace {c['trace_id']} "
+                f"{c['agent_id']} {c['tool']} at {c['timestamp']}",
+                file=out,
+            )
     return 1 if v.brk is not None else 0
 
 

@@ -20,7 +20,7 @@ def _run(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
 def _write(tmp_path: Path, db: Database, n: int, key: str = "") -> Path:
     tracer = Tracer(make_settings(tmp_path, **({"trace_key": key} if key else {})), db)
     for i in range(n):
-        tracer.record(TraceEntry(agent_id="a", tool="t", params={"i": i}, policy="allow"))
+        tracer.record(TraceEntry(agent_id="a", tool="t", params={"i": i}, policy="allow", status_code=200))
     return tmp_path / "traces.jsonl"
 
 

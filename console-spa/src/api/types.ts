@@ -63,6 +63,9 @@ export interface TraceVerify {
   head?: string;
   alg?: string;
   break?: { file: string; line: number; seq?: number; reason: string } | null;
+  /** Calls whose intent was written before the upstream call and whose outcome never was (not a break). */
+  outcome_unknown?: number;
+  outcome_unknown_calls?: { trace_id: string; seq: number; agent_id: string; tool: string; timestamp: string }[];
 }
 
 export interface WhyChain {

@@ -3,6 +3,14 @@ import type { TraceEntry } from "../api/types";
 import { Link, pathSeg } from "../router";
 import { Badge, Params, Resolver, Time, TraceLink } from "./bits";
 
+/** An intent the mesh wrote before calling the upstream and never completed: status_code 0 (in flight, or the
+ * server stopped during the call). The call may have run; what it returned is not known. */
+export function outcomeUnknown(t: TraceEntry): boolean {
+  return t.status_code === 0;
+}
+
+const UNKNOWN_TITLE = "The call was authorised and may have reached its upstream; no outcome was recorded (still in flight, or the server stopped during it).";
+
 /** Trace entries, newest first, each expandable to its params and approval outcome. */
 export function TraceTable({ traces, hideAgent, caption, compact }: { traces: TraceEntry[]; hideAgent?: boolean; caption?: string; compact?: boolean }) {
   const [open, setOpen] = useState<string | null>(null);
@@ -43,11 +51,12 @@ export function TraceTable({ traces, hideAgent, caption, compact }: { traces: Tr
                   <td data-label="Outcome">
                     <Badge value={t.policy} />
                     {t.approval_status ? <> <Badge value={t.approval_status} /></> : null}
+                    {outcomeUnknown(t) ? <> <Badge value="outcome_unknown" title={UNKNOWN_TITLE} /></> : null}
                   </td>
                   {compact ? null : (
                     <>
                       <td className="hide-narrow mono small">{t.policy_rule}</td>
-                      <td className="hide-narrow num">{t.status_code ?? ""}</td>
+                      <td className="hide-narrow num">{outcomeUnknown(t) ? "–" : t.status_code ?? ""}</td>
                       <td className="hide-narrow num">{t.latency_ms ?? ""}</td>
                     </>
                   )}
@@ -89,8 +98,15 @@ export function TraceDetail({ t, full }: { t: TraceEntry; full?: boolean }) {
             <dt>Outcome</dt>
             <dd>
               <Badge value={t.policy} /> {t.approval_status ? <Badge value={t.approval_status} /> : null}{" "}
-              <span className="muted small">HTTP {t.status_code ?? "–"}, {t.latency_ms ?? "–"} ms{t.exit_code != null ? `, exit ${t.exit_code}` : ""}</span>
+              {outcomeUnknown(t) ? <><Badge value="outcome_unknown" title={UNKNOWN_TITLE} /> </> : null}
+              <span className="muted small">HTTP {outcomeUnknown(t) ? "–" : t.status_code ?? "–"}, {t.latency_ms ?? "–"} ms{t.exit_code != null ? `, exit ${t.exit_code}` : ""}</span>
             </dd>
+          </>
+        ) : null}
+        {outcomeUnknown(t) ? (
+          <>
+            <dt>Outcome</dt>
+            <dd className="text-warn">Unknown: {UNKNOWN_TITLE}</dd>
           </>
         ) : null}
         <dt>Trace</dt>

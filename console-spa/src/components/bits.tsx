@@ -17,6 +17,7 @@ const ACTION_CLASS: Record<string, string> = {
   error: "bad",
   failing: "bad",
   rate_limited: "warn",
+  outcome_unknown: "warn",
   human_approval: "warn",
   pending: "warn",
   timeout: "muted",

@@ -1,7 +1,7 @@
 import { useEffect, useState } from "react";
 import { useTraces, useTraceVerify, useWhy } from "../api/queries";
 import type { TraceVerify } from "../api/types";
-import { Badge, Section, Time } from "../components/bits";
+import { Badge, Section, Time, TraceLink } from "../components/bits";
 import { ErrorNote, Loading, QueryState } from "../components/states";
 import { TraceDetail, TraceTable } from "../components/TraceTable";
 import { formatTime } from "../lib/format";
@@ -116,6 +116,22 @@ export function VerifyReport({ r }: { r: TraceVerify }) {
           <>No chained trace line yet{r.persistent === false ? ": traces are not persisted on this server" : ""}.</>
         )}
       </p>
+      {r.outcome_unknown ? (
+        <div className="note note-warn" role="note">
+          <strong>
+            {r.outcome_unknown} call{r.outcome_unknown === 1 ? "" : "s"} with outcome unknown
+          </strong>
+          : authorised and possibly run, with no outcome recorded (still in flight, or the server stopped during the call).
+          <ul>
+            {(r.outcome_unknown_calls ?? []).map((c) => (
+              <li key={`${c.trace_id}:${c.seq}`}>
+                <TraceLink id={c.trace_id} /> <span className="mono">{c.tool}</span> by {c.agent_id || "anonymous"}, <Time ts={c.timestamp} />{" "}
+                <span className="muted small">seq {c.seq}</span>
+              </li>
+            ))}
+          </ul>
+        </div>
+      ) : null}
       <details>
         <summary>Chain details</summary>
       <dl className="facts">

@@ -6,7 +6,8 @@ records what arrived (method, path, query, headers, body). As a process:
 
 Operations (tool names in brackets): GET /pets [list_pets], POST /pets [create_pet], GET /pets/{petId}
 [get_pet_by_id], DELETE /pets/{petId} [delete_pet], GET /text [get_text], GET /boom [get_boom, answers 500],
-PUT /notes/{noteId} [put_notes_noteId, no operationId], GET /echo-headers [echo_headers].
+PUT /notes/{noteId} [put_notes_noteId, no operationId], GET /echo-headers [echo_headers]. Off the spec,
+GET /hang answers only once `backend.hold` is set (30 s at most): an upstream that hangs mid-call.
 
 Declared success responses: listPets and getPetById answer what their object schemas say (MCP clients get
 structuredContent); deletePet's schema says `deleted` is a string while the backend answers a number, a spec
@@ -133,6 +134,7 @@ class Seen:
 class Backend:
     url: str
     requests: list[Seen] = field(default_factory=list)
+    hold: threading.Event = field(default_factory=threading.Event)
 
     def spec(self, with_server: bool = False) -> dict[str, Any]:
         return spec(self.url if with_server else "")
@@ -180,6 +182,9 @@ def _handler(backend: Backend) -> type[BaseHTTPRequestHandler]:
                 return self._answer(500, {"error": "boom"})
             if self.command == "PUT" and parts.path.startswith("/notes/"):
                 return self._answer(200, {"path": parts.path, "body": body})
+            if route == ("GET", "/hang"):
+                backend.hold.wait(30)
+                return self._answer(200, {"released": backend.hold.is_set()})
             if route == ("GET", "/echo-headers"):
                 h = self.headers
                 return self._answer(200, {"x_trace_id": h.get("X-Trace-Id"), "traceparent": h.get("Traceparent")})
@@ -201,6 +206,7 @@ def running_backend(port: int = 0) -> Iterator[Backend]:
     try:
         yield backend
     finally:
+        backend.hold.set()  # a handler still hanging lets go, so the shutdown does not wait 30 s
         server.shutdown()
         server.server_close()
 

@@ -1,0 +1,60 @@
+import { fireEvent, render, screen, within } from "@testing-library/react";
+import { describe, expect, it } from "vitest";
+import type { TraceEntry, TraceVerify } from "../api/types";
+import { VerifyReport } from "../pages/Traces";
+import { TraceTable } from "./TraceTable";
+
+const base: TraceEntry = {
+  trace_id: "aaaaaaaa11111111",
+  agent_id: "claude",
+  tool: "list_pets",
+  params: {},
+  policy: "allow",
+  policy_rule: "agents",
+  status_code: 200,
+  latency_ms: 3,
+  timestamp: "2026-12-01T10:00:00Z",
+};
+
+describe("TraceTable", () => {
+  it("marks a call whose intent has no outcome (status_code 0) as outcome unknown", () => {
+    const unknown: TraceEntry = { ...base, trace_id: "bbbbbbbb22222222", tool: "hang", status_code: 0, latency_ms: 7 };
+    render(<TraceTable traces={[unknown, base]} />);
+    const rows = screen.getAllByRole("row").slice(1);
+    const hung = within(rows[0]!);
+    const badge = hung.getByText("outcome unknown");
+    expect(badge.className).toBe("badge badge-warn");
+    expect(badge.getAttribute("title")).toContain("may have reached its upstream");
+    expect(hung.queryByText("0")).toBeNull(); // no HTTP status pretends to be one
+    expect(within(rows[1]!).queryByText("outcome unknown")).toBeNull();
+    expect(within(rows[1]!).getByText("200")).toBeTruthy();
+
+    fireEvent.click(hung.getByRole("button", { name: "Details" }));
+    expect(screen.getByText(/^Unknown: The call was authorised/)).toBeTruthy();
+  });
+});
+
+describe("VerifyReport", () => {
+  it("lists the calls with outcome unknown beside a chain that holds", () => {
+    const r: TraceVerify = {
+      lines: 3,
+      unchained: 0,
+      chained: 3,
+      first_seq: 1,
+      last_seq: 3,
+      alg: "sha256",
+      outcome_unknown: 1,
+      outcome_unknown_calls: [{ trace_id: "bbbbbbbb22222222", seq: 2, agent_id: "claude", tool: "hang", timestamp: "2026-12-01T10:00:00Z" }],
+    };
+    render(<VerifyReport r={r} />);
+    expect(screen.getByRole("status").textContent).toContain("The trace chain holds");
+    const note = screen.getByRole("note");
+    expect(note.textContent).toContain("1 call with outcome unknown");
+    expect(within(note).getByRole("link", { name: "bbbbbbbb" }).getAttribute("href")).toBe("#/traces?trace=bbbbbbbb22222222");
+  });
+
+  it("says nothing about outcomes when every call has one", () => {
+    render(<VerifyReport r={{ lines: 1, unchained: 0, chained: 1 }} />);
+    expect(screen.queryByRole("note")).toBeNull();
+  });
+});
