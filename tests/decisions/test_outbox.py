@@ -1,6 +1,6 @@
 """The decision outbox (issue 13, item 6) with real processes: decisions made while memory is down wait in the
 database, survive a kill -9 of the server, and reach memory in the order they were made, once each, when it
-comes back."""
+comes back - with two workers delivering."""
 
 from __future__ import annotations
 
@@ -82,9 +82,10 @@ def test_decisions_made_while_memory_is_down_arrive_in_order_once_each_after_a_k
 
         server.kill9()  # no shutdown hook: only what the database holds survives
         assert [k for k, _ in outbox(db)] == expected
-        server = start_server(config)
+        server = start_server(config, workers=2)  # two deliverers now: one at a time, the order still holds
         made.append(time_out_one(server))
         made.append(decide_by_human(server, pool, "approve", "pet3"))
+        made.append(decide_by_human(server, pool, "deny", "pet4"))
         expected = [f"decision.{WRITE}.{i}" for i in made]
         assert [k for k, _ in outbox(db)] == expected
 
@@ -93,7 +94,7 @@ def test_decisions_made_while_memory_is_down_arrive_in_order_once_each_after_a_k
         facts = parse_memory_list(rpc_tool(mem7.url, "memory_list", {"tags": ["decision"]}))
         assert [f.key for f in reversed(facts)] == expected  # newest first: reversed, the order they arrived in
         statuses = [next(t for t in f.tags if t in ("approved", "denied", "timeout")) for f in reversed(facts)]
-        assert statuses == ["approved", "denied", "approved", "timeout", "approved"]
+        assert statuses == ["approved", "denied", "approved", "timeout", "approved", "denied"]
         signer = DecisionSigner((tmp_path / "decisions.key").read_text().strip().encode())
         for f in facts:
             assert signed_decision(f.key, f.tags, WRITE, "claude", signer) is not None
