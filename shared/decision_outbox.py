@@ -79,7 +79,8 @@ class DecisionOutbox:
 
     @contextlib.contextmanager
     def delivering(self) -> Iterator[bool]:
-        """True when this process may deliver now; False while another one is (it will take the new rows)."""
+        """True when this deliverer may send now; False while another process's is (the caller looks again
+        shortly, since that one may have read the outbox before the newest rows were committed)."""
         if not self._lock_path:
             yield True
             return

@@ -184,6 +184,7 @@ class DecisionWriter:
         self._wake: asyncio.Event | None = None
         self._deliverer: concurrent.futures.Future[None] | None = None
         self._task: asyncio.Task[Any] | None = None
+        self._stopped = False
         self._passes = threading.Condition()
         self._kicks = 0
         self._passes_done_for = 0  # the kick count the last finished pass had seen when it began
@@ -298,19 +299,19 @@ class DecisionWriter:
 
     def start(self) -> None:
         """Deliver what a previous process left in the outbox (the database says what is owed), then keep on."""
-        if self.outbox is not None and self._has_memory():
-            self.kick()
+        self.kick()
 
     def kick(self) -> None:
         """Ask the deliverer for a pass now; starts it on first use. Never raises, never blocks."""
-        if self.outbox is None:
-            return
+        if self.outbox is None or self._stopped or not self._has_memory():
+            return  # no memory at all: nothing is queued, nothing to deliver
         try:
             loop = self._background_loop()
             with self._passes:
                 self._kicks += 1
-            if self._deliverer is None or self._deliverer.done():
-                self._deliverer = asyncio.run_coroutine_threadsafe(self._deliver_forever(), loop)
+            with self._lock:  # one deliverer per writer: its passes never overlap, so neither do its sends
+                if self._deliverer is None or self._deliverer.done():
+                    self._deliverer = asyncio.run_coroutine_threadsafe(self._deliver_forever(), loop)
             loop.call_soon_threadsafe(self._set_wake)
         except Exception:
             log.exception("decision deliverer could not be woken")
@@ -396,6 +397,7 @@ class DecisionWriter:
         """Finish the pass under way (up to `timeout`), then stop the writer's thread; what is left stays queued."""
         await self.drain(timeout)
         with self._lock:
+            self._stopped = True  # a late kick must not start a thread nobody stops: the database keeps its rows
             loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
         if loop is not None:
             with contextlib.suppress(Exception):
