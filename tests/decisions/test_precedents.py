@@ -344,3 +344,18 @@ async def test_with_auto_approve_off_the_table_says_why_and_forget_is_409(tmp_pa
 
 async def _pending(client: httpx.AsyncClient) -> bool:
     return bool((await client.get("/approvals?status=pending", headers=ADMIN)).json())
+
+
+async def test_forget_with_memory_down_still_resets_the_couple(tmp_path: Path, backend: Backend) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens: memory is down
+    mesh = build_mesh(mesh_config(tmp_path, backend, f"memory: {{url: '{url}'}}"))
+    async with running(mesh) as client:
+        await decided(mesh, READ, n=2)
+        assert [r[0] for r in mesh.db.query("SELECT tool FROM decision_outbox")] == [READ, READ]
+        r = await client.post("/approvals/precedents/forget", json={"tool": READ, "agent": "claude"}, headers=ADMIN)
+        assert r.status_code == 503
+        assert "the reset is recorded" in r.json()["error"]
+        [reset] = mesh.db.query("SELECT tool, agent_id, reset_by FROM precedent_resets")
+        assert (reset[0], reset[1]) == (READ, "claude") and reset[2].startswith("http:")
+        # the couple's facts still waiting for memory are dropped with it; nothing decided before counts again
+        assert mesh.db.query("SELECT key FROM decision_outbox") == []
