@@ -23,11 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import free_port, save, summary
 from shared.db import Database
+from shared.decision_signing import DecisionSigner
 from shared.decisions import decision_fact
 from shared.memory.config import MemoryConfig
 from shared.memory.service import MemoryService
 from shared.memory_client import InProcessMemory, MemoryClient, RpcMemory
-from shared.precedents import EffectiveSettings, Precedents
+from shared.precedents import EffectiveSettings, PrecedentLedger, Precedents
 from shared.supervisor.config import parse_config
 from shared.supervisor.loop import Supervisor
 from shared.upstreams.base import Classification, ToolDef
@@ -35,6 +36,7 @@ from shared.upstreams.base import Classification, ToolDef
 N_DECISIONS = 10_000
 COUPLES = 2_500
 CHECKS = 300
+SIGNER = DecisionSigner(b"bench-signing-key-" + b"0" * 32)  # the facts are signed as a mesh signs them
 
 
 def populate(service: MemoryService) -> tuple[str, str]:
@@ -49,7 +51,13 @@ def populate(service: MemoryService) -> tuple[str, str]:
         by = resolvers[rng.randrange(len(resolvers))]
         status = "timeout" if by == "system:timeout" else ("denied" if rng.random() < 0.05 else "approved")
         fact = decision_fact(
-            approval_id=f"{written:016x}", tool=tool, agent=agent, status=status, resolved_by=by, reasoning="bench"
+            approval_id=f"{written:016x}",
+            tool=tool,
+            agent=agent,
+            status=status,
+            resolved_by=by,
+            reasoning="bench",
+            signer=SIGNER,
         )
         text, is_error = service.call_tool("memory_store", fact.arguments(), authenticated=True)
         assert not is_error, text
@@ -58,16 +66,16 @@ def populate(service: MemoryService) -> tuple[str, str]:
     target = ("svc0.read_target", "agent0")
     for i in range(3):
         fact = decision_fact(
-            approval_id=f"t{i}", tool=target[0], agent=target[1], status="approved", resolved_by="alice"
+            approval_id=f"t{i}", tool=target[0], agent=target[1], status="approved", resolved_by="alice", signer=SIGNER
         )
         service.call_tool("memory_store", fact.arguments(), authenticated=True)
     return target
 
 
-async def time_checks(memory: MemoryClient, tool: str, agent: str) -> dict[str, float]:
+async def time_checks(memory: MemoryClient, ledger: PrecedentLedger, tool: str, agent: str) -> dict[str, float]:
     settings = EffectiveSettings(auto_approve=True, min_approvals=3, auto_approve_writes=False)
-    # no writer: the by:mem7 write-back is asynchronous and not part of the check's latency
-    precedents = Precedents(lambda: memory, lambda: settings)
+    # no writer: the by:mem7 write-back goes through the outbox and is not part of the check's latency
+    precedents = Precedents(lambda: memory, lambda: settings, ledger)
     tooldef = ToolDef(name=tool, source="mcp", classification=Classification("named", "read"))
     assert await precedents.check(agent, tooldef, {"id": 1}) == "mem7: 3 prior approvals, 0 rejections"
     times: list[float] = []
@@ -80,13 +88,13 @@ async def time_checks(memory: MemoryClient, tool: str, agent: str) -> dict[str, 
 
 
 async def precedents_bench(directory: Path) -> dict[str, Any]:
-    service = MemoryService(
-        MemoryConfig(dir=str(directory / "mem"), hybrid=False, max_entries=N_DECISIONS + 100),
-        Database(directory / "mem.db"),
-    )
+    db = Database(directory / "mem.db")
+    service = MemoryService(MemoryConfig(dir=str(directory / "mem"), hybrid=False, max_entries=N_DECISIONS + 100), db)
+    # the check reads the approvals table and resets too (none here: the signatures vouch)
+    ledger = PrecedentLedger(SIGNER, db)
     tool, agent = populate(service)
     out: dict[str, Any] = {"stored_decisions": N_DECISIONS + 3, "couples": COUPLES + 1}
-    out["in_process_ms"] = await time_checks(InProcessMemory(service), tool, agent)
+    out["in_process_ms"] = await time_checks(InProcessMemory(service), ledger, tool, agent)
     print("precedent check, in process (ms):", out["in_process_ms"], flush=True)
 
     from granian.constants import Interfaces
@@ -107,7 +115,7 @@ async def precedents_bench(directory: Path) -> dict[str, Any]:
                 break
             except Exception:
                 await asyncio.sleep(0.02)
-        out["rpc_loopback_ms"] = await time_checks(rpc, tool, agent)
+        out["rpc_loopback_ms"] = await time_checks(rpc, ledger, tool, agent)
         print("precedent check, /rpc on loopback (ms):", out["rpc_loopback_ms"], flush=True)
     finally:
         await rpc.aclose()

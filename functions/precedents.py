@@ -10,6 +10,7 @@ from litestar import Request, Response, get, post
 from shared.errors import BadRequest, NotImplementedFeature
 from shared.json_depth import decode
 
+from .approvals import remote_actor
 from .auth import control_plane, mesh_of
 
 __all__ = ["ROUTES"]
@@ -43,7 +44,7 @@ async def forget_precedents(request: Request[Any, Any, Any]) -> Response[bytes]:
         body = decode(await request.body() or b"{}", type=_Forget)
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise BadRequest("invalid JSON body") from None
-    return _json(await _precedents(request).forget(body.tool, body.agent))
+    return _json(await _precedents(request).forget(body.tool, body.agent, remote_actor(request)))
 
 
 ROUTES = [list_precedents, forget_precedents]

@@ -162,6 +162,7 @@ class ApprovalQueue:
         self._policy_version = policy_version
         self.settings_store = ApprovalSettingsStore(db, settings)
         self._listeners: list[Callable[[Approval], None]] = []
+        self._transaction_hooks: list[Callable[[Any, list[Approval]], None]] = []
         self._lock = threading.Lock()
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaiters] = weakref.WeakKeyDictionary()
 
@@ -177,6 +178,15 @@ class ApprovalQueue:
     def add_listener(self, fn: Callable[[Approval], None]) -> None:
         """`fn` is called after every resolution and timeout, on the resolving thread: keep it short."""
         self._listeners.append(fn)
+
+    def add_transaction_hook(self, fn: Callable[[Any, list[Approval]], None]) -> None:
+        """`fn(conn, resolved)` runs inside every resolution's write transaction (timeouts included): what it
+        writes commits with the resolution or not at all (the decision outbox). If it raises, nothing is resolved."""
+        self._transaction_hooks.append(fn)
+
+    def _in_transaction(self, conn: Any, resolved: list[Approval]) -> None:
+        for hook in self._transaction_hooks:
+            hook(conn, resolved)
 
     # -- reads ---------------------------------------------------------------------------------------------
 
@@ -315,10 +325,11 @@ class ApprovalQueue:
             ).fetchone()
             if row is not None:
                 conn.execute("UPDATE approvals_clock SET seq = seq + 1 WHERE id = 1")
+                approval = _from_row(row)
+                self._in_transaction(conn, [approval])
         if row is None:
             self.sweep()  # it may have just expired: make that a recorded timeout
             raise Conflict("approval already resolved")
-        approval = _from_row(row)
         self._published([approval])
         return approval
 
@@ -343,6 +354,7 @@ class ApprovalQueue:
                     denied.append(_from_row(row))
             if denied:
                 conn.execute("UPDATE approvals_clock SET seq = seq + 1 WHERE id = 1")
+                self._in_transaction(conn, denied)
         self._published(denied)
         return denied
 
@@ -398,9 +410,10 @@ class ApprovalQueue:
                 f"WHERE {where} RETURNING *",
                 (now, *params),
             ).fetchall()
+            expired = [_from_row(r) for r in rows]
             if rows:
                 conn.execute("UPDATE approvals_clock SET seq = seq + 1 WHERE id = 1")
-        expired = [_from_row(r) for r in rows]
+                self._in_transaction(conn, expired)
         self._published(expired)
         return expired
 

@@ -82,6 +82,9 @@ class Mesh:
         tracer = getattr(self, "tracer", None)
         if tracer is not None:
             await tracer.start()
+        decisions = getattr(self, "decisions", None)
+        if decisions is not None:  # deliver what the outbox still owes memory (a previous run, memory down)
+            decisions.start()
 
     async def stop(self) -> None:
         """Stop background parts and flush what they hold."""
@@ -89,8 +92,8 @@ class Mesh:
         if tracer is not None:
             await tracer.stop()
         decisions = getattr(self, "decisions", None)
-        if decisions is not None:  # decision facts still on their way to memory (in process, they need the db)
-            await decisions.drain(5)
+        if decisions is not None:  # finish the delivery under way (in process, it needs the db); the rest waits
+            await decisions.stop(5)
         await self.registry.stop()
         self.db.close()
 

@@ -3,27 +3,45 @@
 A call that needs approval passes at once when humans approved this very tool for this very agent at least
 `min_approvals` times and nobody ever refused it. Only tools that read qualify unless `auto_approve_writes`.
 Facts are read with `memory_list` on exact tags, never a semantic search. Anything unexpected - memory down,
-slow (3 s), an unreadable answer, injection markers in the arguments - escalates: auto-approval only adds."""
+slow (3 s), an unreadable answer, injection markers in the arguments - escalates: auto-approval only adds.
+
+Memory is writable by anyone who reaches it, so its tags are a lead, not a proof. A listed approval counts only
+when this deployment decided it (the ledger): its approvals table holds that approval id, approved by a human,
+for this agent and tool, or the fact carries the mesh's signature over exactly that decision (a separate memory
+shared by meshes with one `decisions.signing_key`). A refusal blocks whoever wrote it: blocking only adds
+caution. `forget` records a reset: nothing decided before it counts again, whatever memory is given later."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from .decisions import WRITER_AGENT, DecisionWriter
+from .db import Database
+from .decision_signing import DecisionSigner
+from .decisions import WRITER_AGENT, DecisionWriter, resolver_kind, signed_decision
 from .errors import BadRequest, Conflict
 from .guard import injection_risk
 from .memory_client import ListedMemory, MemoryClient, MemoryUnavailable, parse_memory_list
 
-__all__ = ["EffectiveSettings", "Precedents", "approval_reason", "tool_is_eligible", "wire_precedents"]
+__all__ = [
+    "EffectiveSettings",
+    "LedgerView",
+    "PrecedentLedger",
+    "Precedents",
+    "approval_reason",
+    "tool_is_eligible",
+    "wire_precedents",
+]
 
 log = logging.getLogger("flux7.precedents")
 
 CHECK_TIMEOUT_S = 3.0
 _STATUSES = ("approved", "denied", "timeout")
+_OWN_TAGS = ("agent:", "by:", "at:", "sig:")
 
 
 @dataclass(frozen=True)
@@ -55,6 +73,84 @@ def _refusal_tags(tool: str, agent: str) -> list[str]:
     return ["decision", "denied", tool, f"agent:{agent}"]
 
 
+@dataclass
+class LedgerView:
+    """What the database says about some approval ids and couples, read once for a check or the table."""
+
+    signer: DecisionSigner
+    approvals: dict[str, tuple[str, str, str, str, float]] = field(default_factory=dict)  # id -> row
+    resets: dict[tuple[str, str], float] = field(default_factory=dict)  # (tool, agent) -> reset_at
+    refused_at: dict[tuple[str, str], float] = field(default_factory=dict)  # (tool, agent) -> newest refusal
+
+    def reset_of(self, tool: str, agent: str) -> float:
+        return self.resets.get((tool, agent), 0.0)
+
+    def refused(self, tool: str, agent: str) -> bool:
+        """This deployment refused the couple since its last reset (whether or not memory has the fact yet)."""
+        return self.refused_at.get((tool, agent), 0.0) > self.reset_of(tool, agent)
+
+    def counts(self, fact: ListedMemory, tool: str, agent: str) -> bool:
+        """A listed human approval of this couple that this deployment decided, after the couple's reset."""
+        since = self.reset_of(tool, agent)
+        prefix = f"decision.{tool}."
+        approval_id = fact.key[len(prefix) :] if fact.key.startswith(prefix) else ""
+        row = self.approvals.get(approval_id) if approval_id else None
+        if row is not None:  # this deployment's own record decides, whatever the fact claims
+            row_agent, row_tool, status, resolved_by, resolved_at = row
+            human = resolver_kind(resolved_by) == "human"
+            return (row_agent, row_tool, status) == (agent, tool, "approved") and human and resolved_at > since
+        signed = signed_decision(fact.key, fact.tags, tool, agent, self.signer)
+        return signed is not None and signed.status == "approved" and signed.kind == "human" and signed.at > since
+
+
+class PrecedentLedger:
+    """The authority behind precedents: this deployment's approvals, its resets, and its signing key.
+
+    Without a database (a check over a separate memory only), signatures alone vouch and nothing is reset."""
+
+    def __init__(self, signer: DecisionSigner, db: Database | None = None) -> None:
+        self.signer = signer
+        self._db = db
+
+    def view(self, approval_ids: Iterable[str], couple: tuple[str, str] | None = None) -> LedgerView:
+        """Read the approvals among `approval_ids`, and the resets and refusals of one couple (or of all)."""
+        out = LedgerView(self.signer)
+        if self._db is None:
+            return out
+        ids = sorted({i for i in approval_ids if i})
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = self._db.query(
+                "SELECT id, agent_id, tool, status, resolved_by, resolved_at FROM approvals "
+                f"WHERE id IN ({', '.join('?' * len(chunk))})",
+                tuple(chunk),
+            )
+            for r in rows:
+                out.approvals[r[0]] = (r[1], r[2], r[3], r[4], float(r[5] or 0.0))
+        where, params = ("WHERE tool = ? AND agent_id = ?", couple) if couple is not None else ("", ())
+        for r in self._db.query(f"SELECT tool, agent_id, reset_at FROM precedent_resets {where}", params):
+            out.resets[(r[0], r[1])] = float(r[2])
+        refusals = (
+            "SELECT tool, agent_id, max(resolved_at) FROM approvals WHERE status = 'denied' "
+            + ("AND agent_id = ? AND tool = ? " if couple is not None else "")
+            + "GROUP BY tool, agent_id"
+        )
+        for r in self._db.query(refusals, (couple[1], couple[0]) if couple is not None else ()):
+            out.refused_at[(r[0], r[1])] = float(r[2] or 0.0)
+        return out
+
+    def reset(self, tool: str, agent: str, by: str) -> float:
+        """From now on, nothing this couple was decided before counts."""
+        now = time.time()
+        if self._db is not None:
+            self._db.execute(
+                "INSERT INTO precedent_resets (tool, agent_id, reset_at, reset_by) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(tool, agent_id) DO UPDATE SET reset_at = excluded.reset_at, reset_by = excluded.reset_by",
+                (tool, agent, now, by),
+            )
+        return now
+
+
 class Precedents:
     """`check` is what the pipeline calls at step 6; `table` and `forget` serve the control plane."""
 
@@ -62,6 +158,7 @@ class Precedents:
         self,
         memory: Callable[[], MemoryClient | None],
         settings: Callable[[], EffectiveSettings],
+        ledger: PrecedentLedger,
         writer: DecisionWriter | None = None,
         lookup: Callable[[str], Any] | None = None,
         *,
@@ -69,6 +166,7 @@ class Precedents:
     ) -> None:
         self._memory = memory
         self._settings = settings
+        self.ledger = ledger
         self._writer = writer
         self._lookup = lookup or (lambda _name: None)
         self.timeout = timeout
@@ -110,17 +208,23 @@ class Precedents:
         return reason
 
     async def _count(self, memory: MemoryClient, tool: str, agent: str) -> int | None:
-        """Human approvals of this couple, or None when any refusal exists. Raises on unreadable answers."""
+        """Human approvals of this couple that this deployment decided, or None when any refusal exists.
+        Raises on unreadable answers."""
         approved_text, refused_text = await asyncio.gather(
             memory.call_tool("memory_list", {"tags": _approved_tags(tool, agent)}),
             memory.call_tool("memory_list", {"tags": _refusal_tags(tool, agent)}),
         )
-        refused = parse_memory_list(refused_text)
-        if refused:
-            return None
+        if parse_memory_list(refused_text):
+            return None  # a refusal fact blocks, signed or not: fail closed
         required = set(_approved_tags(tool, agent))
         # The tags were the query; checking them again costs nothing and guards a memory that matched loosely.
-        return sum(1 for m in parse_memory_list(approved_text) if required <= set(m.tags))
+        listed = [m for m in parse_memory_list(approved_text) if required <= set(m.tags)]
+        prefix = f"decision.{tool}."
+        ids = [m.key[len(prefix) :] for m in listed if m.key.startswith(prefix)]
+        view = await asyncio.to_thread(self.ledger.view, ids, (tool, agent))
+        if view.refused(tool, agent):
+            return None
+        return len({m.key for m in listed if view.counts(m, tool, agent)})
 
     # -- the control plane -----------------------------------------------------------------------------
 
@@ -130,6 +234,13 @@ class Precedents:
         if self._memory() is None:
             return "no memory: set memory.url or run the memory role in this process"
         return ""
+
+    def _outbox(self) -> dict[str, Any]:
+        outbox = self._writer.outbox if self._writer is not None else None
+        if outbox is None:
+            return {"pending": 0}
+        pending = outbox.pending()
+        return {"pending": pending, "last_error": outbox.oldest_error()} if pending else {"pending": 0}
 
     async def table(self) -> dict[str, Any]:
         """GET /approvals/precedents: every tool + agent couple memory holds decisions for."""
@@ -148,17 +259,18 @@ class Precedents:
             raise MemoryUnavailable("memory did not answer in time") from None
         except ValueError as e:
             raise MemoryUnavailable(f"memory answered an unreadable list: {e}") from None
+        placed = [(fact, couple) for fact in facts if (couple := _couple_of(fact)) is not None]
+        ids = [fact.key[len(f"decision.{c[0]}.") :] for fact, c in placed if fact.key.startswith(f"decision.{c[0]}.")]
+        view = await asyncio.to_thread(self.ledger.view, ids)
         couples: dict[tuple[str, str], dict[str, Any]] = {}
-        for fact in facts:
-            couple = _couple_of(fact)
-            if couple is None:
-                continue
+        for fact, couple in placed:
             row = couples.setdefault(
                 couple,
                 {
                     "tool": couple[0],
                     "agent": couple[1],
                     "human_approved": 0,
+                    "unverified": 0,
                     "other_approved": 0,
                     "refused": 0,
                     "untagged": 0,
@@ -171,20 +283,31 @@ class Precedents:
                 row["untagged"] += 1
             if "denied" in tags:
                 row["refused"] += 1  # a refusal blocks whoever made it, tagged or not
+            elif "approved" in tags and by == "human":
+                row["human_approved" if view.counts(fact, *couple) else "unverified"] += 1
             elif "approved" in tags and by:
-                row["human_approved" if by == "human" else "other_approved"] += 1
+                row["other_approved"] += 1
             row["last"] = max(row["last"], fact.updated)
         rows: list[dict[str, Any]] = []
         minimum = max(1, settings.min_approvals)
-        for (tool_name, _agent), row in sorted(couples.items()):
+        for (tool_name, agent), row in sorted(couples.items()):
             eligible = tool_is_eligible(self._lookup(tool_name), settings.auto_approve_writes)
+            blocked = row["refused"] > 0 or view.refused(tool_name, agent)
             row["auto_approvable"] = eligible
-            row["would_auto_approve"] = eligible and row["refused"] == 0 and row["human_approved"] >= minimum
+            row["would_auto_approve"] = eligible and not blocked and row["human_approved"] >= minimum
             rows.append(row)
-        return {"enabled": True, "min_approvals": settings.min_approvals, "precedents": rows}
+        return {
+            "enabled": True,
+            "min_approvals": settings.min_approvals,
+            "precedents": rows,
+            "outbox": self._outbox(),
+        }
 
-    async def forget(self, tool: str, agent: str) -> dict[str, Any]:
-        """POST /approvals/precedents/forget: every decision of one couple, so it starts again from zero."""
+    async def forget(self, tool: str, agent: str, by: str = "") -> dict[str, Any]:
+        """POST /approvals/precedents/forget: every decision of one couple, so it starts again from zero.
+
+        The reset is recorded first, in the database: from then on nothing decided before it counts, even if
+        memory cannot be reached now or is handed the old facts again later."""
         if not tool or not agent:
             raise BadRequest("tool and agent are required")
         if not self._settings().auto_approve:
@@ -192,6 +315,10 @@ class Precedents:
         memory = self._memory()
         if memory is None:
             raise Conflict("no memory: precedents are off")
+        await asyncio.to_thread(self.ledger.reset, tool, agent, by)
+        outbox = self._writer.outbox if self._writer is not None else None
+        if outbox is not None:
+            await asyncio.to_thread(outbox.drop, tool, agent)
         try:
             result = await asyncio.wait_for(
                 memory.call_tool(
@@ -201,7 +328,11 @@ class Precedents:
                 max(self.timeout, 10.0),
             )
         except TimeoutError:
-            raise MemoryUnavailable("memory did not answer in time") from None
+            raise MemoryUnavailable(
+                "memory did not answer in time (the reset is recorded: past decisions no longer count)"
+            ) from None
+        except MemoryUnavailable as e:
+            raise MemoryUnavailable(f"{e.message} (the reset is recorded: past decisions no longer count)") from None
         return {"tool": tool, "agent": agent, "result": result}
 
 
@@ -210,7 +341,7 @@ def _couple_of(fact: ListedMemory) -> tuple[str, str] | None:
     agent = next((t[6:] for t in fact.tags if t.startswith("agent:")), "")
     if not agent:
         return None
-    rest = [t for t in fact.tags if t != "decision" and t not in _STATUSES and not t.startswith(("agent:", "by:"))]
+    rest = [t for t in fact.tags if t != "decision" and t not in _STATUSES and not t.startswith(_OWN_TAGS)]
     if len(rest) == 1:
         return rest[0], agent
     for t in rest:
@@ -223,6 +354,8 @@ def wire_precedents(mesh: Any) -> None:
     """Build the decision writer and the precedent check over one mesh, and listen to its approvals.
 
     Components are looked up when used, not now, so the order of construction in Mesh does not matter."""
+    from .decision_outbox import DecisionOutbox
+    from .decision_signing import signer_for
     from .memory_client import memory_client_for
 
     cached: list[MemoryClient] = []
@@ -244,9 +377,19 @@ def wire_precedents(mesh: Any) -> None:
         s = mesh.settings
         return EffectiveSettings(s.auto_approve_enabled, s.supervisor.min_approvals, s.supervisor.auto_approve_writes)
 
-    writer = DecisionWriter(memory, lambda: getattr(mesh, "metrics", None))
+    signer = signer_for(mesh.settings, mesh.db.path)
+    writer = DecisionWriter(
+        memory,
+        lambda: getattr(mesh, "metrics", None),
+        signer=signer,
+        outbox=DecisionOutbox(mesh.db),
+        retry_max=mesh.settings.decisions.retry_max_seconds,
+    )
     mesh.decisions = writer
-    mesh.precedents = Precedents(memory, settings, writer, lambda name: mesh.registry.lookup(name))
+    ledger = PrecedentLedger(signer, mesh.db)
+    mesh.precedents = Precedents(memory, settings, ledger, writer, lambda name: mesh.registry.lookup(name))
     approvals = getattr(mesh, "approvals", None)
     if approvals is not None and hasattr(approvals, "add_listener"):
+        # the fact is written in the resolution's own transaction, then delivered once it has committed
+        approvals.add_transaction_hook(writer.enqueue_resolved)
         approvals.add_listener(writer.on_resolved)

@@ -23,6 +23,7 @@ __all__ = [
     "CliTool",
     "Condition",
     "ConsoleSettings",
+    "DecisionSettings",
     "JwtSettings",
     "LoopDetection",
     "McpServer",
@@ -46,6 +47,8 @@ __all__ = [
 ]
 
 Action = Literal["allow", "deny", "human_approval"]
+
+MIN_SIGNING_KEY = 32  # characters of decisions.signing_key: a guessable key would let anyone sign a precedent
 
 
 class JwtSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -104,6 +107,13 @@ class MemorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     rerank_url: str = ""
     rerank_model: str = ""
     min_similarity: float | None = None  # None: the embedding model's calibrated floor (0.30 for the local one)
+
+
+class DecisionSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Decision facts (CONTRACT 1.16): how the mesh signs them, and how its outbox retries memory."""
+
+    signing_key: str = ""  # empty: a secret file `decisions.key` (0600) created in the data directory
+    retry_max_seconds: float = 30
 
 
 class Condition(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -237,6 +247,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     approval: ApprovalSettings = ApprovalSettings()
     supervisor: SupervisorSettings = SupervisorSettings()
     memory: MemorySettings = MemorySettings()
+    decisions: DecisionSettings = DecisionSettings()
     policies: tuple[Policy, ...] = ()
     policy_dir: str = ""
     mcp_servers: tuple[McpServer, ...] = ()
@@ -277,6 +288,7 @@ _EXPANDED = {
     ("mcp_servers", "headers"),
     ("openapi", "headers"),
     ("auth", "admin_token"),
+    ("decisions", "signing_key"),
 }
 
 
@@ -376,6 +388,12 @@ def _validate(file: str, s: Settings) -> None:
     for key in ("max_tools", "max_agents"):
         if getattr(s.metrics, key) < 1:
             raise ConfigError(file, f"metrics.{key}", "must be >= 1")
+    if s.decisions.signing_key and len(s.decisions.signing_key) < MIN_SIGNING_KEY:
+        raise ConfigError(
+            file, "decisions.signing_key", f"at least {MIN_SIGNING_KEY} characters (e.g. `openssl rand -hex 32`)"
+        )
+    if s.decisions.retry_max_seconds <= 0:
+        raise ConfigError(file, "decisions.retry_max_seconds", "must be > 0")
 
 
 def parse_policy(text: str | bytes, source: str) -> Policy:

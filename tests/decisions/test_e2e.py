@@ -30,7 +30,14 @@ def pool() -> Iterator[ThreadPoolExecutor]:
 
 
 def config(tmp_path: Path, backend: Backend, memory_url: str) -> Path:
-    return pets_mesh_config(tmp_path, backend, POLICY, approval_timeout=30, memory=f'{{url: "{memory_url}"}}')
+    return pets_mesh_config(
+        tmp_path,
+        backend,
+        POLICY,
+        approval_timeout=30,
+        memory=f'{{url: "{memory_url}"}}',
+        extra="decisions: {retry_max_seconds: 1}",
+    )
 
 
 def start_call(pool: ThreadPoolExecutor, server: Server, tool: str, params: dict[str, Any]) -> Future[httpx.Response]:
@@ -119,18 +126,12 @@ def test_memory_killed_mid_run_escalates_and_never_allows(
 ) -> None:
     mem7 = Mem7(tmp_path / "mem7", free_port()).start()
     try:
-        for i in range(3):
-            rpc_tool(
-                mem7.url,
-                "memory_store",
-                {
-                    "key": f"decision.get_pet_by_id.seed{i}",
-                    "value": "approved by user:alice \u2014 agent:claude tool:get_pet_by_id",
-                    "tags": ["decision", "approved", READ, "by:human", "agent:claude"],
-                    "agent": "flux7-mesh",
-                },
-            )
         with running_server(config(tmp_path, backend, mem7.url)) as server:
+            for _ in range(3):
+                call = start_call(pool, server, READ, {"petId": "1"})
+                resolve_next(server, "approve")
+                assert call.result(30).status_code == 200
+            wait_until(lambda: human_decisions(mem7, READ, "approved") == 3, timeout=15)
             ok = httpx.post(
                 f"{server.url}/tool/{READ}", json={"params": {"petId": "1"}}, headers=AGENT, timeout=10, trust_env=False
             )
@@ -150,10 +151,12 @@ def test_memory_killed_mid_run_escalates_and_never_allows(
 
             wait_until(lambda: failed_writes() >= 1, timeout=15)
 
-            mem7.start()  # back: precedents apply again
+            mem7.start()  # back: the decision made while it was down arrives from the outbox, precedents apply again
+            wait_until(lambda: human_decisions(mem7, READ, "approved") == 4, timeout=30)
             again = httpx.post(
                 f"{server.url}/tool/{READ}", json={"params": {"petId": "2"}}, headers=AGENT, timeout=10, trust_env=False
             )
             assert again.json()["policy"] == "allow"
+            assert again.json()["trace_id"] and trace_rule(server, again.json()["trace_id"]) == "supervisor:mem7"
     finally:
         mem7.stop()
