@@ -16,6 +16,7 @@ from litestar.response import Stream
 from shared.memory.jsonrpc import RpcAnswer, dispatch, error_answer
 from shared.memory.service import MemoryService
 
+from .csrf import browser_guard
 from .errors import EXCEPTION_HANDLERS
 
 __all__ = ["MCP_ROUTES", "ROUTES", "create_memory_app"]
@@ -196,6 +197,7 @@ def create_memory_app(service: MemoryService) -> Litestar:
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         on_shutdown=[_stop],
         request_max_body_size=RPC_BODY_LIMIT,
+        middleware=[browser_guard(())],  # no console of its own: only non-browser clients change anything
         openapi_config=None,
         debug=False,
     )

@@ -14,6 +14,7 @@ __all__ = [
     "NotImplementedFeature",
     "PayloadTooLarge",
     "Unauthorized",
+    "UnsupportedMediaType",
 ]
 
 
@@ -57,6 +58,11 @@ class Conflict(Flux7Error):
 
 class PayloadTooLarge(Flux7Error):
     status_code = 413
+    jsonrpc_code = -32600
+
+
+class UnsupportedMediaType(Flux7Error):
+    status_code = 415
     jsonrpc_code = -32600
 
 
