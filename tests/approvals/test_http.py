@@ -14,6 +14,7 @@ from tests.support.waiting import eventually
 from .conftest import echo_settings
 
 AGENT = {"Authorization": "Bearer agent:bot"}
+JSON = {"Content-Type": "application/json"}
 
 
 async def pending_ids(c: httpx.AsyncClient, count: int = 1, timeout: float = 10) -> list[str]:
@@ -118,7 +119,7 @@ async def test_grant_routes_validate_and_revoke_by_prefix(mesh: Mesh, client_of:
     assert (missing.status_code, missing.json()) == (400, {"error": "agent, tools, and duration are required"})
     bad = await c.post("/grants", json={"agent": "bot", "tools": "*", "duration": "soon"})
     assert bad.status_code == 400 and bad.json()["error"].startswith("invalid duration: ")
-    assert (await c.post("/grants", content=b"{nope")).status_code == 400
+    assert (await c.post("/grants", content=b"{nope", headers=JSON)).status_code == 400
     made = (await c.post("/grants", json={"agent": "bot", "tools": "*", "duration": "1h"})).json()
     assert made["remaining"] in ("59m59s", "1h0m0s")
     assert (await c.delete(f"/grants/{made['id'][:3]}")).status_code == 404
