@@ -16,6 +16,7 @@ Clients that are not browsers send neither header and are unaffected."""
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,6 +29,8 @@ from litestar.types import ASGIApp, HTTPResponseBodyEvent, HTTPResponseStartEven
 from shared.errors import Flux7Error, Forbidden, UnsupportedMediaType
 
 __all__ = ["browser_guard", "origin_refusal", "refusal"]
+
+log = logging.getLogger("flux7.http")
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Routes whose body may be something other than JSON (a policy file's YAML text).
@@ -139,6 +142,7 @@ class _BrowserGuard:
             peer = str(client[0]) if client else ""
             error = refusal(str(scope.get("method", "")), scope["path"], Headers.from_scope(scope), peer, self.allowed)
             if error is not None:
+                log.warning("refused %s %s from %s: %s", scope.get("method"), scope["path"], peer, error.message)
                 if scope["path"] in _JSONRPC_PATHS:
                     await _send_jsonrpc(send, error)
                     return
