@@ -38,7 +38,8 @@ def startup_line(settings: Settings, host: str, port: int) -> str:
     token = effective_admin_token(settings)
     return (
         f"flux7: serving {url}; console: {url}/console/#token={token} "
-        f"(admin token in {token_file(settings)}; the mesh CLI reads it there)"
+        f"(admin token in {token_file(settings)}; mesh and sup7 find it through FLUX7_CONFIG, "
+        "FLUX7_ADMIN_TOKEN_FILE or the current directory)"
     )
 
 
@@ -53,6 +54,7 @@ def serve(
     openapi_backend: str = "",
 ) -> int:
     try:
+        config = config or os.environ.get("FLUX7_CONFIG") or None  # the workers would read it anyway
         storage = os.environ.get("FLUX7_STORAGE_PATH") or None
         settings = load_settings(config, storage_path=storage)  # as the workers (functions/asgi.py) will
         bind = host or settings.host
