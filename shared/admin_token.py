@@ -79,8 +79,8 @@ def _is_loopback_url(url: str) -> bool:
 
 def cli_admin_token(url: str, env: Mapping[str, str], *, explicit: str = "", cwd: Path | None = None) -> str:
     """The admin token a local client sends to `url`: `explicit` (a flag or a config key), MESH_ADMIN_TOKEN, else
-    the server's token file when `url` is on loopback (never handed to a remote server): FLUX7_ADMIN_TOKEN_FILE,
-    the data directory of FLUX7_CONFIG's config, else ./flux7-admin.token (the default data directory)."""
+    the server's token when `url` is on loopback (never handed to a remote server): FLUX7_ADMIN_TOKEN_FILE, the
+    `auth.admin_token` or token file of FLUX7_CONFIG's config, else ./flux7-admin.token (the default data dir)."""
     if explicit:
         return explicit
     if env.get("MESH_ADMIN_TOKEN"):
@@ -94,7 +94,10 @@ def cli_admin_token(url: str, env: Mapping[str, str], *, explicit: str = "", cwd
         from .settings import load_settings
 
         with contextlib.suppress(ConfigError):
-            candidates.append(token_file(load_settings(env["FLUX7_CONFIG"], env)))
+            settings = load_settings(env["FLUX7_CONFIG"], env)
+            if settings.auth.admin_token:  # the server's own config names its token: that is the one
+                return settings.auth.admin_token
+            candidates.append(token_file(settings))
     candidates.append((cwd or Path.cwd()) / FILE_NAME)
     for path in candidates:
         try:

@@ -63,6 +63,9 @@ def test_local_clients_find_the_file_and_never_send_it_off_loopback(tmp_path: Pa
     url = "http://127.0.0.1:9090"
     assert cli_admin_token(url, {}, cwd=data) == token  # run where the server keeps its data
     assert cli_admin_token(url, {"FLUX7_CONFIG": str(cfg)}, cwd=tmp_path) == token
+    configured = tmp_path / "configured.yaml"
+    configured.write_text(f"storage_path: {data}/flux7.db\nauth: {{admin_token: from-config}}\n")
+    assert cli_admin_token(url, {"FLUX7_CONFIG": str(configured)}, cwd=data) == "from-config"
     assert cli_admin_token(url, {"FLUX7_ADMIN_TOKEN_FILE": str(data / FILE_NAME)}, cwd=tmp_path) == token
     assert cli_admin_token("http://localhost:9090", {}, cwd=data) == token
     assert cli_admin_token(url, {}, cwd=tmp_path) == ""  # nowhere to be found
