@@ -13,6 +13,7 @@ from litestar.static_files import create_static_files_router
 
 from shared.mesh import Mesh
 
+from .csrf import browser_guard
 from .errors import EXCEPTION_HANDLERS
 from .head import HeadAsGet
 
@@ -67,8 +68,14 @@ def create_app(mesh: Mesh) -> Litestar:
     dist = _console_dist(mesh)
     if dist is not None:
         handlers.append(create_static_files_router(path="/console", directories=[dist], html_mode=True))
-    origins = list(mesh.settings.console.allowed_origins)
-    cors = CORSConfig(allow_origins=origins, allow_headers=["*"], allow_methods=["*"]) if origins else None
+    console = mesh.settings.console
+    # CORS only when asked for (console.cors): listing an origin alone lets its pages send requests (the
+    # browser guard admits them) but not read answers cross-origin.
+    cors = (
+        CORSConfig(allow_origins=list(console.allowed_origins), allow_headers=["*"], allow_methods=["*"])
+        if console.cors
+        else None
+    )
 
     async def _start() -> None:
         await mesh.start()
@@ -84,6 +91,7 @@ def create_app(mesh: Mesh) -> Litestar:
         on_shutdown=[_stop],
         request_max_body_size=mesh.settings.max_body_bytes,
         cors_config=cors,
+        middleware=[browser_guard(console.allowed_origins)],
         openapi_config=None,
         debug=False,
     )

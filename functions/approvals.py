@@ -15,7 +15,7 @@ from shared.json_depth import decode
 
 from .auth import control_plane, mesh_of, peer_of
 
-__all__ = ["ROUTES", "json_object", "remote_actor"]
+__all__ = ["ROUTES", "acting_agent", "json_object", "remote_actor"]
 
 
 def json_object(body: bytes) -> dict[str, Any]:
@@ -113,6 +113,18 @@ def approval_detail(request: Request[Any, Any, Any], approval_id: FromPath[str])
     return out
 
 
+def acting_agent(request: Request[Any, Any, Any]) -> str:
+    """The agent a control-plane request acts as: "" with the admin token (an operator), else the agent its
+    bearer names (`agent:<id>`, a JWT) when the control plane is open to loopback. No agent settles its own
+    approval or grants itself, whichever credential it holds."""
+    identity = mesh_of(request).identity
+    authorization = request.headers.get("authorization")
+    if identity.is_admin(authorization, ""):  # no peer: true only for the admin token itself
+        return ""
+    caller = identity.caller(authorization)
+    return caller.agent_id if caller.authenticated else ""
+
+
 def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, decision: str) -> dict[str, Any]:
     fields = json_object(body)
     confidence = fields.get("confidence")
@@ -122,6 +134,7 @@ def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, dec
         approval_id,
         decision,
         resolved_by=_text(fields, "resolved_by") or remote_actor(request),
+        resolver=acting_agent(request),
         reasoning=_text(fields, "reasoning"),
         confidence=float(confidence) if confidence is not None else None,
     )

@@ -10,7 +10,7 @@ from litestar.params import FromPath, RawBody
 from shared.durations import parse_duration
 from shared.errors import BadRequest
 
-from .approvals import json_object, remote_actor
+from .approvals import acting_agent, json_object, remote_actor
 from .auth import control_plane, mesh_of
 
 __all__ = ["ROUTES"]
@@ -53,6 +53,7 @@ def create_grant(request: Request[Any, Any, Any], body: RawBody) -> Response[dic
         granted_by=remote_actor(request),
         approval_id=_str(fields, "approval_id"),
         trace_id=_str(fields, "trace_id"),
+        grantor=acting_agent(request),
     )
     return Response(grant.view(), status_code=201)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from urllib.parse import urlsplit
 
 import msgspec
 from litestar import Request, Response, post, route
@@ -41,7 +40,6 @@ __all__ = ["ROUTES"]
 
 log = logging.getLogger("flux7.mcp.http")
 
-_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 _ALLOW = {"Allow": "POST, DELETE"}
 
 
@@ -51,19 +49,6 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
 
 def _error(rid: Any, code: int, message: str, status: int, data: Any = None) -> Response[bytes]:
     return _json(error_message(rid, McpError(code, message, data)), status)
-
-
-def _origin_allowed(origin: str | None, allowed: tuple[str, ...]) -> bool:
-    """DNS-rebinding guard: a browser page may reach /mcp only from a local origin or a listed one."""
-    if origin is None:
-        return True  # not a browser
-    if "*" in allowed or origin in allowed:
-        return True
-    try:
-        host = urlsplit(origin).hostname
-    except ValueError:
-        return False
-    return host in _LOCAL_HOSTS
 
 
 class _Refused(Exception):
@@ -173,9 +158,7 @@ async def _stateless_era(request: Request[Any, Any, Any], msg: Message, version:
 
 @post("/mcp", status_code=200)
 async def mcp_post(request: Request[Any, Any, Any]) -> Response[bytes]:
-    mesh = mesh_of(request)
-    if not _origin_allowed(request.headers.get("origin"), mesh.settings.console.allowed_origins):
-        return _error(None, INVALID_REQUEST, "Forbidden: origin not allowed", 403)
+    # Origin, Sec-Fetch-Site and Content-Type were checked by the browser guard (functions/csrf.py).
     try:
         msg = decode_message(await request.body())
     except McpError as e:
@@ -192,8 +175,6 @@ async def mcp_post(request: Request[Any, Any, Any]) -> Response[bytes]:
 @route("/mcp", http_method=[HttpMethod.DELETE], status_code=200)
 async def mcp_delete(request: Request[Any, Any, Any]) -> Response[bytes]:
     mesh = mesh_of(request)
-    if not _origin_allowed(request.headers.get("origin"), mesh.settings.console.allowed_origins):
-        return _error(None, INVALID_REQUEST, "Forbidden: origin not allowed", 403)
     try:
         session = _session(request, _require(request, _presented(request, None), None), None)
     except _Refused as r:

@@ -18,6 +18,7 @@ from shared.memory.jsonrpc import RpcAnswer, dispatch, error_answer
 from shared.memory.service import MemoryService
 from shared.tokens import looks_like_agent_token
 
+from .csrf import browser_guard
 from .errors import EXCEPTION_HANDLERS
 from .head import HeadAsGet
 
@@ -229,6 +230,7 @@ def create_memory_app(service: MemoryService) -> Litestar:
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
         on_shutdown=[_stop],
         request_max_body_size=RPC_BODY_LIMIT,
+        middleware=[browser_guard(())],  # no console of its own: only non-browser clients change anything
         openapi_config=None,
         debug=False,
     )

@@ -3,7 +3,9 @@
     mesh pending | show <id> | approve <id> | deny <id> | watch
     mesh halt --agent <glob> | --session <id> | --all [--reason R] | halts | resume <id>
 
-Env: MESH_URL (default http://localhost:9090), MESH_ADMIN_TOKEN. Resolutions are signed `cli:$USER`."""
+Env: MESH_URL (default http://localhost:9090), MESH_ADMIN_TOKEN. Without a token, a loopback MESH_URL gets the
+server's generated one from its file (FLUX7_ADMIN_TOKEN_FILE, FLUX7_CONFIG's data directory, else
+./flux7-admin.token; shared/admin_token.py). Resolutions are signed `cli:$USER`."""
 
 from __future__ import annotations
 
@@ -259,7 +261,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     out = out or sys.stdout
     err = err or sys.stderr
     args = _parser().parse_args(argv)
-    client = Client(os.environ.get("MESH_URL") or DEFAULT_URL, os.environ.get("MESH_ADMIN_TOKEN", ""))
+    from .admin_token import cli_admin_token
+
+    url = os.environ.get("MESH_URL") or DEFAULT_URL
+    client = Client(url, cli_admin_token(url, os.environ))
     try:
         if args.command == "pending":
             _pending(client, out)

@@ -29,7 +29,7 @@ from .audit import record_event, rfc3339
 from .callbacks import Notifier
 from .db import Database
 from .durations import format_duration
-from .errors import BadRequest, Conflict, NotFound
+from .errors import BadRequest, Conflict, Forbidden, NotFound
 from .globs import glob_match
 from .guard import injection_risk, redact
 from .settings import Settings
@@ -307,13 +307,18 @@ class ApprovalQueue:
         decision: str,
         *,
         resolved_by: str,
+        resolver: str,
         reasoning: str = "",
         confidence: float | None = None,
     ) -> Approval:
+        """`resolver` is the agent identity the resolution arrives with ("" for the admin credential, a person
+        at the terminal, the system); the agent an approval belongs to never settles it, by any route."""
         if decision not in ("approve", "deny"):
             raise BadRequest(f"decision must be approve or deny, not {decision!r}")
         self.sweep()
         target = self._lookup(approval_id_or_prefix)
+        if resolver and resolver == target.agent_id:
+            raise Forbidden(f"agent {resolver!r} cannot resolve its own approval")
         status = "approved" if decision == "approve" else "denied"
         now = time.time()
         with self._db.write() as conn:

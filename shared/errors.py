@@ -17,6 +17,7 @@ __all__ = [
     "TooDeep",
     "Unauthorized",
     "Unavailable",
+    "UnsupportedMediaType",
 ]
 
 
@@ -72,6 +73,9 @@ class TooDeep(BadRequest):
     """A JSON body nested deeper than the mesh accepts (shared/json_depth.py): a parse error, said why."""
 
     jsonrpc_code = -32700
+class UnsupportedMediaType(Flux7Error):
+    status_code = 415
+    jsonrpc_code = -32600
 
 
 class NotImplementedFeature(Flux7Error):

@@ -16,7 +16,7 @@ import msgspec
 from .audit import record_event, rfc3339
 from .db import Database
 from .durations import format_duration
-from .errors import BadRequest, NotFound
+from .errors import BadRequest, Forbidden, NotFound
 from .globs import glob_match
 
 __all__ = ["MCP_MAX_SECONDS", "Grant", "GrantStore"]
@@ -92,10 +92,16 @@ class GrantStore:
         granted_by: str,
         approval_id: str = "",
         trace_id: str = "",
+        *,
+        grantor: str = "",
     ) -> Grant:
+        """`grantor` is the agent identity the request arrives with ("" for the admin credential): an agent may
+        not grant itself (a grant is standing approval)."""
         agent, tools = agent.strip(), tools.strip()
         if not agent or not tools or not duration_s:
             raise BadRequest("agent, tools, and duration are required")
+        if grantor and glob_match(agent, grantor):
+            raise Forbidden(f"agent {grantor!r} cannot grant itself ({agent!r} matches it)")
         if duration_s < 0:
             raise BadRequest("invalid duration: must be positive")
         if granted_by.startswith("mcp:"):

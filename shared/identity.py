@@ -93,7 +93,11 @@ class IdentityResolver:
         self.claims_allowed = claims_allowed(settings)
         jwt_cfg = settings.auth.jwt
         self._jwks = _Jwks(jwt_cfg.jwks_url) if jwt_cfg and jwt_cfg.jwks_url else None
-        self._admin_token = settings.auth.admin_token.encode()
+        # -- admin token (issue 13 item 2): configured, else the generated file's; empty only in open_loopback
+        from .admin_token import effective_admin_token
+
+        self._admin_token = effective_admin_token(settings).encode()
+        # -- end admin token
         self._cache: dict[str, tuple[float, Caller]] = {}
 
     def caller(self, authorization: str | None) -> Caller:

@@ -425,7 +425,7 @@ class Pipeline:
             reason = "answered at the terminal"
         if answer is None:
             return ""
-        resolved = approvals.resolve(pending.id, answer, resolved_by="tty", reasoning=reason)
+        resolved = approvals.resolve(pending.id, answer, resolved_by="tty", resolver="", reasoning=reason)
         return str(resolved.status)
 
     # -- traces ---------------------------------------------------------------------------------------------

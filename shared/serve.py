@@ -8,11 +8,12 @@ from pathlib import Path
 
 import msgspec
 
+from .admin_token import effective_admin_token, token_file
 from .errors import ConfigError
 from .identity import accepted_identities, is_loopback_bind
 from .settings import Settings, load_settings
 
-__all__ = ["check_bind", "serve"]
+__all__ = ["check_bind", "serve", "startup_line"]
 
 
 def check_bind(settings: Settings, host: str) -> None:
@@ -23,6 +24,25 @@ def check_bind(settings: Settings, host: str) -> None:
             "auth.admin_token",
             f"binding to {host} (not loopback) requires an admin token (auth.admin_token or MESH_ADMIN_TOKEN)",
         )
+
+
+def startup_line(settings: Settings, host: str, port: int) -> str:
+    """What the operator reads first: where the console is and how the control plane is guarded. A generated
+    token rides in the console link's fragment (never sent to the server, never in access logs); a configured
+    one is a secret kept elsewhere and is not printed."""
+    scheme = "https" if settings.tls.cert_file else "http"
+    shown = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    url = f"{scheme}://[{shown}]:{port}" if ":" in shown else f"{scheme}://{shown}:{port}"
+    if settings.auth.admin_token:
+        return f"flux7: serving {url} (console: {url}/console/; control plane: the configured admin token)"
+    if settings.auth.open_loopback:
+        return f"flux7: serving {url} (console: {url}/console/; control plane OPEN to loopback: auth.open_loopback)"
+    token = effective_admin_token(settings)
+    return (
+        f"flux7: serving {url}; console: {url}/console/#token={token} "
+        f"(admin token in {token_file(settings)}; mesh and sup7 find it through FLUX7_CONFIG, "
+        "FLUX7_ADMIN_TOKEN_FILE or the current directory)"
+    )
 
 
 def serve(
@@ -36,11 +56,18 @@ def serve(
     openapi_backend: str = "",
 ) -> int:
     try:
-        settings = load_settings(config)
+        config = config or os.environ.get("FLUX7_CONFIG") or None  # the workers would read it anyway
+        storage = os.environ.get("FLUX7_STORAGE_PATH") or None
+        settings = load_settings(config, storage_path=storage)  # as the workers (functions/asgi.py) will
         bind = host or settings.host
         check_bind(settings, bind)
+        # made here, once, before the workers start; they read the same file
+        line = startup_line(settings, bind, port or settings.port)
     except ConfigError as e:
         print(f"flux7: config error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"flux7: cannot create the admin token file: {e}", file=sys.stderr)
         return 2
     from granian import Granian
     from granian.constants import Interfaces
@@ -50,8 +77,7 @@ def serve(
     # The workers judge identities by the address actually bound (a --host override included).
     os.environ["FLUX7_HOST"] = bind
     settings = msgspec.structs.replace(settings, host=bind)
-    scheme = "https" if settings.tls.cert_file else "http"
-    print(f"flux7: serving on {scheme}://{bind}:{port or settings.port}; {accepted_identities(settings)}", flush=True)
+    line = f"{line}; {accepted_identities(settings)}"  # one line says where, how it is guarded, and whom it believes
     if openapi_url:  # handed to the workers, which build their settings themselves
         os.environ["FLUX7_OPENAPI_URL"] = openapi_url
         os.environ["FLUX7_OPENAPI_BACKEND"] = openapi_backend
@@ -70,5 +96,6 @@ def serve(
         ssl_protocol_min="tls1.2",  # type: ignore[arg-type]
         backlog=2048,
     )
+    print(line, file=sys.stderr, flush=True)
     server.serve()
     return 0

@@ -62,6 +62,10 @@ class JwtSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
 
 class AuthSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     admin_token: str = ""
+    # Where the generated admin token lives when admin_token is empty (default: beside the database).
+    admin_token_file: str = ""
+    # With no admin_token: create none and let the control plane trust every loopback caller (tests, demos).
+    open_loopback: bool = False
     require_authentication: bool = False
     # None: believed only on a loopback bind. True restores the reference (any claim, anonymous) anywhere.
     allow_claimed_identity: bool | None = None
@@ -222,6 +226,7 @@ class OutboundSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, 
 
 class ConsoleSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     allowed_origins: tuple[str, ...] = ()
+    cors: bool = False  # answer CORS (preflights, Access-Control-*) for allowed_origins; off unless asked
     dist_dir: str = ""
 
 
@@ -375,6 +380,8 @@ def _validate(file: str, s: Settings) -> None:
         raise ConfigError(file, "auth.jwt.jwks_url", "required when auth.jwt is set")
     if (s.tls.cert_file and not s.tls.key_file) or (s.tls.key_file and not s.tls.cert_file):
         raise ConfigError(file, "tls", "cert_file and key_file go together")
+    if s.console.cors and not s.console.allowed_origins:
+        raise ConfigError(file, "console.cors", "needs console.allowed_origins (the origins CORS answers)")
     if s.approval.timeout_seconds <= 0:
         raise ConfigError(file, "approval.timeout_seconds", "must be > 0")
     floor = s.memory.min_similarity

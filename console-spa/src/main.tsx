@@ -3,7 +3,11 @@ import { StrictMode } from "react";
 import { createRoot } from "react-dom/client";
 import { ApiError } from "./api/client";
 import { App } from "./App";
+import { adoptTokenFromUrl } from "./settings";
 import "./styles.css";
+
+// Before the router reads the fragment: a start-up link's `#token=…` becomes the stored admin token.
+adoptTokenFromUrl();
 
 const client = new QueryClient({
   defaultOptions: {

@@ -59,6 +59,27 @@ export function useSettings(): ConnectionSettings {
   );
 }
 
+/** The start-up line's console link carries the generated admin token in its fragment
+ *  (`/console/#token=…`, never sent to the server): keep it in the settings and clear it from the address bar
+ *  (and history) before the hash router reads the fragment. Returns whether a token was taken. */
+export function adoptTokenFromUrl(
+  loc: Pick<Location, "hash" | "pathname" | "search"> | undefined = globalThis.location,
+  hist: Pick<History, "replaceState"> | undefined = globalThis.history,
+): boolean {
+  const match = /^#token=([^&]*)/.exec(loc?.hash ?? "");
+  if (!match || !loc) return false;
+  let token = "";
+  try {
+    token = decodeURIComponent(match[1] ?? "").trim();
+  } catch {
+    token = "";
+  }
+  hist?.replaceState(null, "", `${loc.pathname}${loc.search}#/`);
+  if (!token) return false;
+  saveSettings({ ...current, adminToken: token });
+  return true;
+}
+
 /** The effective mesh base, without a trailing slash. */
 export function meshBase(s: ConnectionSettings = current): string {
   const raw = s.baseUrl.trim() || globalThis.location?.origin || "";

@@ -213,7 +213,8 @@ class VirtualTools:
         if decision not in ("approve", "deny"):
             return texts.text_result("decision must be approve or deny", is_error=True)
         approvals = self.mesh.approvals
-        resolved = approvals.resolve(key, decision, resolved_by=f"mcp:{ctx.caller.agent_id}")
+        agent = ctx.caller.agent_id
+        resolved = approvals.resolve(key, decision, resolved_by=f"mcp:{agent}", resolver=agent)
         short = resolved.id[:8]
         if decision == "deny":
             return texts.text_result(f"Denied (id: {short}) for {resolved.tool}.")
@@ -251,6 +252,7 @@ class VirtualTools:
             f"mcp:{ctx.caller.agent_id}",
             approval_id=approval_id,
             trace_id=trace_id or trace.trace_id,
+            grantor=ctx.caller.agent_id,
         )
         return texts.text_result(texts.go_indent(grant.view()))
 

@@ -1,6 +1,7 @@
 """`sup7 -c sup7.yaml start|status [-v]` (also `flux7 supervisor …`).
 
-The only place sup7 reads the environment: MESH_ADMIN_TOKEN (the mesh's control-plane token), MEM7_TOKEN
+The only place sup7 reads the environment: MESH_ADMIN_TOKEN (the mesh's control-plane token; without it and
+mesh.admin_token, a loopback mesh's generated token file, see shared/admin_token.py), MEM7_TOKEN
 (when memory.token is empty), ANTHROPIC_API_KEY and OPENAI_API_KEY (when a provider has no api_key)."""
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ def with_environment(config: Sup7Config, env: Mapping[str, str]) -> Sup7Config:
     mesh = config.mesh
     if env.get("MESH_ADMIN_TOKEN"):
         mesh = replace(mesh, admin_token=env["MESH_ADMIN_TOKEN"])
+    if not mesh.admin_token:  # a local mesh's generated token, from its file (shared/admin_token.py)
+        from ..admin_token import cli_admin_token
+
+        mesh = replace(mesh, admin_token=cli_admin_token(mesh.url, env))
     memory = config.memory
     if not memory.token and env.get("MEM7_TOKEN"):
         memory = replace(memory, token=env["MEM7_TOKEN"])

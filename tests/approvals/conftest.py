@@ -27,7 +27,13 @@ ECHO_POLICY = {
 def make_settings(tmp: Path, **overrides: Any) -> Settings:
     # The memory role (and its decision writer) is another component's subject; off here, so these tests
     # exercise the approval machinery alone.
-    values: dict[str, Any] = {"storage_path": str(tmp / "flux7.db"), "memory": {"enabled": False}}
+    # auth.open_loopback: the control plane trusts loopback peers, as these tests exercise the queue (the admin
+    # token file is tests/functions/test_browser_guard.py's and tests/approvals/test_admin_token.py's subject).
+    values: dict[str, Any] = {
+        "storage_path": str(tmp / "flux7.db"),
+        "memory": {"enabled": False},
+        "auth": {"open_loopback": True},
+    }
     values.update(overrides)
     return load_settings(None, env={}, **values)
 

@@ -22,7 +22,13 @@ GRANIAN = [sys.executable, "-m", "granian"]
 
 
 def write_config(tmp: Path, **extra: Any) -> Path:
-    config = {"storage_path": str(tmp / "flux7.db"), "memory": {"enabled": False}, **echo_settings(), **extra}
+    config = {
+        "storage_path": str(tmp / "flux7.db"),
+        "memory": {"enabled": False},
+        "auth": {"open_loopback": True},  # the queue's subject, not the admin token's
+        **echo_settings(),
+        **extra,
+    }
     path = tmp / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

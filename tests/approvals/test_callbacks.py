@@ -96,7 +96,7 @@ def test_a_resolution_calls_back_through_the_guard(mesh: Mesh) -> None:
             policy_version="",
             callback_url=f"{base}/cb",
         )
-        mesh.approvals.resolve(a.id, "approve", resolved_by="human")
+        mesh.approvals.resolve(a.id, "approve", resolver="", resolved_by="human")
         notifier = mesh.approvals.notifier
         assert notifier is not None
         delivery = notifier.wait_for(lambda d: d.url == f"{base}/cb", timeout=10)

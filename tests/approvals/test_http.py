@@ -1,4 +1,7 @@
-"""The control-plane routes (CONTRACT 1.6, 1.8-1.10, 1.13) and the blocking /tool path, in process."""
+"""The control-plane routes (CONTRACT 1.6, 1.8-1.10, 1.13) and the blocking /tool path, in process.
+
+As an operator would: with an admin token (the default since issue 13), sent by every client here unless a
+request names its own `Authorization` (the agents' data-plane calls)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 
 from shared.mesh import Mesh
 from tests.support.waiting import eventually
@@ -14,6 +18,28 @@ from tests.support.waiting import eventually
 from .conftest import echo_settings
 
 AGENT = {"Authorization": "Bearer agent:bot"}
+JSON = {"Content-Type": "application/json"}
+TOKEN = "http-adm1n"
+
+
+@pytest.fixture
+def mesh_of(mesh_of: Callable[..., Mesh]) -> Callable[..., Mesh]:
+    """conftest's, with an admin token unless a test configures auth itself."""
+
+    def make(**overrides: Any) -> Mesh:
+        return mesh_of(**{"auth": {"admin_token": TOKEN}, **overrides})
+
+    return make
+
+
+@pytest.fixture
+def client_of(client_of: Any) -> Any:
+    """conftest's, sending the admin token unless told otherwise."""
+
+    async def make(m: Mesh, peer: str = "127.0.0.1", **headers: str) -> httpx.AsyncClient:
+        return await client_of(m, peer, **{"Authorization": f"Bearer {TOKEN}", **headers})
+
+    return make
 
 
 async def pending_ids(c: httpx.AsyncClient, count: int = 1, timeout: float = 10) -> list[str]:
@@ -118,7 +144,7 @@ async def test_grant_routes_validate_and_revoke_by_prefix(mesh: Mesh, client_of:
     assert (missing.status_code, missing.json()) == (400, {"error": "agent, tools, and duration are required"})
     bad = await c.post("/grants", json={"agent": "bot", "tools": "*", "duration": "soon"})
     assert bad.status_code == 400 and bad.json()["error"].startswith("invalid duration: ")
-    assert (await c.post("/grants", content=b"{nope")).status_code == 400
+    assert (await c.post("/grants", content=b"{nope", headers=JSON)).status_code == 400
     made = (await c.post("/grants", json={"agent": "bot", "tools": "*", "duration": "1h"})).json()
     assert made["remaining"] in ("59m59s", "1h0m0s")
     assert (await c.delete(f"/grants/{made['id'][:3]}")).status_code == 404
@@ -164,8 +190,10 @@ async def test_redaction_applies_to_views_when_content_is_not_exposed(
     assert "trace_id" not in view
 
 
-async def test_the_control_plane_refuses_non_loopback_peers_without_the_admin_token(mesh: Mesh, client_of: Any) -> None:
-    remote = await client_of(mesh, peer="203.0.113.9")
+async def test_the_open_loopback_control_plane_refuses_other_peers(
+    mesh_of: Callable[..., Mesh], client_of: Any
+) -> None:
+    remote = await client_of(mesh_of(auth={"open_loopback": True}), peer="203.0.113.9", Authorization="")
     for method, path in [("GET", "/approvals"), ("POST", "/grants"), ("POST", "/halts"), ("GET", "/halts")]:
         r = await remote.request(method, path)
         assert (r.status_code, r.json()) == (401, {"error": "control plane requires admin authorization"})
@@ -175,7 +203,7 @@ async def test_with_an_admin_token_only_the_token_opens_the_control_plane(
     mesh_of: Callable[..., Mesh], client_of: Any
 ) -> None:
     mesh = mesh_of(auth={"admin_token": "s3cret"})
-    c = await client_of(mesh)
+    c = await client_of(mesh, Authorization="")
     assert (await c.get("/halts")).status_code == 401  # loopback is not enough once a token is set
     assert (await c.get("/halts", headers={"Authorization": "Bearer s3cret"})).status_code == 200
 

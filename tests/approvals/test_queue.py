@@ -69,7 +69,9 @@ def test_lookup_takes_a_unique_prefix_and_refuses_an_ambiguous_one(mesh: Mesh) -
 
 def test_resolve_records_resolver_reasoning_and_confidence_and_a_second_resolve_conflicts(mesh: Mesh) -> None:
     a = submit(mesh)
-    done = mesh.approvals.resolve(a.id[:8], "approve", resolved_by="supervisor:sup", reasoning="safe", confidence=0.93)
+    done = mesh.approvals.resolve(
+        a.id[:8], "approve", resolver="", resolved_by="supervisor:sup", reasoning="safe", confidence=0.93
+    )
     assert (done.status, done.resolved_by, done.reasoning, done.confidence) == (
         "approved",
         "supervisor:sup",
@@ -79,7 +81,7 @@ def test_resolve_records_resolver_reasoning_and_confidence_and_a_second_resolve_
     view = done.view()
     assert "remaining" not in view and view["resolved_at"].endswith("Z")
     with pytest.raises(Conflict, match="approval already resolved"):
-        mesh.approvals.resolve(a.id, "deny", resolved_by="human")
+        mesh.approvals.resolve(a.id, "deny", resolver="", resolved_by="human")
 
 
 def test_listeners_hear_every_resolution_and_a_failing_listener_does_not_fail_it(mesh: Mesh) -> None:
@@ -91,7 +93,7 @@ def test_listeners_hear_every_resolution_and_a_failing_listener_does_not_fail_it
     mesh.approvals.add_listener(broken)
     mesh.approvals.add_listener(lambda a: heard.append((a.id, a.status)))
     a = submit(mesh)
-    assert mesh.approvals.resolve(a.id, "deny", resolved_by="h").status == "denied"
+    assert mesh.approvals.resolve(a.id, "deny", resolver="", resolved_by="h").status == "denied"
     assert heard == [(a.id, "denied")]
 
 
@@ -99,7 +101,7 @@ async def test_a_waiter_is_released_by_a_resolution_in_the_same_worker(mesh: Mes
     a = submit(mesh)
     waiter = asyncio.create_task(mesh.approvals.wait(a.id, 30))
     await until(lambda: mesh.approvals.waiting() == 1)
-    mesh.approvals.resolve(a.id, "approve", resolved_by="h")
+    mesh.approvals.resolve(a.id, "approve", resolver="", resolved_by="h")
     done = await asyncio.wait_for(waiter, 5)
     assert done.status == "approved"
 
@@ -111,7 +113,7 @@ async def test_a_waiter_is_released_by_a_resolution_made_by_another_worker(mesh_
     await until(lambda: one.approvals.waiting() == 1)
     started = time.perf_counter()
     # Another worker resolves from its own thread and connection: only the database is shared.
-    await asyncio.to_thread(two.approvals.resolve, a.id, "deny", resolved_by="other")
+    await asyncio.to_thread(two.approvals.resolve, a.id, "deny", resolved_by="other", resolver="")
     done = await asyncio.wait_for(waiter, 5)
     assert done.status == "denied" and done.resolved_by == "other"
     assert time.perf_counter() - started < 1.0
@@ -125,7 +127,7 @@ async def test_a_wait_that_runs_out_resolves_the_approval_as_system_timeout(mesh
     assert (done.status, done.resolved_by) == ("timeout", "system:timeout")
     assert heard == ["timeout"]
     with pytest.raises(Conflict):
-        mesh.approvals.resolve(a.id, "approve", resolved_by="late")
+        mesh.approvals.resolve(a.id, "approve", resolver="", resolved_by="late")
 
 
 async def test_a_brief_wait_leaves_the_approval_pending(mesh: Mesh) -> None:
@@ -151,7 +153,7 @@ def test_pending_approvals_survive_a_restart_with_their_expiry(mesh_of: Callable
     again = mesh_of()
     found = again.approvals.get(a.id)
     assert (found.status, found.params, found.expires_ts) == ("pending", {"x": 1}, a.expires_ts)
-    assert again.approvals.resolve(a.id, "approve", resolved_by="h").status == "approved"
+    assert again.approvals.resolve(a.id, "approve", resolver="", resolved_by="h").status == "approved"
 
 
 def _race_resolve(workers: list[Mesh], approval_id: str) -> list[str]:
@@ -161,7 +163,7 @@ def _race_resolve(workers: list[Mesh], approval_id: str) -> list[str]:
     def race(m: Mesh, decision: str) -> None:
         barrier.wait()
         try:
-            results.append(m.approvals.resolve(approval_id, decision, resolved_by=decision).status)
+            results.append(m.approvals.resolve(approval_id, decision, resolver="", resolved_by=decision).status)
         except Conflict:
             results.append("conflict")
 
@@ -194,7 +196,9 @@ async def test_five_hundred_blocked_waits_are_all_released_with_their_own_outcom
     def resolve_all() -> None:
         for i, a in enumerate(approvals):
             # half through this worker, half through the other one
-            (one if i % 2 else two).approvals.resolve(a.id, "approve" if i % 3 else "deny", resolved_by=f"r{i}")
+            (one if i % 2 else two).approvals.resolve(
+                a.id, "approve" if i % 3 else "deny", resolver="", resolved_by=f"r{i}"
+            )
 
     await asyncio.to_thread(resolve_all)
     done = await asyncio.wait_for(asyncio.gather(*waiters), 20)
@@ -209,7 +213,7 @@ def test_an_approval_is_claimed_once_for_the_same_arguments_and_policy_version(m
     a = submit(mesh, args={"b": 2, "a": 1})
     assert mesh.approvals.claim_approved("bot", "fs.write", {"a": 1, "b": 2}) is None  # still pending
     assert mesh.approvals.find_pending("bot", "fs.write", {"a": 1, "b": 2}).id == a.id
-    mesh.approvals.resolve(a.id, "approve", resolved_by="h")
+    mesh.approvals.resolve(a.id, "approve", resolver="", resolved_by="h")
     assert mesh.approvals.claim_approved("bot", "fs.write", {"a": 1, "b": 3}) is None
     assert mesh.approvals.claim_approved("other", "fs.write", {"a": 1, "b": 2}) is None
     assert mesh.approvals.claim_approved("bot", "fs.write", {"a": 1, "b": 2}, policy_version=version + "x") is None
@@ -221,7 +225,7 @@ def test_an_approval_is_claimed_once_for_the_same_arguments_and_policy_version(m
 def test_a_claim_race_between_workers_uses_the_approval_exactly_once(mesh_of: Callable[..., Mesh]) -> None:
     workers = [mesh_of() for _ in range(4)]
     a = submit(workers[0], args={"k": "v"})
-    workers[0].approvals.resolve(a.id, "approve", resolved_by="h")
+    workers[0].approvals.resolve(a.id, "approve", resolver="", resolved_by="h")
     claims: list[Approval | None] = []
     barrier = threading.Barrier(len(workers))
 
@@ -240,7 +244,7 @@ def test_a_claim_race_between_workers_uses_the_approval_exactly_once(mesh_of: Ca
 def test_a_denied_call_is_found_until_it_expires_and_a_pending_one_is_not_duplicated(mesh: Mesh) -> None:
     a = submit(mesh, args={"rm": "-rf"})
     assert mesh.approvals.find_denied("bot", "fs.write", {"rm": "-rf"}) is None
-    mesh.approvals.resolve(a.id, "deny", resolved_by="human")
+    mesh.approvals.resolve(a.id, "deny", resolver="", resolved_by="human")
     found = mesh.approvals.find_denied("bot", "fs.write", {"rm": "-rf"})
     assert found is not None and found.resolved_by == "human"
     assert mesh.approvals.find_pending("bot", "fs.write", {"rm": "-rf"}) is None

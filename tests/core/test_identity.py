@@ -43,7 +43,8 @@ def token(key: rsa.RSAPrivateKey, **claims: object) -> str:
 
 
 def resolver(**jwt_cfg: object) -> IdentityResolver:
-    return IdentityResolver(load_settings(None, env={}, auth={"jwt": jwt_cfg} if jwt_cfg else {}))
+    auth: dict[str, object] = {"open_loopback": True}  # no admin token file in the working directory
+    return IdentityResolver(load_settings(None, env={}, auth={**auth, "jwt": jwt_cfg} if jwt_cfg else auth))
 
 
 def test_bearer_rules_without_jwt() -> None:
@@ -82,7 +83,7 @@ def test_legacy_bearer_allowed_when_configured(jwks_url: str) -> None:
 
 
 def test_require_authentication_refuses_anonymous() -> None:
-    r = IdentityResolver(load_settings(None, env={}, auth={"require_authentication": True}))
+    r = IdentityResolver(load_settings(None, env={}, auth={"require_authentication": True, "open_loopback": True}))
     with pytest.raises(Unauthorized):
         r.require(r.caller(None))
     assert r.require(r.caller("Bearer agent:x")).agent_id == "x"

@@ -9,6 +9,8 @@ from litestar.testing import TestClient
 from tests.functions.conftest import ADMIN, AGENT
 from tests.upstreams.servers.http_backend import Backend
 
+JSON = {"Content-Type": "application/json"}
+
 
 def traces(client: TestClient[Any], **q: str) -> list[dict[str, Any]]:
     r = client.get("/traces", params=q, headers=ADMIN)
@@ -66,7 +68,7 @@ def test_unknown_tool_is_404_and_not_traced(client: TestClient[Any]) -> None:
 
 
 def test_malformed_json_is_400_with_the_contract_body(client: TestClient[Any]) -> None:
-    r = client.post("/tool/list_pets", content=b"{not json", headers=AGENT)
+    r = client.post("/tool/list_pets", content=b"{not json", headers={**AGENT, **JSON})
     assert r.status_code == 400
     assert r.json() == {"error": "invalid JSON body", "policy": "error", "trace_id": "", "latency_ms": 0}
     r = client.post("/tool/list_pets", json={"params": "x"}, headers=AGENT)
@@ -81,7 +83,7 @@ def test_oversized_body_is_413(tmp_path: Path, backend: Backend) -> None:
 
     cfg = make_config(tmp_path, backend, "max_body_bytes: 1024")
     with TestClient(create_app(Mesh(load_settings(cfg, env={})))) as c:
-        r = c.post("/tool/list_pets", content=json.dumps({"x": "y" * 5000}).encode(), headers=AGENT)
+        r = c.post("/tool/list_pets", content=json.dumps({"x": "y" * 5000}).encode(), headers={**AGENT, **JSON})
         assert r.status_code == 413
         assert "error" in r.json()
 
@@ -129,7 +131,7 @@ def test_decide_answers_without_forwarding(client: TestClient[Any], backend: Bac
 
 def test_decide_bad_input(client: TestClient[Any]) -> None:
     assert client.post("/decide", json={"arguments": {}}, headers=AGENT).json() == {"error": "tool field required"}
-    r = client.post("/decide", content=b"[", headers=AGENT)
+    r = client.post("/decide", content=b"[", headers={**AGENT, **JSON})
     assert r.status_code == 400 and r.json() == {"error": "invalid JSON body"}
 
 

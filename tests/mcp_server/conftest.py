@@ -76,6 +76,8 @@ def write_config(
     supervisor: str = SUPERVISOR,
 ) -> Path:
     servers = f"mcp_servers:\n{echo_server(env=echo_env)}\n" if mcp else ""
+    if "auth:" not in extra:  # the control plane open to loopback, unless the test configures auth itself
+        extra = "auth: {open_loopback: true}\n" + extra
     cfg = tmp / name
     cfg.write_text(
         f"""

@@ -166,3 +166,25 @@ async def test_mesh_catalog_groups_tools_with_the_callers_action(config: Path) -
     assert catalog["groups"]["mesh"]["source"] == "virtual"
     assert catalog["summary"] == f"{len(actions)} tools across {len(catalog['groups'])} sources"
     assert set(only_cli["groups"]) == {"say", "secret", "rm", "ppid"}
+
+
+async def test_a_supervisor_agent_cannot_resolve_its_own_approval_or_grant_itself(tmp_path: Path) -> None:
+    """issue 13: `approval.resolve` and `grant.create` are a supervisor's, but never over its own calls."""
+    supervisor = '{auto_approve: false, supervisor_agents: ["claude", "boss"]}'  # claude's secret.run waits
+    config = write_config(tmp_path, mcp=False, extra=AUTH, supervisor=supervisor)
+    async with mesh_client(config) as client:
+        claude = await Rpc(client).open()
+        approval = approval_id_in(await claude.text("secret.run", {"args": ["mine"]}))
+        for decision in ("approve", "deny"):
+            own = await claude.call("approval.resolve", {"id": approval, "decision": decision})
+            assert own["isError"] is True
+            assert own["content"][0]["text"] == "agent 'claude' cannot resolve its own approval"
+        for args in ({"agent": "claude", "tools": "secret.*"}, {"agent": "*", "tools": "*"}, {"approval_id": approval}):
+            granted = await claude.call("grant.create", {"tools": "secret.*", "duration": "1h", **args})
+            assert granted["isError"] is True and "cannot grant itself" in granted["content"][0]["text"], args
+        assert (await client.get("/grants", headers=ADMIN)).json() == []
+        detail = (await client.get(f"/approvals/{approval}", headers=ADMIN)).json()
+        assert detail["status"] == "pending"
+        boss = await Rpc(client, "boss").open()
+        replay = json.loads(await boss.text("approval.resolve", {"id": approval, "decision": "approve"}))
+        assert replay["stdout"] == "mine\n"

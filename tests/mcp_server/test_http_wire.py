@@ -79,7 +79,9 @@ async def test_other_methods_get_405_with_allow(config: Path, method: str) -> No
 
 async def test_bad_json_is_400_parse_error_and_a_batch_is_invalid(config: Path) -> None:
     async with mesh_client(config) as client:
-        bad = await client.post("/mcp", content=b"{not json", headers=bearer("claude"))
+        bad = await client.post(
+            "/mcp", content=b"{not json", headers={**bearer("claude"), "Content-Type": "application/json"}
+        )
         assert bad.status_code == 400
         assert bad.json() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
         batch = await client.post("/mcp", json=[{"jsonrpc": "2.0", "id": 1, "method": "ping"}])
@@ -111,10 +113,13 @@ async def test_foreign_origins_are_refused_unless_listed(tmp_path: Path) -> None
     config = write_config(tmp_path, mcp=False, extra="console: {allowed_origins: ['https://console.example']}\n")
     body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
     async with mesh_client(config) as client:
-        evil = await client.post("/mcp", json=body, headers={"Origin": "https://evil.example"})
-        assert evil.status_code == 403 and error_of(evil)[0] == -32600
-        for origin in ["http://localhost:5173", "http://127.0.0.1:9090", "https://console.example"]:
-            assert (await client.post("/mcp", json=body, headers={"Origin": origin})).status_code == 200
+        # another page on loopback (another port) is another origin too: listed or refused (functions/csrf.py)
+        for origin in ["https://evil.example", "http://localhost:5173", "http://127.0.0.1:9090", "null"]:
+            evil = await client.post("/mcp", json=body, headers={"Origin": origin})
+            assert evil.status_code == 403 and error_of(evil)[0] == -32600, origin
+        listed = {"Origin": "https://console.example", "Sec-Fetch-Site": "cross-site"}
+        assert (await client.post("/mcp", json=body, headers=listed)).status_code == 200
+        assert (await client.post("/mcp", json=body)).status_code == 200  # not a browser
 
 
 async def test_a_session_is_used_only_by_the_identity_that_opened_it(config: Path) -> None:

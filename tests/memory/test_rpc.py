@@ -29,7 +29,7 @@ def rpc(client: TestClient[Any], body: Any, **kw: Any) -> Any:
 
 
 def test_protocol_errors_still_answer_http_200(client: TestClient[Any]) -> None:
-    bad = client.post("/rpc", content=b"{not json", headers=AUTH)
+    bad = client.post("/rpc", content=b"{not json", headers={**AUTH, "Content-Type": "application/json"})
     assert bad.status_code == 200
     body = bad.json()
     assert "id" not in body and body["error"]["code"] == -32700
@@ -126,7 +126,8 @@ def test_the_token_guards_every_route_but_healthz(client: TestClient[Any]) -> No
         ("POST", "/messages"),
     ]:
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
-            response = client.request(method, path, headers=headers, content=b"{}")
+            json_headers = {**headers, "Content-Type": "application/json"}
+            response = client.request(method, path, headers=json_headers, content=b"{}")
             assert (response.status_code, response.text) == (401, "unauthorized\n"), (method, path, headers)
     health = client.get("/healthz")
     assert health.status_code == 200 and health.json()["status"] == "ok"
@@ -152,7 +153,7 @@ def test_mcp_answers_like_rpc_and_202_for_notifications(client: TestClient[Any])
 
 def test_the_body_limit_is_eight_megabytes(client: TestClient[Any]) -> None:
     big = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","pad":"' + b"x" * (8 * 1024 * 1024) + b'"}'
-    body = client.post("/rpc", content=big, headers=AUTH).json()
+    body = client.post("/rpc", content=big, headers={**AUTH, "Content-Type": "application/json"}).json()
     assert body["error"] == {"code": -32700, "message": "parse error: http: request body too large"}
 
 

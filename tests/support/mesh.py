@@ -1,10 +1,10 @@
 """A real mesh for tests, in process: its config over the pets backend, and its ASGI app over httpx.
 
 `pets_mesh_config(tmp_path, backend, policy)` writes the spec, one policy file and a config.yaml (admin token
-`adm1n` unless told otherwise; `memory` is the config's memory block, off by default, None for the built-in
-default) and returns the config's path. `in_process(mesh)` starts the mesh, yields an
-httpx ASGI transport to its app (concurrent requests interleave, as on a server) and stops it; `mesh_client`
-wraps that in a client."""
+`adm1n` unless told otherwise, `auth.open_loopback` with `admin_token=None` and no `auth:` in `extra`; `memory`
+is the config's memory block, off by default, None for the built-in default) and returns the config's path.
+`in_process(mesh)` starts the mesh, yields an httpx ASGI transport to its app (concurrent requests interleave,
+as on a server) and stops it; `mesh_client` wraps that in a client."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ def pets_mesh_config(
         lines.append(f"trace_file: {tmp_path}/traces.jsonl")
     if admin_token:
         lines.append(f"auth: {{admin_token: {admin_token}}}")
+    elif "auth:" not in extra:  # no token asked for: the control plane open to loopback, as before issue 13
+        lines.append("auth: {open_loopback: true}")
     lines.append(f"approval: {{timeout_seconds: {approval_timeout}, channel: queue}}")
     if memory is not None:
         lines.append(f"memory: {memory}")

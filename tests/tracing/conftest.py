@@ -16,7 +16,11 @@ from shared.tracing import Tracer
 
 
 def make_settings(tmp: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {"storage_path": str(tmp / "flux7.db"), "trace_file": str(tmp / "traces.jsonl")}
+    values: dict[str, Any] = {
+        "storage_path": str(tmp / "flux7.db"),
+        "trace_file": str(tmp / "traces.jsonl"),
+        "auth": {"open_loopback": True},  # no generated admin token file beside these databases
+    }
     values.update(overrides)
     env = {"MESH_TRACE_KEY": values.pop("trace_key")} if "trace_key" in values else {}
     return load_settings(None, env=env, **values)

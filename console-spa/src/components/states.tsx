@@ -16,8 +16,8 @@ export function ErrorNote({ error, what }: { error: unknown; what?: string }) {
             : "The server refused the admin token.";
       return (
         <div className="note note-error load-error" role="alert">
-          <strong>{who}</strong> Enter the token the server was started with in{" "}
-          <Link to="/settings">Settings</Link>. Without a token the control plane only answers loopback callers.
+          <strong>{who}</strong> Open the console link the server printed at start-up, or enter its admin token
+          (flux7-admin.token beside its database, or the one configured) in <Link to="/settings">Settings</Link>.
         </div>
       );
     }

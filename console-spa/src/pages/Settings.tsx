@@ -97,7 +97,7 @@ export function SettingsPage() {
           }}
         >
           {field("baseUrl", "Mesh base URL", `Empty means this page's own origin (${globalThis.location?.origin ?? ""}).`, false, globalThis.location?.origin ?? "")}
-          {field("adminToken", "Admin token", "Sent as Authorization: Bearer … on every request. Without one the control plane only answers loopback callers.", true)}
+          {field("adminToken", "Admin token", "Sent as Authorization: Bearer … on every request. The console link flux7 serve prints fills it in; the token is also in flux7-admin.token beside the database.", true)}
           {field("memoryToken", "Memory token (optional)", "For /rpc and /memory/* when memory has its own token; empty means the admin token.", true)}
           {field("supervisorUrl", "Supervisor admin URL (optional)", "The sup7 admin API, e.g. http://localhost:9096.", false, "http://localhost:9096")}
           {field("supervisorToken", "Supervisor admin token", "The supervisor's admin.token.", true)}
