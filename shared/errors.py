@@ -73,6 +73,8 @@ class TooDeep(BadRequest):
     """A JSON body nested deeper than the mesh accepts (shared/json_depth.py): a parse error, said why."""
 
     jsonrpc_code = -32700
+
+
 class UnsupportedMediaType(Flux7Error):
     status_code = 415
     jsonrpc_code = -32600
