@@ -1,9 +1,13 @@
-"""`flux7 token issue|revoke|list`: per-agent tokens in the configured database (the `storage_path` of
-`--config`, or `--db`). Works with the server running or stopped: the store is SQLite, shared by every process.
+"""`flux7 token …`: per-agent tokens in the configured database (the `storage_path` of `--config`, or `--db`;
+works with the server running or stopped: the store is SQLite, shared by every process), and the machine's
+shared secrets in the systemd units' environment files (shared/machine_tokens.py).
 
     flux7 token issue <agent-id> [--note TEXT] [--expires 30d]   prints the token (once) on stdout
     flux7 token revoke <tok_id | token prefix>
-    flux7 token list [--agent ID] [--json]"""
+    flux7 token list [--agent ID] [--json]
+    flux7 token enable [--root /] [--scopes FILE]      admin + memory tokens into /etc/flux7/{flux7,sup7}.env
+    flux7 token rotate [--root /] [--admin] [--memory]  new values for them (both by default)
+    flux7 token show [--root /] [--json]                where they are, never their whole values"""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import msgspec
 
 from .db import Database
 from .errors import ConfigError, Flux7Error
+from .machine_tokens import ADMIN, MEMORY, SECRETS, MachineTokens
 from .settings import load_settings
 from .tokens import AgentToken, TokenStore, parse_expiry
 
@@ -41,7 +46,43 @@ def _parser() -> argparse.ArgumentParser:
     revoke.add_argument("ref")
     listing = sub.add_parser("list", parents=[common], help="list tokens (never their secrets)")
     listing.add_argument("--agent", default="", help="only this agent's tokens")
+    machine = argparse.ArgumentParser(add_help=False)
+    machine.add_argument("--root", default="/", help="the root the environment files are under (default: /)")
+    enable = sub.add_parser(
+        "enable", parents=[machine], help="generate the admin and memory tokens into the units' environment files"
+    )
+    enable.add_argument("--scopes", default="", help="the memory scopes file to set as MEM7_SCOPES")
+    rotate = sub.add_parser("rotate", parents=[machine], help="replace the admin and/or memory token")
+    rotate.add_argument("--admin", action="store_true", help=f"only {ADMIN}")
+    rotate.add_argument("--memory", action="store_true", help=f"only {MEMORY}")
+    show = sub.add_parser("show", parents=[machine], help="where the machine's tokens are (values masked)")
+    show.add_argument("--json", action="store_true", help="print JSON")
     return parser
+
+
+def _machine(args: argparse.Namespace) -> int:
+    """enable / rotate / show: files, not the database."""
+    tokens = MachineTokens(Path(args.root))
+    if args.action == "show":
+        report = tokens.show()
+        if args.json:
+            print(json.dumps(report, indent=2))
+        else:
+            for path, state in report.items():
+                print(f"{path} (mode {state.pop('mode')})")
+                for key, value in state.items():
+                    print(f"  {key}: {value}")
+        return 0
+    if args.action == "enable":
+        changes = tokens.enable(scopes=args.scopes)
+    else:
+        picked = [k for k, on in ((ADMIN, args.admin), (MEMORY, args.memory)) if on]
+        changes = tokens.rotate(picked or SECRETS)
+    for c in changes:
+        print(f"{c.file}: {c.key} {c.action}")
+    if any(c.action != "kept" for c in changes):
+        print("restart the units to use them: systemctl restart flux7 sup7", file=sys.stderr)
+    return 0
 
 
 def _when(t: float | None) -> str:
@@ -63,6 +104,12 @@ def _store(args: argparse.Namespace, env: Mapping[str, str]) -> TokenStore:
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.action in ("enable", "rotate", "show"):
+        try:
+            return _machine(args)
+        except OSError as e:
+            print(f"flux7 token: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+            return 1
     try:
         store = _store(args, os.environ if env is None else env)
         if args.action == "issue":
