@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="flux7",
         description="Govern agents' tool calls and remember them.",
         epilog="Also: flux7 agent, flux7 trace verify FILE..., flux7 supervisor -c sup7.yaml start|status, "
-        "flux7 doctor, flux7 backup, flux7 restore, flux7 token issue|revoke|list|enable|rotate|show (each has --help).",
+        "flux7 doctor, flux7 backup, flux7 restore, flux7 token … (each has --help).",
     )
     parser.add_argument("--version", action="version", version=f"flux7 {__version__}")
     sub = parser.add_subparsers(dest="command")
