@@ -107,7 +107,7 @@ def test_a_resolution_and_its_outbox_row_commit_together(tmp_path: Path) -> None
 
     queue.add_transaction_hook(enqueue)
     first = _submit(queue)
-    queue.resolve(first.id, "approve", resolved_by="alice")
+    queue.resolve(first.id, "approve", resolved_by="alice", resolver="")
     assert [r.key for r in outbox.head()] == [f"decision.t.{first.id}"]  # the same key twice is one row
 
     # A hook that cannot write rolls the resolution back: no approval is settled without its fact.
@@ -117,7 +117,7 @@ def test_a_resolution_and_its_outbox_row_commit_together(tmp_path: Path) -> None
     queue.add_transaction_hook(broken)
     second = _submit(queue, 1)
     with pytest.raises(RuntimeError):
-        queue.resolve(second.id, "deny", resolved_by="alice")
+        queue.resolve(second.id, "deny", resolved_by="alice", resolver="")
     assert queue.get(second.id).status == "pending"
     assert [r.key for r in outbox.head()] == [f"decision.t.{first.id}"]
     db.close()
