@@ -31,15 +31,21 @@ def startup_line(settings: Settings, host: str, port: int) -> str:
     token rides in the console link's fragment (never sent to the server, never in access logs); a configured
     one is a secret kept elsewhere and is not printed."""
     scheme = "https" if settings.tls.cert_file else "http"
-    shown = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    every = host in ("0.0.0.0", "::", "")
+    shown = "127.0.0.1" if every else host
     url = f"{scheme}://[{shown}]:{port}" if ":" in shown else f"{scheme}://{shown}:{port}"
+    # the link is for this machine; say that every interface listens too
+    url_note = f" on every interface ({host or '0.0.0.0'})" if every else ""
     if settings.auth.admin_token:
-        return f"flux7: serving {url} (console: {url}/console/; control plane: the configured admin token)"
+        return f"flux7: serving {url}{url_note} (console: {url}/console/; control plane: the configured admin token)"
     if settings.auth.open_loopback:
-        return f"flux7: serving {url} (console: {url}/console/; control plane OPEN to loopback: auth.open_loopback)"
+        return (
+            f"flux7: serving {url}{url_note} (console: {url}/console/; control plane OPEN to loopback: "
+            "auth.open_loopback)"
+        )
     token = effective_admin_token(settings)
     return (
-        f"flux7: serving {url}; console: {url}/console/#token={token} "
+        f"flux7: serving {url}{url_note}; console: {url}/console/#token={token} "
         f"(admin token in {token_file(settings)}; mesh and sup7 find it through FLUX7_CONFIG, "
         "FLUX7_ADMIN_TOKEN_FILE or the current directory)"
     )

@@ -27,7 +27,8 @@ from tests.upstreams.servers.http_backend import running_backend
 DEEP = b"[" * 100_000 + b"]" * 100_000
 DEEP_OBJECT = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
 TOO_DEEP = f"nested deeper than {MAX_JSON_DEPTH} levels"
-MCP_HEADERS = {**AGENT, "Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+JSON_AGENT = {**AGENT, "Content-Type": "application/json"}  # JSON routes refuse other content types (415)
+MCP_HEADERS = {**JSON_AGENT, "Accept": "application/json, text/event-stream"}
 
 
 POLICY = """
@@ -84,7 +85,7 @@ def test_the_depth_scan_counts_structure_not_text() -> None:
 
 def test_rest_and_decide_answer_400_saying_why(client: Client) -> None:
     for body in (DEEP, DEEP_OBJECT, json.dumps(nested(MAX_JSON_DEPTH + 1)).encode()):
-        r = client.post("/tool/list_pets", content=body, headers=AGENT)
+        r = client.post("/tool/list_pets", content=body, headers=JSON_AGENT)
         assert r.status_code == 400
         assert r.json() == {
             "error": f"invalid JSON body: {TOO_DEEP}",
@@ -92,10 +93,10 @@ def test_rest_and_decide_answer_400_saying_why(client: Client) -> None:
             "trace_id": "",
             "latency_ms": 0,
         }
-        d = client.post("/decide", content=body, headers=AGENT)
+        d = client.post("/decide", content=body, headers=JSON_AGENT)
         assert (d.status_code, d.json()) == (400, {"error": f"invalid JSON body: {TOO_DEEP}"})
     # at the limit the call goes through the pipeline (list_pets is allowed and forwarded)
-    ok = client.post("/tool/list_pets", content=json.dumps(nested(MAX_JSON_DEPTH)), headers=AGENT)
+    ok = client.post("/tool/list_pets", content=json.dumps(nested(MAX_JSON_DEPTH)), headers=JSON_AGENT)
     assert ok.status_code == 200 and ok.json()["policy"] == "allow"
     assert client.post("/decide", json={"tool": "list_pets", "arguments": {}}, headers=AGENT).status_code == 200
 
@@ -163,7 +164,9 @@ def test_mem7_rpc_and_stdio_answer_a_parse_error_saying_why(client: Client, tmp_
     from shared.memory.service import MemoryService
 
     expected = {"jsonrpc": "2.0", "error": {"code": -32700, "message": f"parse error: JSON {TOO_DEEP}"}}
-    r = client.post("/rpc", content=DEEP_OBJECT, headers={"Authorization": "Bearer m3m"})
+    r = client.post(
+        "/rpc", content=DEEP_OBJECT, headers={"Authorization": "Bearer m3m", "Content-Type": "application/json"}
+    )
     assert (r.status_code, r.json()) == (200, expected)
     root = tmp_path / "mem7"
     service = MemoryService(MemoryConfig(dir=str(root), hybrid=False), Database(root / "index.db"))

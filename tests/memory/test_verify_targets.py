@@ -108,7 +108,7 @@ def _trace_verify(entry: str, *files: Path) -> subprocess.CompletedProcess[str]:
 def test_trace_verify_refuses_what_is_not_a_trace_file(tmp_path: Path, entry: str) -> None:
     db = Database(tmp_path / "flux7.db")
     tracer = Tracer(make_settings(tmp_path), db)
-    tracer.record(TraceEntry(agent_id="a", tool="t", params={}, policy="allow"))
+    tracer.record(TraceEntry(agent_id="a", tool="t", params={}, policy="allow", status_code=200))  # an outcome
     db.close()
     good = tmp_path / "traces.jsonl"
     ok = _trace_verify(entry, good)
