@@ -38,6 +38,7 @@ storage_path: {tmp}/flux7.db
 approval: {{timeout_seconds: 60, channel: queue}}
 memory: {{enabled: false}}
 supervisor: {{auto_approve: false}}
+auth: {{open_loopback: true}}  # the test resolves approvals as a loopback operator
 mcp_servers:
   - {{name: rich, transport: stdio, command: {sys.executable}, args: ['{RICH}']}}
   - {{name: echo, transport: stdio, command: {sys.executable}, args: ['{ECHO}']}}
