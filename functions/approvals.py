@@ -15,7 +15,14 @@ from shared.json_depth import decode
 
 from .auth import control_plane, mesh_of, peer_of
 from .openapi import ADMIN, BODY, json_body, ok, responses
-from .schemas import ApprovalSettings, ApprovalSettingsChange, ApprovalSettingsChanged, ApprovalView, Resolve, ResolveRequest
+from .schemas import (
+    ApprovalSettings,
+    ApprovalSettingsChange,
+    ApprovalSettingsChanged,
+    ApprovalView,
+    Resolve,
+    ResolveRequest,
+)
 
 __all__ = ["ROUTES", "json_object", "remote_actor"]
 

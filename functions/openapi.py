@@ -77,7 +77,9 @@ BODY = (400, 413, 415)
 
 
 def ok(container: Any, description: str = "OK", media_type: str = MediaType.JSON) -> ResponseSpec:
-    return ResponseSpec(data_container=container, description=description, media_type=media_type, generate_examples=False)
+    return ResponseSpec(
+        data_container=container, description=description, media_type=media_type, generate_examples=False
+    )
 
 
 def errors(*codes: int) -> dict[int, ResponseSpec]:

@@ -102,7 +102,7 @@ async def read_policy_file(request: Request[Any, Any, Any], name: FromPath[str])
     operation_class=json_body(
         PolicyFileText,
         required=True,
-        description="The policy file's YAML as sent, or `{\"text\": ...}` as JSON",
+        description='The policy file\'s YAML as sent, or `{"text": ...}` as JSON',
         other={"application/yaml": Schema(type=OpenAPIType.STRING), "text/plain": Schema(type=OpenAPIType.STRING)},
     ),
     responses=responses({200: ok(dict[str, Any], "The file as written")}, *BODY, 401, 404, 409, 501, 503),

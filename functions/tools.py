@@ -80,7 +80,7 @@ _RESULT = {
     status_code=200,
     tags=["data plane"],
     security=AGENT,
-    operation_class=json_body(ToolCall, description="`{\"params\": {...}}`, or the arguments object itself"),
+    operation_class=json_body(ToolCall, description='`{"params": {...}}`, or the arguments object itself'),
     responses={**_RESULT, **responses({}, 413, 415, 503)},
 )
 async def call_tool(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
