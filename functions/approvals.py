@@ -65,7 +65,7 @@ def _text(body: dict[str, Any], key: str) -> str:
     sync_to_thread=True,
     tags=["approvals"],
     security=ADMIN,
-    responses=responses({200: ok(list[ApprovalView], "Approvals, newest first")}, 401),
+    responses=responses({200: ok(list[ApprovalView], "Approvals, newest first")}, 400, 401),
 )
 def list_approvals(
     request: Request[Any, Any, Any], status: FromQuery[str] = "pending", tool: FromQuery[str] = ""
@@ -132,7 +132,7 @@ def put_settings(request: Request[Any, Any, Any], body: RawBody) -> dict[str, An
     sync_to_thread=True,
     tags=["approvals"],
     security=ADMIN,
-    responses=responses({200: ok(ApprovalView, "The approval with recent_traces and active_grants")}, 401, 404),
+    responses=responses({200: ok(ApprovalView, "The approval with recent_traces and active_grants")}, 400, 401, 404),
 )
 def approval_detail(request: Request[Any, Any, Any], approval_id: FromPath[str]) -> dict[str, Any]:
     mesh = mesh_of(request)

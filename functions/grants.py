@@ -81,7 +81,7 @@ def create_grant(request: Request[Any, Any, Any], body: RawBody) -> Response[dic
     sync_to_thread=True,
     tags=["grants"],
     security=ADMIN,
-    responses=responses({200: ok(Resolve, "`{status: revoked, id}`")}, 401, 404, 503),
+    responses=responses({200: ok(Resolve, "`{status: revoked, id}`")}, 400, 401, 404, 503),
 )
 def revoke_grant(request: Request[Any, Any, Any], grant_id: FromPath[str]) -> dict[str, str]:
     grant = mesh_of(request).grants.revoke(grant_id, by=remote_actor(request))

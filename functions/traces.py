@@ -37,7 +37,7 @@ def _tracer(request: Request[Any, Any, Any]) -> Any:
     sync_to_thread=True,
     tags=["traces"],
     security=ADMIN,
-    responses=responses({200: ok(list[TraceEntry], "Trace entries, newest first")}, 401),
+    responses=responses({200: ok(list[TraceEntry], "Trace entries, newest first")}, 400, 401),
 )
 def traces(
     request: Request[Any, Any, Any],
@@ -70,7 +70,7 @@ def traces_verify(request: Request[Any, Any, Any]) -> dict[str, Any]:
     sync_to_thread=True,
     tags=["traces"],
     security=ADMIN,
-    responses=responses({200: ok(TraceWhy)}, 401, 404),
+    responses=responses({200: ok(TraceWhy)}, 400, 401, 404),
 )
 def traces_why(request: Request[Any, Any, Any], trace_id: FromPath[str], depth: FromQuery[str] = "") -> dict[str, Any]:
     chain = _tracer(request).why(trace_id, min(_int(depth, 10), 50))
@@ -85,7 +85,7 @@ def traces_why(request: Request[Any, Any, Any], trace_id: FromPath[str], depth: 
     sync_to_thread=True,
     tags=["traces"],
     security=ADMIN,
-    responses=responses({200: ok(dict[str, Any], "OTLP JSON `{resourceSpans: [...]}`")}, 401),
+    responses=responses({200: ok(dict[str, Any], "OTLP JSON `{resourceSpans: [...]}`")}, 400, 401),
 )
 def otel_traces(
     request: Request[Any, Any, Any],
@@ -103,7 +103,7 @@ def otel_traces(
     sync_to_thread=True,
     tags=["traces"],
     security=ADMIN,
-    responses=responses({200: ok(list[dict[str, Any]], "Sessions, by last_seen desc")}, 401),
+    responses=responses({200: ok(list[dict[str, Any]], "Sessions, by last_seen desc")}, 400, 401),
 )
 def sessions(request: Request[Any, Any, Any], limit: FromQuery[str] = "") -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = _tracer(request).sessions(_int(limit, 50))
@@ -116,7 +116,7 @@ def sessions(request: Request[Any, Any, Any], limit: FromQuery[str] = "") -> lis
     sync_to_thread=True,
     tags=["traces"],
     security=ADMIN,
-    responses=responses({200: ok(list[TraceEntry], "The session's entries, newest first")}, 401),
+    responses=responses({200: ok(list[TraceEntry], "The session's entries, newest first")}, 400, 401),
 )
 def session(
     request: Request[Any, Any, Any], session_id: FromPath[str], limit: FromQuery[str] = ""
