@@ -16,6 +16,7 @@ from typing import Any
 from .decisions import WRITER_AGENT, DecisionWriter
 from .errors import BadRequest, Conflict
 from .guard import injection_risk
+from .memory.workspace import go_trim
 from .memory_client import ListedMemory, MemoryClient, MemoryUnavailable, parse_memory_list
 
 __all__ = ["EffectiveSettings", "Precedents", "approval_reason", "tool_is_eligible", "wire_precedents"]
@@ -185,8 +186,13 @@ class Precedents:
 
     async def forget(self, tool: str, agent: str) -> dict[str, Any]:
         """POST /approvals/precedents/forget: every decision of one couple, so it starts again from zero."""
+        # Trimmed as memory trims tags: a blank tool would otherwise drop out of the tags and forget every
+        # decision of the agent; a line break is refused by memory (a 502 for what is the caller's mistake).
+        tool, agent = go_trim(tool), go_trim(agent)
         if not tool or not agent:
             raise BadRequest("tool and agent are required")
+        if any(c in tool + agent for c in "\r\n"):
+            raise BadRequest("tool and agent must be single lines")
         if not self._settings().auto_approve:
             raise Conflict("auto-approve is off: there are no precedents to forget")
         memory = self._memory()
