@@ -35,7 +35,7 @@ from shared.mcp.sessions import McpSession, same_identity
 from shared.resource_metadata import bearer_challenge
 
 from .auth import mesh_of
-from .openapi import AGENT, json_body, ok
+from .openapi import AGENT, header, json_body, ok
 from .schemas import JsonRpcMessage
 from .wellknown import public_base
 
@@ -184,7 +184,16 @@ def _rpc(description: str) -> Any:
     tags=["data plane"],
     security=AGENT,
     summary="MCP Streamable HTTP",
-    operation_class=json_body(JsonRpcMessage, required=True, description="One JSON-RPC 2.0 object"),
+    operation_class=json_body(
+        JsonRpcMessage,
+        required=True,
+        description="One JSON-RPC 2.0 object",
+        headers=(
+            header("Mcp-Session-Id", "The session (handshake revisions), from the initialize answer"),
+            header("MCP-Protocol-Version", "The protocol revision; a stateless one selects the sessionless mode"),
+            header("Traceparent", "W3C trace context"),
+        ),
+    ),
     responses={
         200: _rpc("The JSON-RPC answer (in a session, protocol errors too)"),
         202: ok(None, "A notification or a response: no body"),

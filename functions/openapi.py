@@ -15,13 +15,15 @@ from typing import Any
 from litestar import Request
 from litestar._openapi.schema_generation import SchemaCreator
 from litestar._openapi.schema_generation.plugins import openapi_schema_plugins
-from litestar.enums import MediaType
+from litestar.enums import MediaType, ParamType
 from litestar.openapi import OpenAPIConfig, ResponseSpec
 from litestar.openapi.plugins import JsonRenderPlugin, OpenAPIRenderPlugin, YamlRenderPlugin
 from litestar.openapi.spec import (
     Components,
     OpenAPIMediaType,
+    OpenAPIType,
     Operation,
+    Parameter,
     Reference,
     RequestBody,
     Schema,
@@ -37,9 +39,11 @@ from .schemas import ErrorBody
 __all__ = [
     "ADMIN",
     "AGENT",
+    "CALL_HEADERS",
     "OPENAPI_CONFIG",
     "PUBLIC",
     "errors",
+    "header",
     "json_body",
     "ok",
     "responses",
@@ -108,10 +112,31 @@ def _inline(container: Any) -> Schema:
     return _creator.schema_registry.from_reference(made).schema if isinstance(made, Reference) else made
 
 
+def header(name: str, description: str) -> Parameter:
+    """An optional request header a handler reads itself."""
+    return Parameter(
+        name=name, param_in=ParamType.HEADER, schema=Schema(type=OpenAPIType.STRING), description=description
+    )
+
+
+# The headers a governed call reads (CONTRACT 1.5).
+CALL_HEADERS = (
+    header("X-Session-Id", "The agent's session (nothing is generated when absent)"),
+    header("Traceparent", "W3C trace context: the call joins the caller's trace"),
+    header("X-Trace-Id", "The caller's trace id (when no Traceparent)"),
+)
+
+
 def json_body(
-    container: Any, *, required: bool = False, description: str = "", other: dict[str, Schema] | None = None
+    container: Any,
+    *,
+    required: bool = False,
+    description: str = "",
+    other: dict[str, Schema] | None = None,
+    headers: tuple[Parameter, ...] = (),
 ) -> type[Operation]:
-    """An Operation class that carries this request body (the handler reads its body itself)."""
+    """An Operation class that carries this request body (the handler reads its body itself) and the request
+    headers it reads."""
     content = {MediaType.JSON.value: OpenAPIMediaType(schema=_inline(container))}
     for media, schema in (other or {}).items():
         content[media] = OpenAPIMediaType(schema=schema)
@@ -121,6 +146,8 @@ def json_body(
     class WithBody(Operation):
         def __post_init__(self) -> None:
             self.request_body = body
+            if headers:
+                self.parameters = [*(self.parameters or []), *headers]
 
     return WithBody
 

@@ -17,7 +17,7 @@ from shared.pipeline import Call, Outcome
 from shared.tracecontext import from_headers
 
 from .auth import caller_of, caller_or_admin, control_plane, mesh_of
-from .openapi import ADMIN, AGENT, BODY, json_body, ok, responses
+from .openapi import ADMIN, AGENT, BODY, CALL_HEADERS, header, json_body, ok, responses
 from .schemas import Decide, Decision, McpServer, Tool, ToolCall, ToolResult
 
 __all__ = ["ROUTES"]
@@ -80,7 +80,11 @@ _RESULT = {
     status_code=200,
     tags=["data plane"],
     security=AGENT,
-    operation_class=json_body(ToolCall, description='`{"params": {...}}`, or the arguments object itself'),
+    operation_class=json_body(
+        ToolCall,
+        description='`{"params": {...}}`, or the arguments object itself',
+        headers=(*CALL_HEADERS, header("X-Callback-URL", "Where the approval's outcome is posted (public URLs only)")),
+    ),
     responses={**_RESULT, **responses({}, 413, 415, 503)},
 )
 async def call_tool(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
@@ -121,7 +125,7 @@ class _DecideBody(msgspec.Struct):
     status_code=200,
     tags=["data plane"],
     security=AGENT,
-    operation_class=json_body(Decide, required=True),
+    operation_class=json_body(Decide, required=True, headers=CALL_HEADERS),
     responses={
         **responses({200: ok(Decision, "allow or human_approval")}, *BODY, 401, 503),
         403: ok(Decision, "deny (a halt adds `halted: true`); or, as `{error}`, impersonation refused"),

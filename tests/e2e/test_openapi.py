@@ -9,6 +9,7 @@ SQLite file, so a 503 would be a bug."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from openapi_spec_validator import OpenAPIV31SpecValidator
 from schemathesis import GenerationMode
+from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
 from shared.json_depth import MAX_JSON_DEPTH
@@ -244,9 +246,10 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(served: Serv
     schema = schemathesis.openapi.from_url(f"{served.url}/schema/openapi.json")
     with_admin = Run(served.url, ADMIN)
     without = Run(served.url, {})
-    fuzz(schema, with_admin, positive=30, negative=15)
-    fuzz(schema, without, positive=12, negative=8)
+    fuzz(schema, with_admin, positive=36, negative=18)
+    fuzz(schema, without, positive=14, negative=8)
     failures = with_admin.failures + without.failures
+    print(f"schemathesis: {with_admin.cases} cases with the admin token, {without.cases} without")
     assert not failures, f"{len(failures)} failures:\n" + "\n\n".join(failures[:15])
     assert with_admin.cases + without.cases >= 2000, (with_admin.cases, without.cases)
 
@@ -254,13 +257,31 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(served: Serv
 # --- the explicit examples: JSON nested 100,000 deep on every JSON entry point, HEAD on every GET ---
 
 
-def _documented(served: Served, method: str, path: str, response: httpx.Response) -> None:
+def _documented(
+    served: Served, method: str, path: str, response: httpx.Response, doc: dict[str, Any] | None = None
+) -> None:
     """The answer is one the document gives for that operation (status and body schema)."""
-    schema = schemathesis.openapi.from_dict(served.doc)
+    schema = schemathesis.openapi.from_dict(doc or served.doc)
     operation = schema[path][method]
     names = re.findall(r"{(\w+)}", path)
     case = operation.Case(path_parameters=dict(zip(names, names, strict=True)))
     case.validate_response(response, checks=[response_schema_conformance, status_code_conformance])
+
+
+def test_the_checks_catch_an_answer_outside_the_document(served: Served) -> None:
+    """What the fuzz run relies on: real answers checked against a document that gets them wrong fail."""
+    health = httpx.get(f"{served.url}/health", trust_env=False)
+    traces = httpx.get(f"{served.url}/traces", trust_env=False)  # no admin token: 401
+    _documented(served, "GET", "/health", health)
+    _documented(served, "GET", "/traces", traces)
+    wrong_body = copy.deepcopy(served.doc)
+    wrong_body["components"]["schemas"]["Health"]["required"] = ["missing"]
+    with pytest.raises(FailureGroup):
+        _documented(served, "GET", "/health", health, doc=wrong_body)
+    wrong_status = copy.deepcopy(served.doc)
+    del wrong_status["paths"]["/traces"]["get"]["responses"]["401"]
+    with pytest.raises(FailureGroup):
+        _documented(served, "GET", "/traces", traces, doc=wrong_status)
 
 
 @pytest.mark.parametrize("body", [DEEP, DEEP_OBJECT], ids=["array", "object"])
