@@ -81,6 +81,8 @@ def list_approvals(
     tags=["approvals"],
     security=ADMIN,
     responses=responses({200: ok(ApprovalSettings)}, 401),
+    operation_id="ApprovalsSettingsGetSettings",
+    summary="GetSettings",
 )
 def get_settings(request: Request[Any, Any, Any]) -> dict[str, Any]:
     mesh = mesh_of(request)

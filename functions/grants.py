@@ -38,6 +38,8 @@ def _str(body: dict[str, Any], key: str) -> str:
     tags=["grants"],
     security=ADMIN,
     responses=responses({200: ok(list[GrantView], "Active grants")}, 401),
+    operation_id="GrantsListGrants",
+    summary="ListGrants",
 )
 def list_grants(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
     return [g.view() for g in mesh_of(request).grants.active()]

@@ -33,6 +33,8 @@ def _str(body: dict[str, Any], key: str) -> str:
     tags=["halts"],
     security=ADMIN,
     responses=responses({200: ok(list[Halt], "Stops in force (all with `?status=all`)")}, 400, 401),
+    operation_id="HaltsListHalts",
+    summary="ListHalts",
 )
 def list_halts(request: Request[Any, Any, Any], status: FromQuery[str] = "active") -> list[dict[str, Any]]:
     """Stops in force, newest first; `?status=all` adds the resumed ones."""

@@ -35,7 +35,7 @@ from shared.mcp.sessions import McpSession, same_identity
 from shared.resource_metadata import bearer_challenge
 
 from .auth import mesh_of
-from .openapi import AGENT, header, json_body, ok
+from .openapi import AGENT, header, json_body, ok, operation
 from .schemas import JsonRpcMessage
 from .wellknown import public_base
 
@@ -228,6 +228,7 @@ async def mcp_post(request: Request[Any, Any, Any]) -> Response[bytes]:
     tags=["data plane"],
     security=AGENT,
     summary="End an MCP session",
+    operation_class=operation(drop=("200",)),  # 204 or an error, never 200
     responses={
         204: ok(None, "The session is closed"),
         400: _rpc("Missing Mcp-Session-Id"),

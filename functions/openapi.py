@@ -39,6 +39,7 @@ from .schemas import ErrorBody
 __all__ = [
     "ADMIN",
     "AGENT",
+    "BODY",
     "CALL_HEADERS",
     "OPENAPI_CONFIG",
     "PUBLIC",
@@ -46,6 +47,7 @@ __all__ = [
     "header",
     "json_body",
     "ok",
+    "operation",
     "responses",
     "text_responses",
 ]
@@ -141,15 +143,27 @@ def json_body(
     for media, schema in (other or {}).items():
         content[media] = OpenAPIMediaType(schema=schema)
     body = RequestBody(content=content, required=required, description=description or None)
+    return operation(body=body, headers=headers)
+
+
+def operation(
+    *, body: RequestBody | None = None, headers: tuple[Parameter, ...] = (), drop: tuple[str, ...] = ()
+) -> type[Operation]:
+    """An Operation class that adds a request body and headers, and drops statuses Litestar infers from the
+    handler's declared status that the route never answers."""
 
     @dataclass
-    class WithBody(Operation):
+    class Described(Operation):
         def __post_init__(self) -> None:
-            self.request_body = body
+            if body is not None:
+                self.request_body = body
             if headers:
                 self.parameters = [*(self.parameters or []), *headers]
+            for status in drop:
+                if self.responses:
+                    self.responses.pop(status, None)
 
-    return WithBody
+    return Described
 
 
 class DocsPage(OpenAPIRenderPlugin):

@@ -40,6 +40,8 @@ def _str(fields: dict[str, Any], key: str) -> str:
     tags=["tokens"],
     security=ADMIN,
     responses=responses({200: ok(list[TokenView], "Token records (never the secret)")}, 400, 401),
+    operation_id="TokensListTokens",
+    summary="ListTokens",
 )
 def list_tokens(request: Request[Any, Any, Any], agent: FromQuery[str] = "") -> list[dict[str, Any]]:
     return [view(t) for t in mesh_of(request).tokens.list(agent_id=agent)]
