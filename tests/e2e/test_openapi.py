@@ -214,31 +214,36 @@ def _check(run: Run, case: Any, response: Any) -> None:
         run.failures.append(f"{type(e).__name__} {where}\n{str(e)[:600]}")
 
 
+def fuzz_operation(operation: Any, run: Run, mode: GenerationMode, budget: int, **fixed: Any) -> None:
+    """`budget` generated cases of one operation (`fixed`: parts held constant, such as a real tool's name)."""
+
+    @settings(
+        max_examples=budget,
+        derandomize=True,  # the same cases on every run
+        database=None,
+        deadline=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=operation.as_strategy(generation_mode=mode, **fixed))
+    def one(case: Any) -> None:
+        if run.headers:
+            case.headers = {**(case.headers or {}), **run.headers}
+        response = case.call(base_url=run.base, timeout=30)
+        _check(run, case, response)
+
+    try:
+        one()
+    except Exception as e:  # a mode with nothing to generate (no parameters to break)
+        if "unsatisfiable" not in f"{type(e).__name__} {e}".lower():
+            run.failures.append(f"{operation.method.upper()} {operation.path} {mode}: {e!r}"[:600])
+
+
 def fuzz(schema: Any, run: Run, positive: int, negative: int) -> None:
     for result in schema.get_all_operations():
         operation = result.ok()
-        for mode, budget in ((GenerationMode.POSITIVE, positive), (GenerationMode.NEGATIVE, negative)):
-
-            @settings(
-                max_examples=budget,
-                derandomize=True,  # the same cases on every run
-                database=None,
-                deadline=None,
-                phases=[Phase.explicit, Phase.generate],
-                suppress_health_check=list(HealthCheck),
-            )
-            @given(case=operation.as_strategy(generation_mode=mode))
-            def one(case: Any) -> None:
-                if run.headers:
-                    case.headers = {**(case.headers or {}), **run.headers}
-                response = case.call(base_url=run.base, timeout=30)
-                _check(run, case, response)
-
-            try:
-                one()
-            except Exception as e:  # a mode with nothing to generate (no parameters to break)
-                if "Unsatisfiable" not in type(e).__name__ and "unsatisfiable" not in str(e).lower():
-                    run.failures.append(f"{operation.method.upper()} {operation.path} {mode}: {e!r}"[:600])
+        fuzz_operation(operation, run, GenerationMode.POSITIVE, positive)
+        fuzz_operation(operation, run, GenerationMode.NEGATIVE, negative)
 
 
 @pytest.mark.timeout(600)
@@ -248,10 +253,18 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(served: Serv
     without = Run(served.url, {})
     fuzz(schema, with_admin, positive=36, negative=18)
     fuzz(schema, without, positive=14, negative=8)
-    failures = with_admin.failures + without.failures
-    print(f"schemathesis: {with_admin.cases} cases with the admin token, {without.cases} without")
+    # Real tools with generated arguments, as an agent: the pipeline and the forwarding to the backend (allowed,
+    # denied, a backend that fails) meet arbitrary JSON, unicode and headers.
+    agent = Run(served.url, AGENT)
+    tool_call = schema["/tool/{name}"]["POST"]
+    for tool in ("list_pets", "get_pet_by_id", "create_pet", "get_boom", "get_text"):
+        fuzz_operation(tool_call, agent, GenerationMode.POSITIVE, 40, path_parameters={"name": tool})
+        fuzz_operation(tool_call, agent, GenerationMode.NEGATIVE, 10, path_parameters={"name": tool})
+    failures = with_admin.failures + without.failures + agent.failures
+    print(f"schemathesis: {with_admin.cases} cases with the admin token, {without.cases} without, {agent.cases} tools")
     assert not failures, f"{len(failures)} failures:\n" + "\n\n".join(failures[:15])
     assert with_admin.cases + without.cases >= 2000, (with_admin.cases, without.cases)
+    assert agent.cases >= 200
 
 
 # --- the explicit examples: JSON nested 100,000 deep on every JSON entry point, HEAD on every GET ---
