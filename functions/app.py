@@ -15,7 +15,7 @@ from shared.mesh import Mesh
 
 from .errors import EXCEPTION_HANDLERS
 from .head import HeadAsGet
-from .openapi import OPENAPI_CONFIG
+from .openapi import openapi_config
 
 __all__ = ["create_app"]
 
@@ -85,7 +85,7 @@ def create_app(mesh: Mesh) -> Litestar:
         on_shutdown=[_stop],
         request_max_body_size=mesh.settings.max_body_bytes,
         cors_config=cors,
-        openapi_config=OPENAPI_CONFIG,  # GET /schema/openapi.json (functions/openapi.py)
+        openapi_config=openapi_config(),  # GET /schema/openapi.json (functions/openapi.py)
         debug=False,
     )
     app.state.mesh = mesh

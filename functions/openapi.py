@@ -41,12 +41,12 @@ __all__ = [
     "AGENT",
     "BODY",
     "CALL_HEADERS",
-    "OPENAPI_CONFIG",
     "PUBLIC",
     "errors",
     "header",
     "json_body",
     "ok",
+    "openapi_config",
     "operation",
     "responses",
     "text_responses",
@@ -213,15 +213,18 @@ _SECURITY = {
 
 _TAGS = ["data plane", "traces", "approvals", "grants", "halts", "policies", "tokens", "memory", "meta"]
 
-OPENAPI_CONFIG = OpenAPIConfig(
-    title="flux7",
-    version=__version__,
-    description="The governed tool gateway (mesh), its control plane and the memory routes. Errors answer "
-    '`{"error": "<why>"}` unless a route says otherwise.',
-    path="/schema",
-    render_plugins=[DocsPage(), JsonRenderPlugin(), YamlRenderPlugin()],
-    components=Components(security_schemes=_SECURITY),  # type: ignore[arg-type]
-    tags=[Tag(name=t) for t in _TAGS],
-    use_handler_docstrings=True,
-    create_examples=False,
-)
+
+def openapi_config() -> OpenAPIConfig:
+    """A fresh config per app (Litestar keeps per-app state on it)."""
+    return OpenAPIConfig(
+        title="flux7",
+        version=__version__,
+        description="The governed tool gateway (mesh), its control plane and the memory routes. Errors answer "
+        '`{"error": "<why>"}` unless a route says otherwise.',
+        path="/schema",
+        render_plugins=[DocsPage(), JsonRenderPlugin(), YamlRenderPlugin()],
+        components=Components(security_schemes=_SECURITY),  # type: ignore[arg-type]
+        tags=[Tag(name=t) for t in _TAGS],
+        use_handler_docstrings=True,
+        create_examples=False,
+    )
