@@ -134,7 +134,7 @@ def _refuse(path: str, allow: str, methods: list[HttpMethod]) -> Any:
 
 
 # The memory token, the admin token or a verified agent; with no memory token and claims believed, anyone.
-_MEMORY_AUTH: list[dict[str, list[str]]] = [*ADMIN, {"agent": []}, {}]
+_MEMORY_AUTH: list[dict[str, list[str]]] = [{"memory": []}, *ADMIN, {"agent": []}, {}]
 _RPC_RESPONSES = {
     200: ok(JsonRpcMessage, "The JSON-RPC answer, errors included (`-32700` for bad or too deeply nested JSON)"),
     **text_responses(401, 404),

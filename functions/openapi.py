@@ -209,6 +209,13 @@ _SECURITY = {
         description="The admin token (`auth.admin_token`) for control-plane routes; with none set, only loopback "
         "peers are admitted.",
     ),
+    "memory": SecurityScheme(
+        type="http",
+        scheme="bearer",
+        description="Memory's token (`memory.token`) for the memory routes; the admin token and a verified agent "
+        "(its own token or JWT, as that agent) are accepted too. With no memory token set and claims believed, "
+        "none is needed.",
+    ),
 }
 
 _TAGS = ["data plane", "traces", "approvals", "grants", "halts", "policies", "tokens", "memory", "meta"]
