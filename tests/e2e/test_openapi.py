@@ -9,9 +9,11 @@ SQLite file, so a 503 would be a bug."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +29,7 @@ from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
 from shared.json_depth import MAX_JSON_DEPTH
+from tests.support.http import wait_until
 from tests.support.mesh import pets_mesh_config
 from tests.support.server import running_server
 from tests.upstreams.servers.http_backend import running_backend
@@ -43,6 +46,8 @@ agent: "*"
 rules:
   - tools: ["list_pets", "get_pet_by_id", "get_text", "get_boom"]
     action: allow
+  - tools: ["delete_pet"]
+    action: human_approval
   - tools: ["*"]
     action: deny
 """
@@ -118,13 +123,28 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             tmp,
             backend,
             POLICY,
+            approval_timeout=600,
             memory="{enabled: true, hybrid: false, token: m3m}",
             trace_file=True,
             extra="pin_tools: true",
         )
         with running_server(config) as server:
+            # One call waiting on a human for the whole run, so the approval routes answer a real approval
+            # (the fuzzer may resolve it: a generated id can be a unique prefix of its id).
+            waiting = threading.Thread(target=_blocked_call, args=(server.url,), daemon=True)
+            waiting.start()
+            wait_until(lambda: _pending(server.url), timeout=30)
             doc = httpx.get(f"{server.url}/schema/openapi.json", timeout=30, trust_env=False).json()
             yield Served(server.url, doc)
+
+
+def _blocked_call(url: str) -> None:
+    with contextlib.suppress(httpx.HTTPError):  # ends when the approval is resolved or the server stops
+        httpx.post(f"{url}/tool/delete_pet", json={"params": {"petId": 7}}, headers=AGENT, timeout=700)
+
+
+def _pending(url: str) -> bool:
+    return bool(httpx.get(f"{url}/approvals", headers=ADMIN, trust_env=False).json())
 
 
 def operations(doc: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
