@@ -16,6 +16,7 @@ from shared.mesh import Mesh
 from .csrf import browser_guard
 from .errors import EXCEPTION_HANDLERS
 from .head import HeadAsGet
+from .openapi import openapi_config
 
 __all__ = ["create_app"]
 
@@ -92,7 +93,7 @@ def create_app(mesh: Mesh) -> Litestar:
         request_max_body_size=mesh.settings.max_body_bytes,
         cors_config=cors,
         middleware=[browser_guard(console.allowed_origins)],
-        openapi_config=None,
+        openapi_config=openapi_config(),  # GET /schema/openapi.json (functions/openapi.py)
         debug=False,
     )
     app.state.mesh = mesh

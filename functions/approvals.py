@@ -14,6 +14,15 @@ from shared.errors import BadRequest
 from shared.json_depth import decode
 
 from .auth import control_plane, mesh_of, peer_of
+from .openapi import ADMIN, BODY, json_body, ok, responses
+from .schemas import (
+    ApprovalSettings,
+    ApprovalSettingsChange,
+    ApprovalSettingsChanged,
+    ApprovalView,
+    Resolve,
+    ResolveRequest,
+)
 
 __all__ = ["ROUTES", "acting_agent", "json_object", "remote_actor"]
 
@@ -50,7 +59,14 @@ def _text(body: dict[str, Any], key: str) -> str:
     return value
 
 
-@get("/approvals", guards=[control_plane], sync_to_thread=True)
+@get(
+    "/approvals",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["approvals"],
+    security=ADMIN,
+    responses=responses({200: ok(list[ApprovalView], "Approvals, newest first")}, 400, 401),
+)
 def list_approvals(
     request: Request[Any, Any, Any], status: FromQuery[str] = "pending", tool: FromQuery[str] = ""
 ) -> list[dict[str, Any]]:
@@ -58,7 +74,16 @@ def list_approvals(
     return [a.view(queue.expose_content) for a in queue.query(status=status, tool=tool)]
 
 
-@get("/approvals/settings", guards=[control_plane], sync_to_thread=True)
+@get(
+    "/approvals/settings",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["approvals"],
+    security=ADMIN,
+    responses=responses({200: ok(ApprovalSettings)}, 401),
+    operation_id="ApprovalsSettingsGetSettings",
+    summary="GetSettings",
+)
 def get_settings(request: Request[Any, Any, Any]) -> dict[str, Any]:
     mesh = mesh_of(request)
     store = mesh.approvals.settings_store
@@ -77,7 +102,15 @@ def get_settings(request: Request[Any, Any, Any]) -> dict[str, Any]:
     }
 
 
-@put("/approvals/settings", guards=[control_plane], sync_to_thread=True)
+@put(
+    "/approvals/settings",
+    guards=[control_plane],
+    operation_class=json_body(ApprovalSettingsChange),
+    sync_to_thread=True,
+    tags=["approvals"],
+    security=ADMIN,
+    responses=responses({200: ok(ApprovalSettingsChanged)}, *BODY, 401, 501, 503),
+)
 def put_settings(request: Request[Any, Any, Any], body: RawBody) -> dict[str, Any]:
     mesh = mesh_of(request)
     changes = json_object(body)
@@ -95,7 +128,14 @@ def put_settings(request: Request[Any, Any, Any], body: RawBody) -> dict[str, An
     return {"changed": changed}
 
 
-@get("/approvals/{approval_id:str}", guards=[control_plane], sync_to_thread=True)
+@get(
+    "/approvals/{approval_id:str}",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["approvals"],
+    security=ADMIN,
+    responses=responses({200: ok(ApprovalView, "The approval with recent_traces and active_grants")}, 400, 401, 404),
+)
 def approval_detail(request: Request[Any, Any, Any], approval_id: FromPath[str]) -> dict[str, Any]:
     mesh = mesh_of(request)
     approval = mesh.approvals.get(approval_id)
@@ -141,12 +181,30 @@ def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, dec
     return {"status": approval.status, "id": approval.id}
 
 
-@post("/approvals/{approval_id:str}/approve", guards=[control_plane], status_code=200, sync_to_thread=True)
+@post(
+    "/approvals/{approval_id:str}/approve",
+    guards=[control_plane],
+    status_code=200,
+    operation_class=json_body(ResolveRequest),
+    sync_to_thread=True,
+    tags=["approvals"],
+    security=ADMIN,
+    responses=responses({200: ok(Resolve)}, *BODY, 401, 404, 409, 503),
+)
 def approve(request: Request[Any, Any, Any], approval_id: FromPath[str], body: RawBody) -> dict[str, Any]:
     return _resolve(request, approval_id, body, "approve")
 
 
-@post("/approvals/{approval_id:str}/deny", guards=[control_plane], status_code=200, sync_to_thread=True)
+@post(
+    "/approvals/{approval_id:str}/deny",
+    guards=[control_plane],
+    status_code=200,
+    operation_class=json_body(ResolveRequest),
+    sync_to_thread=True,
+    tags=["approvals"],
+    security=ADMIN,
+    responses=responses({200: ok(Resolve)}, *BODY, 401, 404, 409, 503),
+)
 def deny(request: Request[Any, Any, Any], approval_id: FromPath[str], body: RawBody) -> dict[str, Any]:
     return _resolve(request, approval_id, body, "deny")
 

@@ -12,6 +12,8 @@ from shared.errors import BadRequest
 
 from .approvals import acting_agent, json_object, remote_actor
 from .auth import control_plane, mesh_of
+from .openapi import ADMIN, BODY, json_body, ok, responses
+from .schemas import GrantRequest, GrantView, Resolve
 
 __all__ = ["ROUTES"]
 
@@ -29,12 +31,29 @@ def _str(body: dict[str, Any], key: str) -> str:
     return value.strip()
 
 
-@get("/grants", guards=[control_plane], sync_to_thread=True)
+@get(
+    "/grants",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["grants"],
+    security=ADMIN,
+    responses=responses({200: ok(list[GrantView], "Active grants")}, 401),
+    operation_id="GrantsListGrants",
+    summary="ListGrants",
+)
 def list_grants(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
     return [g.view() for g in mesh_of(request).grants.active()]
 
 
-@post("/grants", guards=[control_plane], sync_to_thread=True)
+@post(
+    "/grants",
+    guards=[control_plane],
+    operation_class=json_body(GrantRequest, required=True),
+    sync_to_thread=True,
+    tags=["grants"],
+    security=ADMIN,
+    responses=responses({201: ok(GrantView, "Created")}, *BODY, 401, 503),
+)
 def create_grant(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[str, Any]]:
     fields = json_object(body)
     agent, tools, duration = _str(fields, "agent"), _str(fields, "tools"), _str(fields, "duration")
@@ -58,7 +77,15 @@ def create_grant(request: Request[Any, Any, Any], body: RawBody) -> Response[dic
     return Response(grant.view(), status_code=201)
 
 
-@delete("/grants/{grant_id:str}", guards=[control_plane], status_code=200, sync_to_thread=True)
+@delete(
+    "/grants/{grant_id:str}",
+    guards=[control_plane],
+    status_code=200,
+    sync_to_thread=True,
+    tags=["grants"],
+    security=ADMIN,
+    responses=responses({200: ok(Resolve, "`{status: revoked, id}`")}, 400, 401, 404, 503),
+)
 def revoke_grant(request: Request[Any, Any, Any], grant_id: FromPath[str]) -> dict[str, str]:
     grant = mesh_of(request).grants.revoke(grant_id, by=remote_actor(request))
     return {"status": "revoked", "id": grant.id}

@@ -11,6 +11,8 @@ from shared.errors import BadRequest
 
 from .approvals import json_object, remote_actor
 from .auth import control_plane, mesh_of
+from .openapi import ADMIN, BODY, json_body, ok, responses
+from .schemas import Halt, HaltCreated, HaltRequest, HaltResumed
 
 __all__ = ["ROUTES"]
 
@@ -24,7 +26,16 @@ def _str(body: dict[str, Any], key: str) -> str:
     return value.strip()
 
 
-@get("/halts", guards=[control_plane], sync_to_thread=True)
+@get(
+    "/halts",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["halts"],
+    security=ADMIN,
+    responses=responses({200: ok(list[Halt], "Stops in force (all with `?status=all`)")}, 400, 401),
+    operation_id="HaltsListHalts",
+    summary="ListHalts",
+)
 def list_halts(request: Request[Any, Any, Any], status: FromQuery[str] = "active") -> list[dict[str, Any]]:
     """Stops in force, newest first; `?status=all` adds the resumed ones."""
     registry = mesh_of(request).halts
@@ -32,7 +43,15 @@ def list_halts(request: Request[Any, Any, Any], status: FromQuery[str] = "active
     return [h.view() for h in halts]
 
 
-@post("/halts", guards=[control_plane], sync_to_thread=True)
+@post(
+    "/halts",
+    guards=[control_plane],
+    operation_class=json_body(HaltRequest, required=True),
+    sync_to_thread=True,
+    tags=["halts"],
+    security=ADMIN,
+    responses=responses({201: ok(HaltCreated, "Stopped"), 200: ok(HaltCreated, "Already in force")}, *BODY, 401, 503),
+)
 def create_halt(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[str, Any]]:
     fields = json_object(body)
     result = mesh_of(request).halts.create(
@@ -52,7 +71,16 @@ def create_halt(request: Request[Any, Any, Any], body: RawBody) -> Response[dict
     return Response(payload, status_code=201)
 
 
-@post("/halts/{halt_id:str}/resume", guards=[control_plane], status_code=200, sync_to_thread=True)
+@post(
+    "/halts/{halt_id:str}/resume",
+    guards=[control_plane],
+    status_code=200,
+    operation_class=json_body(HaltRequest),
+    sync_to_thread=True,
+    tags=["halts"],
+    security=ADMIN,
+    responses=responses({200: ok(HaltResumed)}, *BODY, 401, 404, 503),
+)
 def resume_halt(request: Request[Any, Any, Any], halt_id: FromPath[str], body: RawBody) -> dict[str, Any]:
     fields = json_object(body)
     result = mesh_of(request).halts.resume(halt_id, _str(fields, "by") or remote_actor(request))

@@ -10,16 +10,18 @@ from shared import __version__
 from shared.settings import config_id
 
 from .auth import mesh_of
+from .openapi import PUBLIC, ok
+from .schemas import Health, Version
 
 __all__ = ["ROUTES"]
 
 
-@get("/version", sync_to_thread=False)
+@get("/version", sync_to_thread=False, tags=["meta"], security=PUBLIC, responses={200: ok(Version)})
 def version() -> dict[str, str]:
     return {"version": __version__, "commit": "none", "date": "unknown"}
 
 
-@get("/health", sync_to_thread=False)
+@get("/health", sync_to_thread=False, tags=["meta"], security=PUBLIC, responses={200: ok(Health)})
 def health(request: Request[Any, Any, Any]) -> dict[str, Any]:
     mesh = mesh_of(request)
     return mesh.health(config_id(mesh.settings))

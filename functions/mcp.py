@@ -34,6 +34,8 @@ from shared.mcp.sessions import McpSession, same_identity
 from shared.resource_metadata import bearer_challenge
 
 from .auth import mesh_of
+from .openapi import AGENT, header, json_body, ok, operation
+from .schemas import JsonRpcMessage
 from .wellknown import public_base
 
 __all__ = ["ROUTES"]
@@ -156,7 +158,37 @@ async def _stateless_era(request: Request[Any, Any, Any], msg: Message, version:
     return await _answer(request, msg, ctx)
 
 
-@post("/mcp", status_code=200)
+def _rpc(description: str) -> Any:
+    return ok(JsonRpcMessage, description)
+
+
+# Documented minimally: MCP is its own protocol (CONTRACT 1.14); the OpenAPI document gives its envelope.
+@post(
+    "/mcp",
+    status_code=200,
+    tags=["data plane"],
+    security=AGENT,
+    summary="MCP Streamable HTTP",
+    operation_class=json_body(
+        JsonRpcMessage,
+        required=True,
+        description="One JSON-RPC 2.0 object",
+        headers=(
+            header("Mcp-Session-Id", "The session (handshake revisions), from the initialize answer"),
+            header("MCP-Protocol-Version", "The protocol revision; a stateless one selects the sessionless mode"),
+            header("Traceparent", "W3C trace context"),
+        ),
+    ),
+    responses={
+        200: _rpc("The JSON-RPC answer (in a session, protocol errors too)"),
+        202: ok(None, "A notification or a response: no body"),
+        400: _rpc("A JSON-RPC error: parse error (`-32700`, JSON nested too deep included) or invalid request"),
+        401: _rpc("Authentication required or refused (with `WWW-Authenticate`)"),
+        403: _rpc("Origin not allowed"),
+        404: _rpc("Unknown session, or an unknown method in the stateless revision"),
+        415: ok(dict[str, Any], "Unsupported media type: `Content-Type: application/json` is required"),
+    },
+)
 async def mcp_post(request: Request[Any, Any, Any]) -> Response[bytes]:
     # Origin, Sec-Fetch-Site and Content-Type were checked by the browser guard (functions/csrf.py).
     try:
@@ -172,7 +204,22 @@ async def mcp_post(request: Request[Any, Any, Any]) -> Response[bytes]:
         return r.response
 
 
-@route("/mcp", http_method=[HttpMethod.DELETE], status_code=200)
+@route(
+    "/mcp",
+    http_method=[HttpMethod.DELETE],
+    status_code=200,
+    tags=["data plane"],
+    security=AGENT,
+    summary="End an MCP session",
+    operation_class=operation(drop=("200",)),  # 204 or an error, never 200
+    responses={
+        204: ok(None, "The session is closed"),
+        400: _rpc("Missing Mcp-Session-Id"),
+        401: _rpc("Authentication required or refused"),
+        403: _rpc("Origin not allowed"),
+        404: _rpc("Unknown session"),
+    },
+)
 async def mcp_delete(request: Request[Any, Any, Any]) -> Response[bytes]:
     mesh = mesh_of(request)
     try:
@@ -183,7 +230,7 @@ async def mcp_delete(request: Request[Any, Any, Any]) -> Response[bytes]:
     return Response(b"", status_code=204)
 
 
-@route("/mcp", http_method=[HttpMethod.GET, HttpMethod.PUT, HttpMethod.PATCH], status_code=405)
+@route("/mcp", http_method=[HttpMethod.GET, HttpMethod.PUT, HttpMethod.PATCH], status_code=405, include_in_schema=False)
 async def mcp_other(request: Request[Any, Any, Any]) -> Response[bytes]:
     # No server-initiated stream: the mesh never pushes to clients.
     return _json({"error": "method not allowed"}, 405, headers=_ALLOW)

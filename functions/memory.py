@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any, NamedTuple
 
 import msgspec
-from litestar import Litestar, Request, Response, get, route
+from litestar import Litestar, Request, Response, get, post, route
 from litestar.enums import HttpMethod
 from litestar.response import Stream
 
@@ -21,6 +21,8 @@ from shared.tokens import looks_like_agent_token
 from .csrf import browser_guard
 from .errors import EXCEPTION_HANDLERS
 from .head import HeadAsGet
+from .openapi import ADMIN, PUBLIC, json_body, ok, text_responses
+from .schemas import JsonRpcMessage, MemoryChain, MemoryHealth, SnapshotReminder
 
 __all__ = ["MCP_ROUTES", "ROUTES", "create_memory_app"]
 
@@ -121,7 +123,35 @@ def _json(body: Any, status: int = 200) -> Response[bytes]:
     return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
 
 
-@route("/rpc", http_method=[HttpMethod.POST, *_OTHER_METHODS], request_max_body_size=None)
+def _refuse(path: str, allow: str, methods: list[HttpMethod]) -> Any:
+    """The methods a memory route does not take: 404 while memory is off, else 405 naming the one it takes.
+    Out of the OpenAPI document: only the method a route serves is described there."""
+
+    @route(path, http_method=methods, status_code=405, include_in_schema=False, request_max_body_size=None)
+    async def refuse(request: Request[Any, Any, Any]) -> Response[Any]:
+        return _NOT_FOUND if _service(request) is None else _not_allowed(allow)
+
+    return refuse
+
+
+# The memory token, the admin token or a verified agent; with no memory token and claims believed, anyone.
+_MEMORY_AUTH: list[dict[str, list[str]]] = [{"memory": []}, *ADMIN, {"agent": []}, {}]
+_RPC_RESPONSES = {
+    200: ok(JsonRpcMessage, "The JSON-RPC answer, errors included (`-32700` for bad or too deeply nested JSON)"),
+    **text_responses(401, 404),
+}
+_RPC_BODY = json_body(JsonRpcMessage, required=True, description="One JSON-RPC 2.0 object")
+
+
+@post(
+    "/rpc",
+    status_code=200,
+    request_max_body_size=None,
+    tags=["memory"],
+    security=_MEMORY_AUTH,
+    operation_class=_RPC_BODY,
+    responses=_RPC_RESPONSES,
+)
 async def rpc(request: Request[Any, Any, Any]) -> Response[Any]:
     """JSON-RPC 2.0; always HTTP 200 once authorised, protocol errors included."""
     admitted = _admit(request, "POST")
@@ -131,7 +161,15 @@ async def rpc(request: Request[Any, Any, Any]) -> Response[Any]:
     return _json((await _answer(request, service, authenticated)).body)
 
 
-@route("/mcp", http_method=[HttpMethod.POST, *_OTHER_METHODS], request_max_body_size=None)
+@post(
+    "/mcp",
+    status_code=200,
+    request_max_body_size=None,
+    tags=["memory"],
+    security=_MEMORY_AUTH,
+    operation_class=_RPC_BODY,
+    responses={**_RPC_RESPONSES, 202: ok(None, "A notification: no body")},
+)
 async def mcp(request: Request[Any, Any, Any]) -> Response[Any]:
     """Streamable HTTP without sessions: /rpc's answers, and 202 with no body for a notification."""
     admitted = _admit(request, "POST")
@@ -144,17 +182,21 @@ async def mcp(request: Request[Any, Any, Any]) -> Response[Any]:
     return _json(answer.body)
 
 
-@route("/healthz", http_method=[*_OTHER_METHODS, HttpMethod.POST])
+@get("/healthz", tags=["memory"], security=PUBLIC, responses={200: ok(MemoryHealth), **text_responses(404)})
 async def healthz(request: Request[Any, Any, Any]) -> Response[Any]:
     service = _service(request)
     if service is None:
         return _NOT_FOUND
-    if request.method != "GET":
-        return _not_allowed("GET")
     return _json({"status": "ok", "version": service.config.version})
 
 
-@route("/memory/snapshot_reminder", http_method=[HttpMethod.POST, *_OTHER_METHODS])
+@post(
+    "/memory/snapshot_reminder",
+    status_code=200,
+    tags=["memory"],
+    security=_MEMORY_AUTH,
+    responses={200: ok(SnapshotReminder), **text_responses(401, 404)},
+)
 async def snapshot_reminder(request: Request[Any, Any, Any]) -> Response[Any]:
     admitted = _admit(request, "POST")
     if isinstance(admitted, Response):
@@ -162,7 +204,12 @@ async def snapshot_reminder(request: Request[Any, Any, Any]) -> Response[Any]:
     return _json(await asyncio.to_thread(admitted[0].snapshot_reminder))
 
 
-@get("/memory/chain")
+@get(
+    "/memory/chain",
+    tags=["memory"],
+    security=_MEMORY_AUTH,
+    responses={200: ok(MemoryChain), **text_responses(401, 404)},
+)
 async def chain(request: Request[Any, Any, Any]) -> Response[Any]:
     admitted = _admit(request)
     if isinstance(admitted, Response):
@@ -170,7 +217,7 @@ async def chain(request: Request[Any, Any, Any]) -> Response[Any]:
     return _json(await asyncio.to_thread(admitted[0].chain))
 
 
-@get("/sse")
+@get("/sse", include_in_schema=False)  # a stream (the deprecated MCP SSE transport), not REST
 async def sse(request: Request[Any, Any, Any]) -> Response[Any]:
     admitted = _admit(request)
     if isinstance(admitted, Response):
@@ -200,7 +247,7 @@ async def sse(request: Request[Any, Any, Any]) -> Response[Any]:
     return Stream(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
-@route("/messages", http_method=[HttpMethod.POST], request_max_body_size=None)
+@route("/messages", http_method=[HttpMethod.POST], request_max_body_size=None, include_in_schema=False)
 async def messages(request: Request[Any, Any, Any]) -> Response[Any]:
     admitted = _admit(request)
     if isinstance(admitted, Response):
@@ -215,8 +262,19 @@ async def messages(request: Request[Any, Any, Any]) -> Response[Any]:
     return Response(b"", status_code=202)
 
 
-ROUTES = [rpc, healthz, snapshot_reminder, chain, sse, messages]
-MCP_ROUTES = [mcp]
+_NOT_GET = [HttpMethod.POST, HttpMethod.PUT, HttpMethod.PATCH, HttpMethod.DELETE]
+ROUTES = [
+    rpc,
+    _refuse("/rpc", "POST", _OTHER_METHODS),
+    healthz,
+    _refuse("/healthz", "GET", _NOT_GET),
+    snapshot_reminder,
+    _refuse("/memory/snapshot_reminder", "POST", _OTHER_METHODS),
+    chain,
+    sse,
+    messages,
+]
+MCP_ROUTES = [mcp, _refuse("/mcp", "POST", _OTHER_METHODS)]
 
 
 def create_memory_app(service: MemoryService) -> Litestar:

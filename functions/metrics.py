@@ -9,11 +9,19 @@ from litestar import Request, Response, get
 from shared.metrics import CONTENT_TYPE
 
 from .auth import control_plane, mesh_of
+from .openapi import ADMIN, errors, ok
 
 __all__ = ["ROUTES"]
 
 
-@get("/metrics", guards=[control_plane], sync_to_thread=True)
+@get(
+    "/metrics",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["meta"],
+    security=ADMIN,
+    responses={200: ok(str, "Prometheus text exposition", CONTENT_TYPE), **errors(401)},
+)
 def metrics(request: Request[Any, Any, Any]) -> Response[bytes]:
     text = mesh_of(request).metrics.render().encode()
     # The header as given: a text/* media_type would get a second `charset` appended by Litestar.

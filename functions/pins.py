@@ -11,6 +11,8 @@ from shared.errors import BadRequest, NotImplementedFeature
 from shared.json_depth import decode
 
 from .auth import control_plane, mesh_of, peer_of
+from .openapi import ADMIN, BODY, json_body, ok, responses
+from .schemas import AcceptedPins, AcceptPins
 
 __all__ = ["ROUTES"]
 
@@ -26,7 +28,13 @@ def _pins(request: Request[Any, Any, Any]) -> Any:
     return pins
 
 
-@get("/tools/pins", guards=[control_plane])
+@get(
+    "/tools/pins",
+    guards=[control_plane],
+    tags=["policies"],
+    security=ADMIN,
+    responses=responses({200: ok(list[dict[str, Any]], "Pending pins")}, 401, 501),
+)
 async def list_pins(request: Request[Any, Any, Any]) -> Response[bytes]:
     pins = _pins(request)
     return _json(pins.view(mesh_of(request).registry.tools()))
@@ -38,7 +46,15 @@ class _Accept(msgspec.Struct):
     by: str = ""
 
 
-@post("/tools/pins/accept", guards=[control_plane], status_code=200)
+@post(
+    "/tools/pins/accept",
+    guards=[control_plane],
+    status_code=200,
+    operation_class=json_body(AcceptPins),
+    tags=["policies"],
+    security=ADMIN,
+    responses=responses({200: ok(AcceptedPins)}, *BODY, 401, 501, 503),
+)
 async def accept_pins(request: Request[Any, Any, Any]) -> Response[bytes]:
     pins = _pins(request)
     raw = await request.body()

@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, put
+from litestar.openapi.spec import OpenAPIType, Schema
 from litestar.params import FromPath
 
 from shared.audit import record_event
@@ -14,6 +15,8 @@ from shared.json_depth import decode
 from shared.policy_edit import PolicyFiles
 
 from .auth import control_plane, mesh_of
+from .openapi import ADMIN, BODY, json_body, ok, responses
+from .schemas import PolicyEdit, PolicyFileText
 
 __all__ = ["ROUTES"]
 
@@ -32,7 +35,13 @@ def _trace_edit(request: Request[Any, Any, Any], params: dict[str, Any], by: str
     record_event(mesh_of(request), tool="mesh.policy_edit", agent_id=who, params=params, policy_rule="policy_edit")
 
 
-@get("/policies", guards=[control_plane])
+@get(
+    "/policies",
+    guards=[control_plane],
+    tags=["policies"],
+    security=ADMIN,
+    responses=responses({200: ok(list[dict[str, Any]], "Policies by specificity")}, 401),
+)
 async def list_policies(request: Request[Any, Any, Any]) -> Response[bytes]:
     return _json(mesh_of(request).policies.current.to_wire())
 
@@ -42,7 +51,14 @@ class _ToolEdit(msgspec.Struct):
     by: str = ""
 
 
-@put("/policies/{agent:str}/tools/{tool:str}", guards=[control_plane])
+@put(
+    "/policies/{agent:str}/tools/{tool:str}",
+    guards=[control_plane],
+    tags=["policies"],
+    security=ADMIN,
+    operation_class=json_body(PolicyEdit, required=True),
+    responses=responses({200: ok(dict[str, Any], "The edit's outcome")}, *BODY, 401, 404, 409, 501, 503),
+)
 async def edit_tool_action(
     request: Request[Any, Any, Any], agent: FromPath[str], tool: FromPath[str]
 ) -> Response[bytes]:
@@ -56,17 +72,41 @@ async def edit_tool_action(
     return _json(result)
 
 
-@get("/policy-files", guards=[control_plane])
+@get(
+    "/policy-files",
+    guards=[control_plane],
+    tags=["policies"],
+    security=ADMIN,
+    responses=responses({200: ok(Any, "The policy files")}, 401, 501),
+)
 async def list_policy_files(request: Request[Any, Any, Any]) -> Response[bytes]:
     return _json(_files(request).list())
 
 
-@get("/policy-files/{name:str}", guards=[control_plane])
+@get(
+    "/policy-files/{name:str}",
+    guards=[control_plane],
+    tags=["policies"],
+    security=ADMIN,
+    responses=responses({200: ok(dict[str, Any], "The file and its text")}, 400, 401, 404, 501),
+)
 async def read_policy_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     return _json(_files(request).read(name))
 
 
-@put("/policy-files/{name:str}", guards=[control_plane])
+@put(
+    "/policy-files/{name:str}",
+    guards=[control_plane],
+    tags=["policies"],
+    security=ADMIN,
+    operation_class=json_body(
+        PolicyFileText,
+        required=True,
+        description='The policy file\'s YAML as sent, or `{"text": ...}` as JSON',
+        other={"application/yaml": Schema(type=OpenAPIType.STRING), "text/plain": Schema(type=OpenAPIType.STRING)},
+    ),
+    responses=responses({200: ok(dict[str, Any], "The file as written")}, *BODY, 401, 404, 409, 501, 503),
+)
 async def write_policy_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     raw = await request.body()
     # The file's bytes as sent (or `{"text": ...}` as JSON); decoding and every limit are the loader's.

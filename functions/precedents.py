@@ -12,6 +12,8 @@ from shared.json_depth import decode
 
 from .approvals import remote_actor
 from .auth import control_plane, mesh_of
+from .openapi import ADMIN, BODY, json_body, ok, responses
+from .schemas import ApprovalDecision, ForgetPrecedents
 
 __all__ = ["ROUTES"]
 
@@ -33,12 +35,26 @@ class _Forget(msgspec.Struct):
 
 
 # Static segments win over `/approvals/{approval_id}` in Litestar's router (a test pins this down).
-@get("/approvals/precedents", guards=[control_plane])
+@get(
+    "/approvals/precedents",
+    guards=[control_plane],
+    tags=["approvals"],
+    security=ADMIN,
+    responses=responses({200: ok(ApprovalDecision, "The precedents table")}, 401, 501),
+)
 async def list_precedents(request: Request[Any, Any, Any]) -> Response[bytes]:
     return _json(await _precedents(request).table())
 
 
-@post("/approvals/precedents/forget", guards=[control_plane])
+@post(
+    "/approvals/precedents/forget",
+    guards=[control_plane],
+    status_code=200,
+    operation_class=json_body(ForgetPrecedents),
+    tags=["approvals"],
+    security=ADMIN,
+    responses=responses({200: ok(dict[str, Any], "`{tool, agent, result}`")}, *BODY, 401, 409, 501, 503),
+)
 async def forget_precedents(request: Request[Any, Any, Any]) -> Response[bytes]:
     try:
         body = decode(await request.body() or b"{}", type=_Forget)

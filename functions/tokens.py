@@ -7,13 +7,15 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, delete, get, post
-from litestar.params import FromPath, RawBody
+from litestar.params import FromPath, FromQuery, RawBody
 
 from shared.errors import BadRequest
 from shared.tokens import AgentToken, parse_expiry
 
 from .approvals import json_object
 from .auth import control_plane, mesh_of
+from .openapi import ADMIN, BODY, json_body, ok, responses
+from .schemas import TokenRequest, TokenView
 
 __all__ = ["ROUTES"]
 
@@ -31,13 +33,29 @@ def _str(fields: dict[str, Any], key: str) -> str:
     return value.strip()
 
 
-@get("/tokens", guards=[control_plane], sync_to_thread=True)
-def list_tokens(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
-    agent = request.query_params.get("agent", "")
+@get(
+    "/tokens",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["tokens"],
+    security=ADMIN,
+    responses=responses({200: ok(list[TokenView], "Token records (never the secret)")}, 400, 401),
+    operation_id="TokensListTokens",
+    summary="ListTokens",
+)
+def list_tokens(request: Request[Any, Any, Any], agent: FromQuery[str] = "") -> list[dict[str, Any]]:
     return [view(t) for t in mesh_of(request).tokens.list(agent_id=agent)]
 
 
-@post("/tokens", guards=[control_plane], sync_to_thread=True)
+@post(
+    "/tokens",
+    guards=[control_plane],
+    operation_class=json_body(TokenRequest, required=True),
+    sync_to_thread=True,
+    tags=["tokens"],
+    security=ADMIN,
+    responses=responses({201: ok(TokenView, "Issued: the only answer that carries `token`")}, *BODY, 401, 503),
+)
 def issue_token(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[str, Any]]:
     fields = json_object(body)
     agent = _str(fields, "agent") or _str(fields, "agent_id")
@@ -49,7 +67,15 @@ def issue_token(request: Request[Any, Any, Any], body: RawBody) -> Response[dict
     return Response({**view(issued.record), "token": issued.token}, status_code=201)
 
 
-@delete("/tokens/{ref:str}", guards=[control_plane], status_code=200, sync_to_thread=True)
+@delete(
+    "/tokens/{ref:str}",
+    guards=[control_plane],
+    status_code=200,
+    sync_to_thread=True,
+    tags=["tokens"],
+    security=ADMIN,
+    responses=responses({200: ok(TokenView, "Revoked")}, 400, 401, 404, 503),
+)
 def revoke_token(request: Request[Any, Any, Any], ref: FromPath[str]) -> dict[str, Any]:
     return view(mesh_of(request).tokens.revoke(ref))
 

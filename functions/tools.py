@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, post
-from litestar.params import FromPath
+from litestar.params import FromPath, FromQuery
 
 from shared.errors import BadRequest, Forbidden, OutboundRefused, TooDeep, Unauthorized, Unavailable
 from shared.identity import Caller
@@ -17,6 +17,8 @@ from shared.pipeline import Call, Outcome
 from shared.tracecontext import from_headers
 
 from .auth import caller_of, caller_or_admin, control_plane, mesh_of
+from .openapi import ADMIN, AGENT, BODY, CALL_HEADERS, header, json_body, ok, responses
+from .schemas import Decide, Decision, McpServer, Tool, ToolCall, ToolResult
 
 __all__ = ["ROUTES"]
 
@@ -57,7 +59,34 @@ def _call(request: Request[Any, Any, Any], caller: Caller, tool: str, arguments:
     )
 
 
-@post("/tool/{name:str}")
+_RESULT = {
+    code: ok(ToolResult, why)
+    for code, why in {
+        200: "The call was forwarded: `result` is the upstream's answer",
+        400: "Invalid JSON body, a refused X-Callback-URL, or JSON nested too deep",
+        401: "Authentication required or refused",
+        403: "Denied by policy, halted, or the approval was denied",
+        404: "Unknown tool",
+        408: "The approval timed out",
+        429: "Rate limited",
+        502: "The upstream failed",
+        504: "The upstream timed out",
+    }.items()
+}
+
+
+@post(
+    "/tool/{name:str}",
+    status_code=200,
+    tags=["data plane"],
+    security=AGENT,
+    operation_class=json_body(
+        ToolCall,
+        description='`{"params": {...}}`, or the arguments object itself',
+        headers=(*CALL_HEADERS, header("X-Callback-URL", "Where the approval's outcome is posted (public URLs only)")),
+    ),
+    responses={**_RESULT, **responses({}, 413, 415, 503)},
+)
 async def call_tool(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     raw = await request.body()
     try:
@@ -96,7 +125,18 @@ class _DecideBody(msgspec.Struct):
     agent: str = ""
 
 
-@post("/decide")
+@post(
+    "/decide",
+    status_code=200,
+    tags=["data plane"],
+    security=AGENT,
+    operation_class=json_body(Decide, required=True, headers=CALL_HEADERS),
+    responses={
+        **responses({200: ok(Decision, "allow or human_approval")}, *BODY, 401, 503),
+        403: ok(Decision, "deny (a halt adds `halted: true`); or, as `{error}`, impersonation refused"),
+        429: ok(Decision, "Rate limited: the decision with `error`"),
+    },
+)
 async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
     raw = await request.body()
     try:
@@ -135,7 +175,7 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
     return _json(payload, 403 if payload["action"] == "deny" else 200)
 
 
-@get("/tools")
+@get("/tools", tags=["data plane"], security=AGENT, responses=responses({200: ok(list[Tool])}, 401))
 async def list_tools(request: Request[Any, Any, Any]) -> Response[bytes]:
     caller = caller_or_admin(request)  # None: the admin (the console), who sees every tool
     mesh = mesh_of(request)
@@ -146,15 +186,20 @@ async def list_tools(request: Request[Any, Any, Any]) -> Response[bytes]:
     return _json([t.view() for t in tools])
 
 
-@get("/mcp-servers")
+@get("/mcp-servers", tags=["data plane"], security=AGENT, responses=responses({200: ok(list[McpServer])}, 401))
 async def mcp_servers(request: Request[Any, Any, Any]) -> Response[bytes]:
     caller_or_admin(request)
     return _json(mesh_of(request).registry.servers())
 
 
-@get("/tools/decisions", guards=[control_plane])
-async def tool_decisions(request: Request[Any, Any, Any]) -> Response[bytes]:
-    agent = request.query_params.get("agent", "")
+@get(
+    "/tools/decisions",
+    guards=[control_plane],
+    tags=["policies"],
+    security=ADMIN,
+    responses=responses({200: ok(list[dict[str, Any]], "What each tool gets for that agent")}, 400, 401),
+)
+async def tool_decisions(request: Request[Any, Any, Any], agent: FromQuery[str] = "") -> Response[bytes]:
     if not agent:
         return _json({"error": "agent query parameter required"}, 400)
     return _json(mesh_of(request).tool_decisions(agent))

@@ -12,6 +12,8 @@ from shared.errors import NotFound
 from shared.tracing import entry_to_wire
 
 from .auth import control_plane, mesh_of
+from .openapi import ADMIN, ok, responses
+from .schemas import TraceEntry, TraceWhy
 
 __all__ = ["ROUTES"]
 
@@ -29,7 +31,14 @@ def _tracer(request: Request[Any, Any, Any]) -> Any:
     return mesh_of(request).tracer
 
 
-@get("/traces", guards=[control_plane], sync_to_thread=True)
+@get(
+    "/traces",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["traces"],
+    security=ADMIN,
+    responses=responses({200: ok(list[TraceEntry], "Trace entries, newest first")}, 400, 401),
+)
 def traces(
     request: Request[Any, Any, Any],
     agent: FromQuery[str] = "",
@@ -41,14 +50,28 @@ def traces(
     return [entry_to_wire(e) for e in found]
 
 
-@get("/traces/verify", guards=[control_plane], sync_to_thread=True)
+@get(
+    "/traces/verify",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["traces"],
+    security=ADMIN,
+    responses=responses({200: ok(dict[str, Any], "The chain report; 200 even when broken")}, 401),
+)
 def traces_verify(request: Request[Any, Any, Any]) -> dict[str, Any]:
     # 200 even when broken: the report is the answer, and the caller decides what a break means.
     report: dict[str, Any] = _tracer(request).verify()
     return report
 
 
-@get("/traces/{trace_id:str}/why", guards=[control_plane], sync_to_thread=True)
+@get(
+    "/traces/{trace_id:str}/why",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["traces"],
+    security=ADMIN,
+    responses=responses({200: ok(TraceWhy)}, 400, 401, 404),
+)
 def traces_why(request: Request[Any, Any, Any], trace_id: FromPath[str], depth: FromQuery[str] = "") -> dict[str, Any]:
     chain = _tracer(request).why(trace_id, min(_int(depth, 10), 50))
     if not chain:
@@ -56,7 +79,14 @@ def traces_why(request: Request[Any, Any, Any], trace_id: FromPath[str], depth: 
     return {"trace_id": trace_id, "chain_length": len(chain), "chain": [entry_to_wire(e) for e in chain]}
 
 
-@get("/otel-traces", guards=[control_plane], sync_to_thread=True)
+@get(
+    "/otel-traces",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["traces"],
+    security=ADMIN,
+    responses=responses({200: ok(dict[str, Any], "OTLP JSON `{resourceSpans: [...]}`")}, 400, 401),
+)
 def otel_traces(
     request: Request[Any, Any, Any],
     agent: FromQuery[str] = "",
@@ -67,13 +97,27 @@ def otel_traces(
     return result
 
 
-@get("/sessions", guards=[control_plane], sync_to_thread=True)
+@get(
+    "/sessions",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["traces"],
+    security=ADMIN,
+    responses=responses({200: ok(list[dict[str, Any]], "Sessions, by last_seen desc")}, 400, 401),
+)
 def sessions(request: Request[Any, Any, Any], limit: FromQuery[str] = "") -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = _tracer(request).sessions(_int(limit, 50))
     return result
 
 
-@get("/sessions/{session_id:str}", guards=[control_plane], sync_to_thread=True)
+@get(
+    "/sessions/{session_id:str}",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["traces"],
+    security=ADMIN,
+    responses=responses({200: ok(list[TraceEntry], "The session's entries, newest first")}, 400, 401),
+)
 def session(
     request: Request[Any, Any, Any], session_id: FromPath[str], limit: FromQuery[str] = ""
 ) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from litestar import Request, Response, get
 from shared.resource_metadata import WELL_KNOWN, base_url, protected_resource_metadata
 
 from .auth import mesh_of
+from .openapi import PUBLIC, ok
 
 __all__ = ["ROUTES", "public_base"]
 
@@ -22,7 +23,13 @@ def public_base(request: Request[Any, Any, Any]) -> str:
     return base_url(settings, request.url.scheme, host, request.headers.get("x-forwarded-proto"))
 
 
-@get([WELL_KNOWN, WELL_KNOWN + "/mcp"], sync_to_thread=False)
+@get(
+    [WELL_KNOWN, WELL_KNOWN + "/mcp"],
+    sync_to_thread=False,
+    tags=["meta"],
+    security=PUBLIC,
+    responses={200: ok(dict[str, Any], "RFC 9728 protected resource metadata")},
+)
 def protected_resource(request: Request[Any, Any, Any]) -> Response[bytes]:
     doc = protected_resource_metadata(mesh_of(request).settings, public_base(request))
     return Response(msgspec.json.encode(doc), media_type="application/json", headers={"Cache-Control": "max-age=300"})

@@ -25,6 +25,7 @@ from .decision_signing import DecisionSigner
 from .decisions import WRITER_AGENT, DecisionWriter, resolver_kind, signed_decision
 from .errors import BadRequest, Conflict
 from .guard import injection_risk
+from .memory.workspace import go_trim
 from .memory_client import ListedMemory, MemoryClient, MemoryUnavailable, parse_memory_list
 
 __all__ = [
@@ -308,8 +309,13 @@ class Precedents:
 
         The reset is recorded first, in the database: from then on nothing decided before it counts, even if
         memory cannot be reached now or is handed the old facts again later."""
+        # Trimmed as memory trims tags: a blank tool would otherwise drop out of the tags and forget every
+        # decision of the agent; a line break is refused by memory (a 502 for what is the caller's mistake).
+        tool, agent = go_trim(tool), go_trim(agent)
         if not tool or not agent:
             raise BadRequest("tool and agent are required")
+        if any(c in tool + agent for c in "\r\n"):
+            raise BadRequest("tool and agent must be single lines")
         if not self._settings().auto_approve:
             raise Conflict("auto-approve is off: there are no precedents to forget")
         memory = self._memory()

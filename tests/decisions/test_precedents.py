@@ -317,6 +317,17 @@ async def test_the_precedent_table_counts_each_couple_and_forget_starts_it_over(
 
         bad = await client.post("/approvals/precedents/forget", json={"tool": READ}, headers=ADMIN)
         assert bad.status_code == 400
+        # Found by the schemathesis run: a line break was memory's refusal, answered 502; a blank tool dropped
+        # out of memory's tags and would have forgotten every decision of the agent.
+        two_lines = {"tool": WRITE, "agent": "claude\n#x"}
+        r = await client.post("/approvals/precedents/forget", json=two_lines, headers=ADMIN)
+        assert (r.status_code, r.json()) == (400, {"error": "tool and agent must be single lines"})
+        blank = await client.post(
+            "/approvals/precedents/forget", json={"tool": " \t", "agent": "claude"}, headers=ADMIN
+        )
+        assert (blank.status_code, blank.json()) == (400, {"error": "tool and agent are required"})
+        left = (await client.get("/approvals/precedents", headers=ADMIN)).json()["precedents"]
+        assert {(p["tool"], p["agent"]) for p in left} == {(WRITE, "claude")}
         assert (await client.get("/approvals/precedents")).status_code == 401  # control plane
 
 
