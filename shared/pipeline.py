@@ -36,6 +36,10 @@ class Call(msgspec.Struct, kw_only=True):
     session_id: str = ""
     callback_url: str = ""
     transport: str = "rest"
+    # OpenTelemetry (the entry's `request`): known when the call came over MCP
+    mcp_session_id: str = ""
+    mcp_protocol_version: str = ""
+    jsonrpc_id: str = ""
 
 
 class Outcome(msgspec.Struct, kw_only=True):
@@ -198,6 +202,7 @@ class Pipeline:
         # 8. the upstream call
         if limits is not None:
             limits.record(agent, policy, call.tool, call.arguments)
+        upstream_at = time.perf_counter() - start  # otel: where the upstream call starts within the call
         upstream, upstream_s = await self._forward(call, tool)
         if not upstream.error and upstream.status_code >= 400 and tool.source != "cli":
             # A gateway answers 502 when the backend fails; the backend's own status stays in the trace.
@@ -222,10 +227,20 @@ class Pipeline:
             resolved_by=approval.resolved_by if approval is not None else "",
         )
         if approval is not None and mode != "claim":
-            self._trace_update_after_approval(call, out, approval, upstream, start, tool=tool, upstream_s=upstream_s)
+            self._trace_update_after_approval(
+                call, out, approval, upstream, start, tool=tool, upstream_s=upstream_s, upstream_at=upstream_at
+            )
         else:
             self._trace(
-                call, out, start, grant=grant, upstream=upstream, approval=approval, upstream_s=upstream_s, tool=tool
+                call,
+                out,
+                start,
+                grant=grant,
+                upstream=upstream,
+                approval=approval,
+                upstream_s=upstream_s,
+                tool=tool,
+                upstream_at=upstream_at,
             )
         return out
 
@@ -247,7 +262,7 @@ class Pipeline:
         """The upstream's result and how long it took (seconds)."""
         ctx = CallContext(
             trace_id=call.trace.trace_id,
-            traceparent=call.trace.traceparent,
+            traceparent=call.trace.upstream_traceparent,  # the upstream's spans nest under the CLIENT span
             agent_id=call.caller.agent_id,
             session_id=call.session_id,
         )
@@ -415,6 +430,7 @@ class Pipeline:
         upstream_s: float | None = None,
         tool: ToolDef | None = None,
         final: bool = True,
+        upstream_at: float = 0.0,
     ) -> None:
         """Record the call's trace and, in the same commit, its metrics. `final` is False for a trace the call
         revises later (a blocking approval): its RED and duration series wait for that revision."""
@@ -434,6 +450,7 @@ class Pipeline:
                 approval_status=approval.status,
                 approved_by=approval.resolved_by,
             )
+        extra.update(self._otel_fields(call, out, tool, upstream, upstream_at, upstream_s))
         metrics = getattr(self.mesh, "metrics", None)
 
         def count(conn: Any = None) -> None:
@@ -448,9 +465,36 @@ class Pipeline:
             return
         try:
             # one commit for the trace and the call's metrics
-            tracer.record(self._entry(call, out, start, **extra), count)
+            tracer.record(self._entry(call, out, start, **extra), count, export=final)
         except Exception:  # a trace failure is logged, the decision stands
             log.exception("trace write failed for %s", call.trace.trace_id)
+
+    def _otel_fields(
+        self,
+        call: Call,
+        out: Outcome,
+        tool: ToolDef | None,
+        upstream: UpstreamResult | None,
+        upstream_at: float,
+        upstream_s: float | None,
+    ) -> dict[str, Any]:
+        """The entry's `request` and `upstream` (shared/tracing/entry.py): what the OpenTelemetry spans need."""
+        from .tracing import Ingress
+        from .tracing.egress import egress
+
+        http = call.transport in ("rest", "decide")
+        fields: dict[str, Any] = {
+            "request": Ingress(
+                transport=call.transport,
+                mcp_session_id=call.mcp_session_id,
+                mcp_protocol_version=call.mcp_protocol_version,
+                jsonrpc_id=call.jsonrpc_id,
+                status=out.status if http else 0,
+            )
+        }
+        if upstream is not None and tool is not None:
+            fields["upstream"] = egress(self.mesh.registry, tool, upstream, upstream_at, upstream_s or 0.0)
+        return fields
 
     def _sample(
         self,
@@ -497,6 +541,7 @@ class Pipeline:
         *,
         tool: ToolDef | None = None,
         upstream_s: float | None = None,
+        upstream_at: float = 0.0,
     ) -> None:
         """Revise the call's trace with its resolution; the call's metrics go in the same commit."""
         out.latency_ms = (time.perf_counter() - start) * 1000
@@ -528,6 +573,7 @@ class Pipeline:
             changes["supervisor_reasoning"] = approval.reasoning
         if getattr(approval, "confidence", None) is not None:
             changes["supervisor_confidence"] = approval.confidence
+        changes.update(self._otel_fields(call, out, tool, upstream, upstream_at, upstream_s))
         if upstream is not None:
             changes["status_code"] = upstream.status_code or out.status
             changes["estimated_output_tokens"] = _estimate_tokens(upstream.result)
