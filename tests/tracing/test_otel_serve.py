@@ -17,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from shared.mcp.messages import HANDSHAKE_VERSIONS, MODERN_VERSIONS
 from shared.tracecontext import client_span_id
+from tests.support.http import free_port
 from tests.support.mesh import pets_mesh_config
 from tests.support.server import running_server
 from tests.support.waiting import wait_until
@@ -203,3 +204,23 @@ def test_the_traces_endpoint_and_json_protocol_variables(
     assert _attrs(req.resource_spans[0].resource)["service.name"] == "flux7"
     assert entry["tool"] == "list_pets" and entry["request"] == {"transport": "rest", "status": 200}
     assert entry["upstream"]["source"] == "openapi" and entry["upstream"]["transport"] == "tcp"
+
+
+async def test_mesh7_mcp_over_stdio_exports_pipe_spans_with_the_negotiated_version(
+    tmp_path: Path, backend: Backend, collector: Collector
+) -> None:
+    from tests.mcp_server.test_stdio import stdio_client
+
+    config = _config(tmp_path, backend)
+    otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
+    async with stdio_client(config, free_port(), "legacy", **otel) as client:
+        assert (await client.call_tool("rich.weather", {"city": "Oslo"})).is_error is False
+    received = Received(collector)
+    # the exporter drains its queue when mesh7 --mcp stops at the end of stdin
+    wait_until(lambda: received.count() >= 2, what="the stdio call's spans")
+    server = next(s for s in received.spans() if s.kind == SERVER)
+    a = _attrs(server)
+    assert server.name == "tools/call rich.weather" and a["flux7.transport"] == "stdio"
+    assert a["network.transport"] == "pipe" and a["mcp.protocol.version"] in HANDSHAKE_VERSIONS
+    assert len(a["mcp.session.id"]) == 32 and a["jsonrpc.request.id"].isdigit()
+    assert "network.protocol.name" not in a
