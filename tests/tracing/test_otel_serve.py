@@ -4,7 +4,9 @@ MCP SDK client, decoded with opentelemetry-proto."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,9 +47,9 @@ def _attrs(item: Any) -> dict[str, Any]:
     return {kv.key: getattr(kv.value, kv.value.WhichOneof("value")) for kv in item.attributes}
 
 
-def _config(tmp_path: Path, backend: Backend) -> Path:
+def _config(tmp_path: Path, backend: Backend, *, trace_file: bool = False) -> Path:
     rich = f"mcp_servers:\n  - {{name: rich, transport: stdio, command: {sys.executable}, args: ['{RICH}']}}\n"
-    return pets_mesh_config(tmp_path, backend, POLICY, admin_token=None, extra=rich)
+    return pets_mesh_config(tmp_path, backend, POLICY, admin_token=None, extra=rich, trace_file=trace_file)
 
 
 def _rest(url: str, tool: str, body: Any, **headers: str) -> httpx.Response:
@@ -187,7 +189,7 @@ def test_the_traces_endpoint_and_json_protocol_variables(
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{collector.url}/custom/traces",
         "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json",
     }
-    with running_server(_config(tmp_path, backend), env=env) as server:
+    with running_server(_config(tmp_path, backend, trace_file=True), env=env) as server:
         assert _rest(server.url, "list_pets", {}).status_code == 200
         assert collector.wait_for(lambda: len(collector.requests) >= 1, timeout=30)
         # the mesh's own API still serves the entries, with the new optional fields, to the published client
@@ -204,6 +206,17 @@ def test_the_traces_endpoint_and_json_protocol_variables(
     assert _attrs(req.resource_spans[0].resource)["service.name"] == "flux7"
     assert entry["tool"] == "list_pets" and entry["request"] == {"transport": "rest", "status": 200}
     assert entry["upstream"]["source"] == "openapi" and entry["upstream"]["transport"] == "tcp"
+    # the chained lines that carry them verify
+    lines = (tmp_path / "traces.jsonl").read_text().splitlines()
+    assert any('"request":{' in line and '"upstream":{' in line for line in lines)
+    verify = subprocess.run(
+        [sys.executable, "-m", "shared.cli", "trace", "verify", str(tmp_path / "traces.jsonl")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
 async def test_mesh7_mcp_over_stdio_exports_pipe_spans_with_the_negotiated_version(
