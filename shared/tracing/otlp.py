@@ -58,6 +58,7 @@ STATUS_OK, STATUS_ERROR = 1, 2
 JSON = "http/json"
 PROTOBUF = "http/protobuf"
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
+CONTROL_PREFIX = "mesh."  # the tool names of control-plane events (mesh.halt, mesh.grant, ...)
 
 
 def _is_hex(s: str, n: int) -> bool:
@@ -163,6 +164,21 @@ def spans_for(entry: TraceEntry, parent_span_id: str = "") -> list[Span]:
 
     request = entry.request
     transport = request.transport if request is not None else ""
+    end = parse_timestamp(entry.timestamp) or 0
+    start = end - int(entry.latency_ms) * 1_000_000
+    if request is None and entry.tool.startswith(CONTROL_PREFIX):
+        # a control-plane event (shared/audit.py: a halt, a grant, a pin accepted...), not a tool call
+        return [
+            Span(
+                trace_id=trace_id,
+                span_id=span_id,
+                name=entry.tool,
+                kind=KIND_INTERNAL,
+                start=start,
+                end=end,
+                attributes=_flux7_attributes(entry),
+            )
+        ]
     attrs: list[tuple[str, Any]] = []
     if transport in ("mcp", "stdio") and request is not None:
         attrs.append(("mcp.method.name", "tools/call"))
@@ -187,8 +203,6 @@ def spans_for(entry: TraceEntry, parent_span_id: str = "") -> list[Span]:
         attrs.append(("flux7.transport", transport))
     attrs += _flux7_attributes(entry)
 
-    end = parse_timestamp(entry.timestamp) or 0
-    start = end - int(entry.latency_ms) * 1_000_000
     server = Span(
         trace_id=trace_id,
         span_id=span_id,

@@ -374,3 +374,10 @@ def test_a_full_queue_drops_new_spans_instead_of_blocking() -> None:
 
 def test_otlp_json_of_no_spans_is_an_empty_export() -> None:
     assert _parse(otlp_json([])).resource_spans[0].scope_spans[0].spans == []
+
+
+def test_a_control_plane_event_is_one_internal_span_named_by_the_event() -> None:
+    [span] = spans_for(_entry(tool="mesh.halt", span_id="", latency_ms=0, agent_id="ops"))
+    attrs = dict(span.attributes)
+    assert (span.name, span.kind, span.status_code) == ("mesh.halt", 1, 1)
+    assert attrs["agent.id"] == "ops" and "gen_ai.operation.name" not in attrs
