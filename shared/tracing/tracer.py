@@ -70,7 +70,10 @@ class Tracer:
         seq, head = self.store.head()
         log.info("trace store ready (seq=%d head=%s file=%s)", seq, head, self.trace_file or "-")
         if self.exporter is not None:
-            await self.exporter.start()
+            exp = self.exporter
+            target = f"{exp.url} ({exp.protocol})" if exp.is_http else exp.endpoint
+            log.info("otel: exporting spans to %s as service %s", target, self.resource["service.name"])
+            await exp.start()
 
     async def stop(self) -> None:
         if self.exporter is not None:
