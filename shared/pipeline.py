@@ -450,7 +450,7 @@ class Pipeline:
                 approval_status=approval.status,
                 approved_by=approval.resolved_by,
             )
-        extra.update(self._otel_fields(call, out, tool, upstream, upstream_at, upstream_s))
+        extra.update(self._otel_fields(call, out, tool, upstream, upstream_at, upstream_s, start))
         metrics = getattr(self.mesh, "metrics", None)
 
         def count(conn: Any = None) -> None:
@@ -477,12 +477,14 @@ class Pipeline:
         upstream: UpstreamResult | None,
         upstream_at: float,
         upstream_s: float | None,
+        start: float,
     ) -> dict[str, Any]:
         """The entry's `request` and `upstream` (shared/tracing/entry.py): what the OpenTelemetry spans need."""
-        from .tracing import Ingress
+        from .tracing import Ingress, format_timestamp
         from .tracing.egress import egress
 
         http = call.transport in ("rest", "decide")
+        received_ns = time.time_ns() - round((time.perf_counter() - start) * 1e9)
         fields: dict[str, Any] = {
             "request": Ingress(
                 transport=call.transport,
@@ -490,6 +492,7 @@ class Pipeline:
                 mcp_protocol_version=call.mcp_protocol_version,
                 jsonrpc_id=call.jsonrpc_id,
                 status=out.status if http else 0,
+                received_at=format_timestamp(received_ns),
             )
         }
         if upstream is not None and tool is not None:
@@ -573,7 +576,7 @@ class Pipeline:
             changes["supervisor_reasoning"] = approval.reasoning
         if getattr(approval, "confidence", None) is not None:
             changes["supervisor_confidence"] = approval.confidence
-        changes.update(self._otel_fields(call, out, tool, upstream, upstream_at, upstream_s))
+        changes.update(self._otel_fields(call, out, tool, upstream, upstream_at, upstream_s, start))
         if upstream is not None:
             changes["status_code"] = upstream.status_code or out.status
             changes["estimated_output_tokens"] = _estimate_tokens(upstream.result)

@@ -32,6 +32,7 @@ class Ingress(msgspec.Struct, kw_only=True, omit_defaults=True):
     mcp_protocol_version: str = ""
     jsonrpc_id: str = ""  # the tools/call request's JSON-RPC id, as text
     status: int = 0  # what the gateway answered over HTTP (rest, decide)
+    received_at: str = ""  # RFC3339Nano UTC: when the call arrived (`timestamp` is when it was first recorded)
 
 
 class Egress(msgspec.Struct, kw_only=True, omit_defaults=True):

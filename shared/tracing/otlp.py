@@ -164,14 +164,19 @@ def spans_for(entry: TraceEntry, parent_span_id: str = "") -> list[Span]:
 
     request = entry.request
     transport = request.transport if request is not None else ""
-    end = parse_timestamp(entry.timestamp) or 0
-    start = end - int(entry.latency_ms) * 1_000_000
+    received = parse_timestamp(request.received_at) if request is not None and request.received_at else None
+    if received is not None:  # a revision keeps the first record's timestamp: the call's span starts on arrival
+        start, end = received, received + int(entry.latency_ms) * 1_000_000
+    else:
+        end = parse_timestamp(entry.timestamp) or 0
+        start = end - int(entry.latency_ms) * 1_000_000
     if request is None and entry.tool.startswith(CONTROL_PREFIX):
         # a control-plane event (shared/audit.py: a halt, a grant, a pin accepted...), not a tool call
         return [
             Span(
                 trace_id=trace_id,
                 span_id=span_id,
+                parent_span_id=parent,
                 name=entry.tool,
                 kind=KIND_INTERNAL,
                 start=start,

@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from shared.mcp.messages import HANDSHAKE_VERSIONS, MODERN_VERSIONS
 from shared.tracecontext import client_span_id
+from shared.tracing import parse_timestamp
 from tests.support.http import free_port
 from tests.support.mesh import pets_mesh_config
 from tests.support.server import running_server
@@ -37,6 +39,8 @@ rules:
     action: allow
   - tools: ["delete_pet"]
     action: deny
+  - tools: ["create_pet"]
+    action: human_approval
 """
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
@@ -109,6 +113,19 @@ async def test_otel_variables_alone_export_server_and_client_spans_as_protobuf(
         received = Received(collector)
         # 3 REST calls (2 forwarded) and 3 MCP calls (all forwarded): 6 SERVER and 5 CLIENT spans
         wait_until(lambda: received.count() >= 11, what="the spans at the collector")
+        # a REST call held for a human approval: nothing leaves while it waits, both spans once it is done
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(_rest, url, "create_pet", {"name": "Rex"})
+            queued = wait_until(
+                lambda: httpx.get(f"{url}/approvals", params={"status": "pending"}, trust_env=False).json(),
+                what="the pending approval",
+            )
+            approve = httpx.post(
+                f"{url}/approvals/{queued[0]['id']}/approve", json={"resolved_by": "ann"}, trust_env=False
+            )
+            assert approve.status_code == 200
+            assert waiting.result(60).status_code == 200
+        wait_until(lambda: received.count() >= 14, what="the approved call's spans")
     for path, headers, _ in collector.requests:
         assert path == "/v1/traces"
         assert headers["content-type"] == "application/x-protobuf"
@@ -119,17 +136,18 @@ async def test_otel_variables_alone_export_server_and_client_spans_as_protobuf(
     assert res["deployment.environment"] == "ci" and res["service.namespace"] == "agents"
     assert len(res["service.instance.id"]) == 36  # a UUID, the same for every export of the process
 
-    spans = received.spans()
-    assert len(spans) == 11
+    everything = received.spans()  # all of them: the server drained its queue when it stopped
+    # the approval's resolution is a control-plane event: one INTERNAL span
+    assert [s.name for s in everything if s.kind == 1] == ["mesh.approval"]
+    spans = [s for s in everything if s.kind != 1]
+    assert len(spans) == 13
     by_id = {s.span_id: s for s in spans}
     servers = {s.name: s for s in spans if s.kind == SERVER}
     clients = {s.name: s for s in spans if s.kind == CLIENT}
-    assert sorted(servers) == sorted(
-        f"tools/call {t}" for t in ("list_pets", "delete_pet", "get_boom", "rich.weather", "rich.wipe", "rich.plain")
-    )
-    assert sorted(clients) == sorted(
-        f"execute_tool {t}" for t in ("list_pets", "get_boom", "rich.weather", "rich.wipe", "rich.plain")
-    )
+    called = ("list_pets", "get_boom", "rich.weather", "rich.wipe", "rich.plain", "create_pet")
+    assert sorted(servers) == sorted(f"tools/call {t}" for t in (*called, "delete_pet"))
+    assert sorted(clients) == sorted(f"execute_tool {t}" for t in called)
+    assert len({s.span_id for s in spans}) == 13  # every span once: the approval's row did not leave while pending
     for client in clients.values():
         parent = by_id[client.parent_span_id]
         assert parent.kind == SERVER and parent.name == "tools/call " + client.name.removeprefix("execute_tool ")
@@ -161,6 +179,13 @@ async def test_otel_variables_alone_export_server_and_client_spans_as_protobuf(
     boom, boom_client = _attrs(servers["tools/call get_boom"]), _attrs(clients["execute_tool get_boom"])
     assert (boom["error.type"], boom["http.response.status_code"]) == ("500", 502)
     assert (boom_client["error.type"], boom_client["http.response.status_code"]) == ("500", 500)
+
+    held, held_client = servers["tools/call create_pet"], clients["execute_tool create_pet"]
+    h = _attrs(held)
+    assert (h["approval.status"], h["approval.approved_by"], h["http.response.status_code"]) == ("approved", "ann", 200)
+    assert h["policy.action"] == "human_approval" and "error.type" not in h
+    # the SERVER span runs from arrival through the wait; the upstream call comes after the approval
+    assert held_client.start_time_unix_nano - held.start_time_unix_nano >= h["approval.duration_ms"] * 1_000_000
 
     # MCP over Streamable HTTP (handshake era): session, protocol version and JSON-RPC id of the request
     weather = _attrs(servers["tools/call rich.weather"])
@@ -204,7 +229,10 @@ def test_the_traces_endpoint_and_json_protocol_variables(
     spans = req.resource_spans[0].scope_spans[0].spans
     assert [(s.name, s.kind) for s in spans] == [("tools/call list_pets", SERVER), ("execute_tool list_pets", CLIENT)]
     assert _attrs(req.resource_spans[0].resource)["service.name"] == "flux7"
-    assert entry["tool"] == "list_pets" and entry["request"] == {"transport": "rest", "status": 200}
+    assert entry["tool"] == "list_pets" and entry["request"]["transport"] == "rest"
+    assert entry["request"]["status"] == 200 and parse_timestamp(entry["request"]["received_at"]) <= parse_timestamp(
+        entry["timestamp"]
+    )
     assert entry["upstream"]["source"] == "openapi" and entry["upstream"]["transport"] == "tcp"
     # the chained lines that carry them verify
     lines = (tmp_path / "traces.jsonl").read_text().splitlines()

@@ -381,3 +381,21 @@ def test_a_control_plane_event_is_one_internal_span_named_by_the_event() -> None
     attrs = dict(span.attributes)
     assert (span.name, span.kind, span.status_code) == ("mesh.halt", 1, 1)
     assert attrs["agent.id"] == "ops" and "gen_ai.operation.name" not in attrs
+
+
+def test_a_call_revised_after_an_approval_spans_from_its_arrival_not_its_first_record() -> None:
+    """A blocking approval's row is first recorded when it is queued; its completion keeps that timestamp, so the
+    span starts at `request.received_at` and lasts the whole latency, approval wait included."""
+    entry = _entry(
+        timestamp="2026-10-01T10:00:00.01Z",  # queued 10 ms after arrival
+        latency_ms=5000,  # approved 4.9 s later, then forwarded
+        revision=1,
+        policy="human_approval",
+        approval_status="approved",
+        request=Ingress(transport="rest", status=200, received_at="2026-10-01T10:00:00Z"),
+        upstream=Egress(name="spec.json", source="openapi", transport="tcp", start_ms=4990, ms=8),
+    )
+    server, client = spans_for(entry)
+    arrival = 1_790_848_800 * 1_000_000_000
+    assert (server.start, server.end) == (arrival, arrival + 5_000_000_000)
+    assert (client.start, client.end) == (arrival + 4_990_000_000, arrival + 4_998_000_000)
