@@ -436,6 +436,13 @@ def _otel_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
     file wins, as programmatic configuration wins over the environment in OpenTelemetry SDKs (docs/traces.md)."""
     if "otel_disabled" not in raw and "OTEL_SDK_DISABLED" in env:
         raw["otel_disabled"] = env["OTEL_SDK_DISABLED"].strip().lower() == "true"
+    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter not in ("", "otlp", "none", "console"):
+        raise ConfigError("(environment)", "OTEL_TRACES_EXPORTER", f"otlp, console or none, got {exporter!r}")
+    if exporter == "none" and "otel_disabled" not in raw:
+        raw["otel_disabled"] = True
+    if exporter == "console" and "otel_endpoint" not in raw and "otel_traces_endpoint" not in raw:
+        raw["otel_endpoint"] = "stdout"  # written to stderr: stdout may carry the MCP stdio protocol
     if "otel_endpoint" not in raw and "otel_traces_endpoint" not in raw:
         for name, key in (
             ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "otel_traces_endpoint"),

@@ -120,6 +120,9 @@ def test_otel_variables_configure_the_exporter_when_the_file_does_not() -> None:
     assert (traces.otel_endpoint, traces.otel_traces_endpoint) == ("", "https://c/v1/t")
     assert load_settings(None, env={"OTEL_SDK_DISABLED": "TRUE"}).otel_disabled
     assert not load_settings(None, env={"OTEL_SDK_DISABLED": "no"}).otel_disabled  # only "true" disables
+    assert load_settings(None, env={**OTEL_ENV, "OTEL_TRACES_EXPORTER": "none"}).otel_disabled
+    console = load_settings(None, env={"OTEL_TRACES_EXPORTER": "console"})
+    assert (console.otel_endpoint, console.otel_disabled) == ("stdout", False)
     defaults = load_settings(None, env={})
     assert (defaults.otel_protocol, defaults.otel_service_name, defaults.otel_endpoint) == ("http/protobuf", "", "")
 
@@ -147,6 +150,7 @@ def test_the_config_file_wins_over_otel_variables(tmp_path: Path) -> None:
         ({"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"}, "OTEL_EXPORTER_OTLP_ENDPOINT", "an http(s) URL"),
         ({"OTEL_EXPORTER_OTLP_HEADERS": "Authorization"}, "OTEL_EXPORTER_OTLP_HEADERS", "key=value pairs"),
         ({"OTEL_RESOURCE_ATTRIBUTES": "=x"}, "OTEL_RESOURCE_ATTRIBUTES", "key=value pairs"),
+        ({"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER", "otlp, console or none"),
     ],
 )
 def test_a_bad_otel_variable_stops_the_start_naming_it(env: dict[str, str], key: str, fault: str) -> None:
