@@ -16,7 +16,7 @@ import msgspec
 from .identity import Caller
 from .metrics import CallSample
 from .policy import Decision, stricter
-from .tracecontext import TraceContext
+from .tracecontext import TraceContext, new_span_id
 from .upstreams.base import CallContext, ToolDef, UpstreamResult
 
 __all__ = ["ApprovalMode", "Call", "Outcome", "Pipeline"]
@@ -353,17 +353,24 @@ class Pipeline:
         self._trace(call, out, start)
         asked = await self._ask_terminal(call, pending)
         if asked == "approved":
-            return await self.run(call, mode="claim")
+            return await self.run(self._rerun(call), mode="claim")
         if asked == "denied":
             return answer(approvals.get(pending.id), 403, "denied")
         wait_s = self._approval_setting("wait_seconds")
         if wait_s > 0:
             resolved = await approvals.wait_briefly(pending.id, wait_s)
             if resolved is not None and resolved.status == "approved":
-                return await self.run(call, mode="claim")
+                return await self.run(self._rerun(call), mode="claim")
             if resolved is not None and resolved.status == "denied":
                 return answer(resolved, 403, "denied")
         return out
+
+    @staticmethod
+    def _rerun(call: Call) -> Call:
+        """The approved call run again within the request that queued it: a span of its own under the queued
+        call's (both rows are traced, and a span id names one span)."""
+        trace = TraceContext(call.trace.trace_id, new_span_id(), parent_span_id=call.trace.span_id)
+        return msgspec.structs.replace(call, trace=trace)
 
     async def _ask_terminal(self, call: Call, pending: Any) -> str:
         """The `tty` channels (CONTRACT 1.14 step 1), for the stdio transport only: ask the person at the
