@@ -265,3 +265,17 @@ async def test_mesh7_mcp_over_stdio_exports_pipe_spans_with_the_negotiated_versi
     assert a["network.transport"] == "pipe" and a["mcp.protocol.version"] in HANDSHAKE_VERSIONS
     assert len(a["mcp.session.id"]) == 32 and a["jsonrpc.request.id"].isdigit()
     assert "network.protocol.name" not in a
+
+
+def test_a_bad_otel_variable_stops_flux7_serve_with_a_clear_message(tmp_path: Path, backend: Backend) -> None:
+    config = _config(tmp_path, backend)
+    done = subprocess.run(
+        [sys.executable, "-m", "shared.cli", "serve", "--config", str(config), "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO), "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "(environment): OTEL_EXPORTER_OTLP_PROTOCOL: http/protobuf or http/json, got 'grpc'" in done.stderr
