@@ -108,7 +108,15 @@ async def _answer(request: Request[Any, Any, Any], msg: Message, ctx: RequestCon
     return _json(result_message(msg.id, result))
 
 
-def _context(request: Request[Any, Any, Any], caller: Caller, session_id: str, modern: bool) -> RequestContext:
+def _context(
+    request: Request[Any, Any, Any],
+    caller: Caller,
+    session_id: str,
+    modern: bool,
+    *,
+    mcp_session: McpSession | None = None,
+    version: str = "",
+) -> RequestContext:
     h = request.headers
     return RequestContext(
         caller=caller,
@@ -117,6 +125,8 @@ def _context(request: Request[Any, Any, Any], caller: Caller, session_id: str, m
         traceparent=h.get("traceparent"),
         x_trace_id=h.get("x-trace-id"),
         transport="mcp",
+        mcp_session_id=mcp_session.id if mcp_session is not None else "",
+        protocol_version=mcp_session.protocol_version if mcp_session is not None else version,
     )
 
 
@@ -138,7 +148,7 @@ async def _handshake_era(request: Request[Any, Any, Any], msg: Message) -> Respo
     caller = session.caller
     if msg.is_notification or msg.is_response:
         return Response(b"", status_code=202)
-    return await _answer(request, msg, _context(request, caller, session.id, False))
+    return await _answer(request, msg, _context(request, caller, session.id, False, mcp_session=session))
 
 
 async def _stateless_era(request: Request[Any, Any, Any], msg: Message, version: str) -> Response[bytes]:
@@ -154,7 +164,7 @@ async def _stateless_era(request: Request[Any, Any, Any], msg: Message, version:
     except McpError as e:
         return _json(error_message(msg.id, e), http_status_for(e.code, modern=True))
     caller = _require(request, _presented(request, msg.id), msg.id)
-    ctx = _context(request, caller, request.headers.get("x-session-id", ""), True)
+    ctx = _context(request, caller, request.headers.get("x-session-id", ""), True, version=version)
     return await _answer(request, msg, ctx)
 
 

@@ -24,7 +24,7 @@ from .errors import Unavailable
 from .identity import Caller
 from .metrics import CallSample
 from .policy import Decision, stricter
-from .tracecontext import TraceContext
+from .tracecontext import TraceContext, new_span_id
 from .upstreams.base import CallContext, ToolDef, UpstreamResult
 
 __all__ = ["ApprovalMode", "Call", "Outcome", "Pipeline"]
@@ -44,6 +44,10 @@ class Call(msgspec.Struct, kw_only=True):
     session_id: str = ""
     callback_url: str = ""
     transport: str = "rest"
+    # OpenTelemetry (the entry's `request`): known when the call came over MCP
+    mcp_session_id: str = ""
+    mcp_protocol_version: str = ""
+    jsonrpc_id: str = ""
 
 
 class Outcome(msgspec.Struct, kw_only=True):
@@ -232,6 +236,7 @@ class Pipeline:
             limits.collect()
 
         # 8. the upstream call
+        upstream_at = time.perf_counter() - start  # otel: where the upstream call starts within the call
         upstream, upstream_s = await self._forward(call, tool)
         if not upstream.error and upstream.status_code >= 400 and tool.source != "cli":
             # A gateway answers 502 when the backend fails; the backend's own status stays in the trace.
@@ -256,7 +261,7 @@ class Pipeline:
             resolved_by=approval.resolved_by if approval is not None else "",
         )
         # 9. the outcome, appended to the intent
-        self._outcome(row_id, call, out, start, upstream, upstream_s, tool)
+        self._outcome(row_id, call, out, start, upstream, upstream_s, tool, upstream_at)
         return out
 
     async def _lift(self, call: Call, decision: Decision, tool: ToolDef | None) -> tuple[Decision, Any]:
@@ -277,7 +282,7 @@ class Pipeline:
         """The upstream's result and how long it took (seconds)."""
         ctx = CallContext(
             trace_id=call.trace.trace_id,
-            traceparent=call.trace.traceparent,
+            traceparent=call.trace.upstream_traceparent,  # the upstream's spans nest under the CLIENT span
             agent_id=call.caller.agent_id,
             session_id=call.session_id,
         )
@@ -305,7 +310,7 @@ class Pipeline:
                 reason=decision.reason,
                 approval_id=approval.id,
             )
-            rows.append(self._record_in(conn, call, pending, start))
+            rows.append(self._record_in(conn, call, pending, start, final=final))
             if final:
                 self._finished(call, pending, start, conn)
 
@@ -355,12 +360,12 @@ class Pipeline:
         )
         out.latency_ms = (time.perf_counter() - start) * 1000
         if row_id:
-            changes = self._approval_changes(resolved, out)
+            changes = {**self._approval_changes(resolved, out), **self._otel_fields(call, out, start=start)}
 
             def in_commit(conn: Any) -> None:
                 self._finished(call, out, start, conn, tool=tool)
 
-            self._write(call, lambda: self.mesh.tracer.revise(row_id, changes, in_commit))
+            self._write(call, lambda: self.mesh.tracer.revise(row_id, changes, in_commit, export=True))
         else:
             self._finished(call, out, start, tool=tool)
         return resolved, out, row_id
@@ -393,17 +398,24 @@ class Pipeline:
         out.latency_ms = (time.perf_counter() - start) * 1000
         asked = await self._ask_terminal(call, pending)
         if asked == "approved":
-            return await self.run(call, mode="claim")
+            return await self.run(self._rerun(call), mode="claim")
         if asked == "denied":
             return answer(approvals.get(pending.id), 403, "denied")
         wait_s = self._approval_setting("wait_seconds")
         if wait_s > 0:
             resolved = await approvals.wait_briefly(pending.id, wait_s)
             if resolved is not None and resolved.status == "approved":
-                return await self.run(call, mode="claim")
+                return await self.run(self._rerun(call), mode="claim")
             if resolved is not None and resolved.status == "denied":
                 return answer(resolved, 403, "denied")
         return out
+
+    @staticmethod
+    def _rerun(call: Call) -> Call:
+        """The approved call run again within the request that queued it: a span of its own under the queued
+        call's (both rows are traced, and a span id names one span)."""
+        trace = TraceContext(call.trace.trace_id, new_span_id(), parent_span_id=call.trace.span_id)
+        return msgspec.structs.replace(call, trace=trace)
 
     async def _ask_terminal(self, call: Call, pending: Any) -> str:
         """The `tty` channels (CONTRACT 1.14 step 1), for the stdio transport only: ask the person at the
@@ -465,6 +477,36 @@ class Pipeline:
         metrics = getattr(self.mesh, "metrics", None)
         if metrics is not None:
             metrics.record_call(self._sample(call, out, start, tool, upstream, upstream_s), conn=conn)
+
+    def _otel_fields(
+        self,
+        call: Call,
+        out: Outcome,
+        tool: ToolDef | None = None,
+        upstream: UpstreamResult | None = None,
+        upstream_at: float = 0.0,
+        upstream_s: float | None = None,
+        start: float = 0.0,
+    ) -> dict[str, Any]:
+        """The entry's `request` and `upstream` (shared/tracing/entry.py): what the OpenTelemetry spans need."""
+        from .tracing import Ingress, format_timestamp
+        from .tracing.egress import egress
+
+        http = call.transport in ("rest", "decide")
+        received_ns = time.time_ns() - round((time.perf_counter() - start) * 1e9)
+        fields: dict[str, Any] = {
+            "request": Ingress(
+                transport=call.transport,
+                mcp_session_id=call.mcp_session_id,
+                mcp_protocol_version=call.mcp_protocol_version,
+                jsonrpc_id=call.jsonrpc_id,
+                status=out.status if http else 0,
+                received_at=format_timestamp(received_ns),
+            )
+        }
+        if upstream is not None and tool is not None:
+            fields["upstream"] = egress(self.mesh.registry, tool, upstream, upstream_at, upstream_s or 0.0)
+        return fields
 
     def _sample(
         self,
@@ -552,12 +594,14 @@ class Pipeline:
             in_commit()
             out.latency_ms = (time.perf_counter() - start) * 1000
             return
-        entry = self._entry(call, out, start, **self._grant_fields(grant))
+        entry = self._entry(call, out, start, **self._grant_fields(grant), **self._otel_fields(call, out, start=start))
         self._write(call, lambda: tracer.record(entry, in_commit))
 
-    def _record_in(self, conn: Any, call: Call, out: Outcome, start: float) -> int:
-        """A call's first trace inside another write (its approval): the row id."""
-        row_id: int = self.mesh.tracer.record_in(conn, self._entry(call, out, start))
+    def _record_in(self, conn: Any, call: Call, out: Outcome, start: float, *, final: bool = False) -> int:
+        """A call's first trace inside another write (its approval): the row id. `final`: the call ends here,
+        so its spans leave now; otherwise they leave with its last revision."""
+        entry = self._entry(call, out, start, **self._otel_fields(call, out, start=start))
+        row_id: int = self.mesh.tracer.record_in(conn, entry, export=final)
         self._count(out.policy, conn)
         return row_id
 
@@ -565,7 +609,7 @@ class Pipeline:
         # status_code 0 marks an intent: the upstream may be called, its outcome is not written yet.
         policy = "human_approval" if approval is not None else "allow"
         pending = Outcome(status=0, policy=policy, trace_id=call.trace.trace_id, rule=decision.rule)
-        extra = self._grant_fields(grant)
+        extra = {**self._grant_fields(grant), **self._otel_fields(call, pending, start=start)}
         if approval is not None:
             extra.update(approval_id=approval.id, approval_status=approval.status, approved_by=approval.resolved_by)
         return self._entry(call, pending, start, **extra)
@@ -623,6 +667,7 @@ class Pipeline:
         upstream: UpstreamResult,
         upstream_s: float,
         tool: ToolDef,
+        upstream_at: float = 0.0,
     ) -> None:
         """Append the outcome to the call's intent. The upstream has run, so a write that fails here no longer
         refuses the call: the row stays "outcome unknown" (status_code 0) and the failure is logged."""
@@ -635,6 +680,7 @@ class Pipeline:
             "latency_ms": int(out.latency_ms),
             "error": out.error,
             "estimated_output_tokens": _estimate_tokens(out.result) if out.has_result else 0,
+            **self._otel_fields(call, out, tool, upstream, upstream_at, upstream_s, start),
         }
         if upstream.exit_code is not None:
             changes["exit_code"] = upstream.exit_code

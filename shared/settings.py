@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote
 
 import msgspec
 
@@ -247,6 +248,11 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     otel_headers: dict[str, str] = {}
     otel_ca_cert: str = ""
     otel_insecure_skip_verify: bool = False
+    otel_traces_endpoint: str = ""  # the whole URL (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), used as given
+    otel_protocol: Literal["http/protobuf", "http/json"] = "http/protobuf"
+    otel_service_name: str = ""  # "" = service.name of otel_resource_attributes, else "flux7"
+    otel_resource_attributes: dict[str, str] = {}
+    otel_disabled: bool = False  # OTEL_SDK_DISABLED: no export (GET /otel-traces still answers)
     auth: AuthSettings = AuthSettings()
     tls: TlsSettings = TlsSettings()
     approval: ApprovalSettings = ApprovalSettings()
@@ -392,6 +398,8 @@ def _validate(file: str, s: Settings) -> None:
             ipaddress.ip_network(net, strict=False)
         except ValueError as e:
             raise ConfigError(file, f"outbound.allow_networks[{i}]", f"not a network (CIDR): {e}") from None
+    if s.otel_traces_endpoint and not s.otel_traces_endpoint.startswith(("http://", "https://")):
+        raise ConfigError(file, "otel_traces_endpoint", "the whole OTLP/HTTP URL, such as http://host:4318/v1/traces")
     for key in ("max_tools", "max_agents"):
         if getattr(s.metrics, key) < 1:
             raise ConfigError(file, f"metrics.{key}", "must be >= 1")
@@ -432,6 +440,76 @@ def load_policy_dir(directory: Path) -> list[Policy]:
     return policies
 
 
+_OTEL_PROTOCOLS = ("http/protobuf", "http/json")
+
+
+def _otel_pairs(name: str, value: str) -> dict[str, str]:
+    """`key1=value1,key2=value2` with percent-encoded values (OTEL_EXPORTER_OTLP_HEADERS, OTEL_RESOURCE_ATTRIBUTES)."""
+    out: dict[str, str] = {}
+    for item in value.split(","):
+        if not item.strip():
+            continue
+        key, eq, val = item.partition("=")
+        if not eq or not key.strip():
+            raise ConfigError("(environment)", name, f"expected key=value pairs separated by commas, got {item!r}")
+        out[unquote(key.strip())] = unquote(val.strip())
+    return out
+
+
+def _otel_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
+    """The standard OTEL_* variables, where the config file (or an override) does not set the same thing: the
+    file wins, as programmatic configuration wins over the environment in OpenTelemetry SDKs (docs/traces.md)."""
+    if "otel_disabled" not in raw and "OTEL_SDK_DISABLED" in env:
+        raw["otel_disabled"] = env["OTEL_SDK_DISABLED"].strip().lower() == "true"
+    exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter not in ("", "otlp", "none", "console"):
+        raise ConfigError("(environment)", "OTEL_TRACES_EXPORTER", f"otlp, console or none, got {exporter!r}")
+    if exporter == "none" and "otel_disabled" not in raw:
+        raw["otel_disabled"] = True
+    if exporter == "console" and "otel_endpoint" not in raw and "otel_traces_endpoint" not in raw:
+        raw["otel_endpoint"] = "stdout"  # written to stderr: stdout may carry the MCP stdio protocol
+    if "otel_endpoint" not in raw and "otel_traces_endpoint" not in raw:
+        for name, key in (
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "otel_traces_endpoint"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "otel_endpoint"),
+        ):
+            url = env.get(name, "").strip()
+            if not url:
+                continue
+            if not url.startswith(("http://", "https://")):
+                raise ConfigError("(environment)", name, f"an http(s) URL such as http://localhost:4318, got {url!r}")
+            raw[key] = url
+            break
+    if "otel_protocol" not in raw:
+        for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+            protocol = env.get(name, "").strip()
+            if not protocol:
+                continue
+            if protocol not in _OTEL_PROTOCOLS:
+                hint = " (gRPC is not supported)" if protocol == "grpc" else ""
+                raise ConfigError("(environment)", name, f"http/protobuf or http/json, got {protocol!r}{hint}")
+            raw["otel_protocol"] = protocol
+            break
+    if "otel_ca_cert" not in raw:
+        for name in ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"):
+            if env.get(name, "").strip():
+                raw["otel_ca_cert"] = env[name].strip()
+                break
+    headers: dict[str, str] = {}
+    for name in ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"):  # the traces one wins
+        headers.update(_otel_pairs(name, env.get(name, "")))
+    if headers:
+        file_headers = raw.get("otel_headers")
+        raw["otel_headers"] = {**headers, **(file_headers if isinstance(file_headers, dict) else {})}
+    attributes = _otel_pairs("OTEL_RESOURCE_ATTRIBUTES", env.get("OTEL_RESOURCE_ATTRIBUTES", ""))
+    if attributes:
+        file_attributes = raw.get("otel_resource_attributes")
+        extra = file_attributes if isinstance(file_attributes, dict) else {}
+        raw["otel_resource_attributes"] = {**attributes, **extra}
+    if "otel_service_name" not in raw and env.get("OTEL_SERVICE_NAME", "").strip():
+        raw["otel_service_name"] = env["OTEL_SERVICE_NAME"].strip()
+
+
 def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
     """Read config.yaml (or defaults when path is None) and the environment; raise ConfigError on any fault."""
     env = os.environ if env is None else env
@@ -451,6 +529,7 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None,
         if key in raw:
             raise ConfigError(file, key, "Object contains unknown field")
     raw.update({k: v for k, v in overrides.items() if v is not None})
+    _otel_env(raw, env)
     raw["config_path"] = file if path is not None else ""
     raw["trace_key"] = env.get("MESH_TRACE_KEY", "")
     if env.get("MESH_ADMIN_TOKEN"):

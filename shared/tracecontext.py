@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 
 import msgspec
 
-__all__ = ["TraceContext", "new_span_id", "new_trace_id", "parse_traceparent"]
+__all__ = ["TraceContext", "client_span_id", "new_span_id", "new_trace_id", "parse_traceparent"]
 
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 
@@ -28,6 +29,21 @@ class TraceContext(msgspec.Struct, frozen=True):
     @property
     def traceparent(self) -> str:
         return f"00-{self.trace_id}-{self.span_id}-01"
+
+    @property
+    def upstream_traceparent(self) -> str:
+        """What the upstream call carries: the span of the upstream call (the OpenTelemetry CLIENT span, a child
+        of this call's span) when the trace id is W3C's, so the upstream's own spans nest under it."""
+        if re.fullmatch(r"[0-9a-f]{32}", self.trace_id) and re.fullmatch(r"[0-9a-f]{16}", self.span_id):
+            return f"00-{self.trace_id}-{client_span_id(self.trace_id, self.span_id)}-01"
+        return self.traceparent
+
+
+def client_span_id(trace_id: str, span_id: str) -> str:
+    """The span id of a call's upstream call, derived from the call's own: the same whenever it is computed (at
+    the call, in the exporter, in GET /otel-traces), so nothing more needs storing."""
+    digest = hashlib.sha256(f"{trace_id}:{span_id}:upstream".encode()).hexdigest()[:16]
+    return digest if digest != "0" * 16 else "0" * 15 + "1"
 
 
 def parse_traceparent(value: str | None) -> tuple[str, str] | None:

@@ -45,6 +45,10 @@ class RequestContext(msgspec.Struct, kw_only=True):
     traceparent: str | None = None  # the HTTP header, when there is one
     x_trace_id: str | None = None
     transport: str = "mcp"
+    # OpenTelemetry (mcp.session.id, mcp.protocol.version, jsonrpc.request.id of the SERVER span)
+    mcp_session_id: str = ""  # an MCP session: Mcp-Session-Id, or the stdio session
+    protocol_version: str = ""
+    jsonrpc_id: str = ""
 
 
 def is_supervisor(settings: Any, agent: str) -> bool:
@@ -72,6 +76,8 @@ class McpServer:
         method = msg.method
         params = msg.params if isinstance(msg.params, dict) else {}
         if method == "tools/call":
+            if msg.id is not None and not ctx.jsonrpc_id:
+                ctx = msgspec.structs.replace(ctx, jsonrpc_id=str(msg.id))
             result = await self.call_tool(params, ctx)
             return _modern(result) if ctx.modern else result
         if method == "tools/list":
@@ -155,6 +161,9 @@ class McpServer:
             trace=trace,
             session_id=ctx.session_id,
             transport=ctx.transport,
+            mcp_session_id=ctx.mcp_session_id,
+            mcp_protocol_version=ctx.protocol_version,
+            jsonrpc_id=ctx.jsonrpc_id,
         )
         return await self.run(call)
 

@@ -124,6 +124,7 @@ class StdioServer:
         self.server = server
         self.caller = Caller(agent_id=agent or "claude", authenticated=True)
         self.session_id = session_id or secrets.token_hex(16)
+        self.protocol_version = ""  # negotiated by initialize (handshake era), for the OpenTelemetry spans
         self._ready = ready  # the mesh's start (upstream connections): tools wait for it, the handshake does not
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -145,13 +146,23 @@ class StdioServer:
 
     async def _answer(self, msg: Message, channel: LineChannel) -> None:
         modern = PROTOCOL_VERSION_META_KEY in msg.meta
-        ctx = RequestContext(caller=self.caller, session_id=self.session_id, modern=modern, transport="stdio")
+        version = str(msg.meta.get(PROTOCOL_VERSION_META_KEY) or "") if modern else self.protocol_version
+        ctx = RequestContext(
+            caller=self.caller,
+            session_id=self.session_id,
+            modern=modern,
+            transport="stdio",
+            mcp_session_id=self.session_id,
+            protocol_version=version,
+        )
         try:
             if modern:
                 modern_envelope(msg, None)
             if self._ready is not None and msg.method.startswith("tools/"):
                 await asyncio.shield(self._ready)
             result = await self.server.handle(msg, ctx)
+            if msg.method == "initialize" and isinstance(result, dict):
+                self.protocol_version = str(result.get("protocolVersion") or "")
             reply = result_message(msg.id, result if result is not None else {})
         except McpError as e:
             reply = error_message(msg.id, e)

@@ -228,6 +228,9 @@ class VirtualTools:
             trace=TraceContext(trace_id=resolved.trace_id or trace.trace_id, span_id=new_span_id()),
             session_id=resolved.session_id,
             transport=ctx.transport,
+            mcp_session_id=ctx.mcp_session_id,
+            mcp_protocol_version=ctx.protocol_version,
+            jsonrpc_id=ctx.jsonrpc_id,
         )
         return await self.server.run(replay)
 

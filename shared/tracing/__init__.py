@@ -1,21 +1,36 @@
 """Traces of governed calls: the entry, the SQLite store with its hash-chained JSONL, OTLP export, verify."""
 
 from .chain import Verifier, verify_files
-from .entry import TraceEntry, decode_entry, encode_entry, entry_to_wire, format_timestamp, parse_timestamp
-from .otlp import OtlpExporter, entries_to_otlp, entry_to_span
+from .entry import (
+    Egress,
+    Ingress,
+    TraceEntry,
+    decode_entry,
+    encode_entry,
+    entry_to_wire,
+    format_timestamp,
+    parse_timestamp,
+)
+from .otlp import OtlpExporter, Span, entries_to_otlp, otlp_json, otlp_protobuf, resource_attributes, spans_for
 from .tracer import Tracer
 
 __all__ = [
+    "Egress",
+    "Ingress",
     "OtlpExporter",
+    "Span",
     "TraceEntry",
     "Tracer",
     "Verifier",
     "decode_entry",
     "encode_entry",
     "entries_to_otlp",
-    "entry_to_span",
     "entry_to_wire",
     "format_timestamp",
+    "otlp_json",
+    "otlp_protobuf",
     "parse_timestamp",
+    "resource_attributes",
+    "spans_for",
     "verify_files",
 ]

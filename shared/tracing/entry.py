@@ -11,6 +11,8 @@ from typing import Any
 import msgspec
 
 __all__ = [
+    "Egress",
+    "Ingress",
     "TraceEntry",
     "decode_entry",
     "encode_entry",
@@ -19,6 +21,31 @@ __all__ = [
     "normalise",
     "parse_timestamp",
 ]
+
+
+class Ingress(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """How the call came in (the OpenTelemetry SERVER span): written as `request`, each field left out when empty.
+    Not in the reference's contract: readers that do not know it ignore it, and the chain hashes it as written."""
+
+    transport: str = ""  # rest | decide | mcp | stdio
+    mcp_session_id: str = ""  # the MCP session (Mcp-Session-Id, or the stdio session)
+    mcp_protocol_version: str = ""
+    jsonrpc_id: str = ""  # the tools/call request's JSON-RPC id, as text
+    status: int = 0  # what the gateway answered over HTTP (rest, decide)
+    received_at: str = ""  # RFC3339Nano UTC: when the call arrived (`timestamp` is when it was first recorded)
+
+
+class Egress(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The upstream call, when the call was forwarded (the OpenTelemetry CLIENT span): written as `upstream`."""
+
+    name: str = ""  # the MCP server's or CLI tool's name, the OpenAPI source's url or file
+    source: str = ""  # mcp | openapi | cli
+    address: str = ""  # host of an HTTP upstream
+    port: int = 0
+    transport: str = ""  # tcp | pipe (stdio MCP server)
+    start_ms: float = 0.0  # when it started, since the call started
+    ms: float = 0.0  # how long it took
+    error_type: str = ""  # timeout | tool_error | an HTTP status | a JSON-RPC code | nonzero_exit | an exception
 
 
 class TraceEntry(msgspec.Struct, kw_only=True):
@@ -52,8 +79,11 @@ class TraceEntry(msgspec.Struct, kw_only=True):
     estimated_output_tokens: int = 0
     tokens_source: str = ""  # real | estimate
     revision: int = 0
+    request: Ingress | None = None
+    upstream: Egress | None = None
 
 
+_NESTED = frozenset({"request", "upstream"})
 _ALWAYS = frozenset(
     {
         "trace_id",
@@ -88,6 +118,10 @@ def entry_to_wire(entry: TraceEntry) -> dict[str, Any]:
         elif name == "exit_code":
             if value is not None:
                 out[name] = value
+        elif name in _NESTED:
+            nested = msgspec.to_builtins(value) if value is not None else None
+            if nested:  # an all-empty object is left out like any zero value
+                out[name] = nested
         elif value:
             out[name] = value
     return out

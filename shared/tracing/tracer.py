@@ -12,7 +12,7 @@ from ..db import Database
 from ..settings import Settings
 from .chain import JsonlAppender, Verifier, verify_files
 from .entry import TraceEntry, format_timestamp
-from .otlp import OtlpExporter, entries_to_otlp, entry_to_span
+from .otlp import OtlpExporter, entries_to_otlp, resource_attributes, spans_for
 from .store import TraceStore
 
 __all__ = ["MAX_FILE_BYTES", "Tracer"]
@@ -41,11 +41,14 @@ class Tracer:
         appender = JsonlAppender(self.trace_file, max_file_bytes) if self.trace_file else None
         self.store = TraceStore(db, key=self.key, appender=appender)
         self.store.adopt_file_head()
-        self.exporter = exporter if exporter is not None else self._exporter_from(settings)
+        self.resource = resource_attributes(settings.otel_service_name, settings.otel_resource_attributes)
+        self.exporter = exporter if exporter is not None else self._exporter_from(settings, self.resource)
 
     @staticmethod
-    def _exporter_from(settings: Settings) -> OtlpExporter | None:
-        endpoint = settings.otel_endpoint
+    def _exporter_from(settings: Settings, resource: dict[str, str]) -> OtlpExporter | None:
+        if settings.otel_disabled:
+            return None
+        endpoint = settings.otel_traces_endpoint or settings.otel_endpoint
         if not endpoint:
             return None
         if endpoint != "stdout" and not endpoint.startswith(("http://", "https://")):
@@ -53,6 +56,9 @@ class Tracer:
         ca = str(settings.resolve_path(settings.otel_ca_cert)) if settings.otel_ca_cert else ""
         return OtlpExporter(
             endpoint,
+            full_url=bool(settings.otel_traces_endpoint),
+            protocol=settings.otel_protocol,
+            resource=resource,
             headers=settings.otel_headers,
             ca_cert=ca,
             insecure_skip_verify=settings.otel_insecure_skip_verify,
@@ -64,7 +70,10 @@ class Tracer:
         seq, head = self.store.head()
         log.info("trace store ready (seq=%d head=%s file=%s)", seq, head, self.trace_file or "-")
         if self.exporter is not None:
-            await self.exporter.start()
+            exp = self.exporter
+            target = f"{exp.url} ({exp.protocol})" if exp.is_http else exp.endpoint
+            log.info("otel: exporting spans to %s as service %s", target, self.resource["service.name"])
+            await exp.start()
 
     async def stop(self) -> None:
         if self.exporter is not None:
@@ -75,25 +84,31 @@ class Tracer:
 
     # -- writing ---------------------------------------------------------------------------------------------
 
-    def record(self, entry: TraceEntry, also: Callable[[Any], None] | None = None) -> TraceEntry:
+    def record(
+        self, entry: TraceEntry, also: Callable[[Any], None] | None = None, *, export: bool = True
+    ) -> TraceEntry:
         """Durable on return: the row and the chained line are committed, the line is in the trace file.
         Returns the entry as stored (trace_id and timestamp filled when they were empty). `also(conn)` runs in
-        the same write transaction."""
+        the same write transaction. `export=False` for a row the call completes later with `update` (its spans
+        leave then, once)."""
         stored = self.store.record(entry, also)
-        self._export(stored)
+        if export:
+            self._export(stored)
         return stored
 
     def begin(self, entry: TraceEntry, also: Callable[[Any], None] | None = None) -> int:
         """Store a call's intent before its upstream is called: durable on return (raises when it cannot be
         written, and the call must then be refused). Returns the row id its outcome revises. An intent carries
         status_code 0 until then, which `verify` and the console report as "outcome unknown". Not exported
-        to OTLP: the span leaves with the outcome."""
+        to OTLP: the spans leave with the outcome."""
         return self.store.begin(entry, also)[0]
 
-    def record_in(self, conn: Any, entry: TraceEntry) -> int:
-        """A new call inside the caller's write transaction (an approval and its trace in one commit)."""
+    def record_in(self, conn: Any, entry: TraceEntry, *, export: bool = False) -> int:
+        """A new call inside the caller's write transaction (an approval and its trace in one commit). Its
+        spans leave with the call's last revision unless `export`."""
         row_id, stored = self.store.insert(conn, entry)
-        self._export(stored)
+        if export:
+            self._export(stored)
         return row_id
 
     def revise(
@@ -104,24 +119,30 @@ class Tracer:
         *,
         export: bool = False,
     ) -> TraceEntry | None:
-        """Append a revision of one call (its outcome); `export` sends the span when the intent was not."""
+        """Append a revision of one call (its outcome); `export` sends its spans (a call's spans leave once)."""
         new = self.store.revise(row_id, changes, also)
         if new is not None and export:
             self._export(new)
         return new
 
-    def _export(self, stored: TraceEntry) -> None:
-        if self.exporter is not None:
-            try:
-                self.exporter.export(entry_to_span(stored, self._parent_span(stored)))
-            except Exception:  # the export is best effort; the trace is already durable
-                log.exception("otel export failed for %s", stored.trace_id)
-
-    def update(self, trace_id: str, also: Callable[[Any], None] | None = None, **changes: Any) -> TraceEntry | None:
+    def update(
+        self, trace_id: str, also: Callable[[Any], None] | None = None, *, export: bool = True, **changes: Any
+    ) -> TraceEntry | None:
         """Append a new revision (approval outcome, backend status, latency) of the newest call with this id.
-        Returns it, or None when no such trace exists. Updates are not re-exported to OTLP. `also(conn)` runs
-        in the same write transaction."""
-        return self.store.update(trace_id, also, **changes)
+        Returns it, or None when no such trace exists. `also(conn)` runs in the same write transaction. The
+        revision's spans are exported unless `export=False` (a call's spans leave once, when it is complete)."""
+        new = self.store.update(trace_id, also, **changes)
+        if new is not None and export:
+            self._export(new)
+        return new
+
+    def _export(self, entry: TraceEntry) -> None:
+        if self.exporter is None:
+            return
+        try:
+            self.exporter.export(spans_for(entry, self._parent_span(entry)))
+        except Exception:  # the export is best effort; the trace is already durable
+            log.exception("otel export failed for %s", entry.trace_id)
 
     def _parent_span(self, entry: TraceEntry) -> str:
         if not entry.parent_trace_id or entry.parent_span_id:
@@ -159,7 +180,7 @@ class Tracer:
                 parent = self.store.get(e.parent_trace_id)
                 if parent is not None and parent.span_id:
                     parents[e.parent_trace_id] = parent.span_id
-        return entries_to_otlp(entries, parents)
+        return entries_to_otlp(entries, parents, self.resource)
 
     # -- integrity -------------------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import msgspec
@@ -151,6 +152,25 @@ class Registry:
             return "", ""
         kind = "mcp" if source in self.mcp else "cli" if source in self.cli else "openapi"
         return str(source.name), kind
+
+    def endpoint_of(self, tool: ToolDef) -> tuple[str, int, str]:
+        """(host, port, network transport) the call to `tool` goes to, for its OpenTelemetry CLIENT span: `tcp`
+        with the host and port of an HTTP upstream, `pipe` for a stdio MCP server, nothing for a CLI tool."""
+        source = self._owner.get(tool.name)
+        if isinstance(source, McpUpstream):
+            url = "" if source.cfg.transport == "stdio" else source.cfg.url
+            if not url:
+                return "", 0, "pipe"
+        elif isinstance(source, OpenApiUpstream):
+            url = tool.base_url
+        else:
+            return "", 0, ""
+        parts = urlsplit(url)
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:  # a malformed port in the config: no port rather than no call
+            port = 0
+        return parts.hostname or "", port, "tcp"
 
     def upstream_states(self) -> list[tuple[str, str, bool | None]]:
         """(name, source, live) per configured upstream: MCP by its connection, an OpenAPI spec URL that

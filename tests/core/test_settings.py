@@ -96,3 +96,73 @@ def test_cli_tool_rules(tmp_path: Path) -> None:
 def test_openapi_needs_exactly_one_of_url_and_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="exactly one"):
         load_settings(write(tmp_path, "openapi: [{url: a, file: b}]\n"), env={})
+
+
+OTEL_ENV = {
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
+    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+    "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Basic%20abc,X-Tenant=env",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "X-Tenant=traces",
+    "OTEL_SERVICE_NAME": "mesh-env",
+    "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod,team=env",
+    "OTEL_EXPORTER_OTLP_CERTIFICATE": "/etc/ca.pem",
+}
+
+
+def test_otel_variables_configure_the_exporter_when_the_file_does_not() -> None:
+    s = load_settings(None, env=OTEL_ENV)
+    assert (s.otel_endpoint, s.otel_traces_endpoint, s.otel_protocol) == ("http://collector:4318", "", "http/json")
+    assert s.otel_headers == {"Authorization": "Basic abc", "X-Tenant": "traces"}  # the traces variable wins
+    assert (s.otel_service_name, s.otel_ca_cert) == ("mesh-env", "/etc/ca.pem")
+    assert s.otel_resource_attributes == {"deployment.environment": "prod", "team": "env"}
+    assert not s.otel_disabled
+    traces = load_settings(None, env={**OTEL_ENV, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://c/v1/t"})
+    assert (traces.otel_endpoint, traces.otel_traces_endpoint) == ("", "https://c/v1/t")
+    assert load_settings(None, env={"OTEL_SDK_DISABLED": "TRUE"}).otel_disabled
+    assert not load_settings(None, env={"OTEL_SDK_DISABLED": "no"}).otel_disabled  # only "true" disables
+    assert load_settings(None, env={**OTEL_ENV, "OTEL_TRACES_EXPORTER": "none"}).otel_disabled
+    console = load_settings(None, env={"OTEL_TRACES_EXPORTER": "console"})
+    assert (console.otel_endpoint, console.otel_disabled) == ("stdout", False)
+    defaults = load_settings(None, env={})
+    assert (defaults.otel_protocol, defaults.otel_service_name, defaults.otel_endpoint) == ("http/protobuf", "", "")
+
+
+def test_the_config_file_wins_over_otel_variables(tmp_path: Path) -> None:
+    cfg = write(
+        tmp_path,
+        "otel_endpoint: stdout\notel_protocol: http/protobuf\notel_service_name: mesh-file\n"
+        "otel_headers: {X-Tenant: file}\notel_resource_attributes: {team: file}\notel_disabled: false\n",
+    )
+    s = load_settings(
+        cfg, env={**OTEL_ENV, "OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://x"}
+    )
+    assert (s.otel_endpoint, s.otel_traces_endpoint, s.otel_protocol) == ("stdout", "", "http/protobuf")
+    assert s.otel_service_name == "mesh-file" and not s.otel_disabled
+    assert s.otel_headers == {"Authorization": "Basic abc", "X-Tenant": "file"}  # merged; the file wins per key
+    assert s.otel_resource_attributes == {"deployment.environment": "prod", "team": "file"}
+
+
+@pytest.mark.parametrize(
+    ("env", "key", "fault"),
+    [
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "OTEL_EXPORTER_OTLP_PROTOCOL", "gRPC is not supported"),
+        ({"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "thrift"}, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf or"),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"}, "OTEL_EXPORTER_OTLP_ENDPOINT", "an http(s) URL"),
+        ({"OTEL_EXPORTER_OTLP_HEADERS": "Authorization"}, "OTEL_EXPORTER_OTLP_HEADERS", "key=value pairs"),
+        ({"OTEL_RESOURCE_ATTRIBUTES": "=x"}, "OTEL_RESOURCE_ATTRIBUTES", "key=value pairs"),
+        ({"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER", "otlp, console or none"),
+    ],
+)
+def test_a_bad_otel_variable_stops_the_start_naming_it(env: dict[str, str], key: str, fault: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_settings(None, env=env)
+    assert (e.value.file, e.value.key) == ("(environment)", key) and fault in e.value.fault
+
+
+def test_bad_otel_keys_in_the_file_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_settings(write(tmp_path, "otel_protocol: grpc\n"), env={})
+    assert e.value.key == "otel_protocol"
+    with pytest.raises(ConfigError) as e:
+        load_settings(write(tmp_path, "otel_traces_endpoint: collector/v1/traces\n"), env={})
+    assert e.value.key == "otel_traces_endpoint"

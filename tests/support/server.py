@@ -42,7 +42,14 @@ def healthy(url: str) -> bool:
         return False
 
 
-def start_server(config: Path, *, workers: int = 1, port: int | None = None, extra: list[str] | None = None) -> Server:
+def start_server(
+    config: Path,
+    *,
+    workers: int = 1,
+    port: int | None = None,
+    extra: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> Server:
     port = port or free_port()
     log = config.parent / f"server-{port}.log"
     proc = subprocess.Popen(
@@ -53,7 +60,7 @@ def start_server(config: Path, *, workers: int = 1, port: int | None = None, ext
         cwd=config.parent,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, **(env or {}), "PYTHONPATH": str(REPO)},
         start_new_session=True,
     )
     server = Server(proc, port, log)
@@ -74,8 +81,10 @@ def stop_server(server: Server) -> None:
 
 
 @contextmanager
-def running_server(config: Path, *, workers: int = 1, port: int | None = None) -> Iterator[Server]:
-    server = start_server(config, workers=workers, port=port)
+def running_server(
+    config: Path, *, workers: int = 1, port: int | None = None, env: dict[str, str] | None = None
+) -> Iterator[Server]:
+    server = start_server(config, workers=workers, port=port, env=env)
     try:
         yield server
     finally:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from shared.tracing import TraceEntry, encode_entry, entry_to_wire, format_timestamp, parse_timestamp
+from shared.tracing import Egress, Ingress, TraceEntry, encode_entry, entry_to_wire, format_timestamp, parse_timestamp
 from shared.tracing.entry import decode_entry, normalise
 
 
@@ -54,6 +54,8 @@ def test_set_optional_fields_appear_in_contract_order() -> None:
         estimated_output_tokens=4,
         tokens_source="estimate",
         revision=2,
+        request=Ingress(transport="mcp", jsonrpc_id="7"),
+        upstream=Egress(name="fs", source="mcp", transport="pipe", start_ms=0.5, ms=12.25),
     )
     wire = entry_to_wire(entry)
     assert list(wire) == list(TraceEntry.__struct_fields__)
@@ -86,3 +88,35 @@ def test_timestamps_are_go_rfc3339nano_in_utc() -> None:
     assert parse_timestamp(format_timestamp(ns)) == ns
     assert parse_timestamp("2023-11-14T23:13:20.5+01:00") == 1_700_000_000_500_000_000
     assert parse_timestamp("yesterday") is None
+
+
+def test_request_and_upstream_are_optional_objects_without_their_empty_fields() -> None:
+    """Lines written before they existed decode unchanged; new lines leave out what is empty, so readers of the
+    contract's fields see nothing new unless the call had it."""
+    bare = TraceEntry(trace_id="t", agent_id="a", tool="x", timestamp="2026-10-01T10:00:00Z")
+    assert "request" not in entry_to_wire(bare) and "upstream" not in entry_to_wire(bare)
+    empty = TraceEntry(trace_id="t", agent_id="a", tool="x", request=Ingress(), upstream=Egress())
+    assert "request" not in entry_to_wire(empty) and "upstream" not in entry_to_wire(empty)
+    full = TraceEntry(
+        trace_id="t",
+        agent_id="a",
+        tool="x",
+        timestamp="2026-10-01T10:00:00Z",
+        revision=1,
+        request=Ingress(transport="rest", status=502),
+        upstream=Egress(name="spec.json", source="openapi", address="127.0.0.1", port=8080, transport="tcp", ms=3.5),
+    )
+    wire = json.loads(encode_entry(full))
+    assert list(wire)[-3:] == ["revision", "request", "upstream"]  # after every contract field
+    assert wire["request"] == {"transport": "rest", "status": 502}
+    assert wire["upstream"] == {
+        "name": "spec.json",
+        "source": "openapi",
+        "address": "127.0.0.1",
+        "port": 8080,
+        "transport": "tcp",
+        "ms": 3.5,
+    }
+    assert decode_entry(encode_entry(full)) == full
+    old = decode_entry(b'{"trace_id":"t","agent_id":"a","tool":"x","params":null,"policy":"allow"}')
+    assert old.request is None and old.upstream is None

@@ -147,7 +147,7 @@ def test_otel_traces_is_otlp_json(client: TestClient[Any], mesh: Mesh) -> None:
     r = client.get("/otel-traces?agent=claude", headers=ADMIN)
     req = json_format.Parse(r.text, ExportTraceServiceRequest())
     spans = req.resource_spans[0].scope_spans[0].spans
-    assert len(spans) == 1 and spans[0].name == "fs.read"
+    assert len(spans) == 1 and (spans[0].name, spans[0].kind) == ("tools/call fs.read", 2)  # SERVER
     assert len(json.loads(r.text)["resourceSpans"][0]["scopeSpans"][0]["spans"]) == 1
 
 
