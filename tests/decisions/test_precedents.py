@@ -49,7 +49,7 @@ async def decided(
         a = mesh.approvals.submit(
             agent=agent, tool=tool, arguments={"n": i}, trace_id="", policy_rule="agents", policy_version=""
         )
-        mesh.approvals.resolve(a.id, "approve" if status == "approved" else "deny", resolved_by=by)
+        mesh.approvals.resolve(a.id, "approve" if status == "approved" else "deny", resolved_by=by, resolver="")
         ids.append(a.id)
     assert await mesh.decisions.drain(10)
     return ids
