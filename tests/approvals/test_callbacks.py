@@ -117,7 +117,7 @@ def test_with_loopback_allowed_a_resolution_calls_back_the_receiver(mesh_of: Cal
             policy_version="",
             callback_url=f"{base}/cb",
         )
-        mesh.approvals.resolve(a.id, "approve", resolved_by="human")
+        mesh.approvals.resolve(a.id, "approve", resolved_by="human", resolver="")
         wait_until(lambda: len(seen) == 1, timeout=10)
     body = json.loads(seen[0]["body"])
     assert body["event"] == "approved" and body["id"] == a.id and body["resolved_by"] == "human"
