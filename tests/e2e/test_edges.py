@@ -192,6 +192,7 @@ GET_ROUTES = [
     "/approvals",
     "/approvals/settings",
     "/approvals/precedents",
+    "/approvals/decisions",
     "/grants",
     "/halts",
     "/tools/pins",
