@@ -377,7 +377,10 @@ class Precedents:
             "eligible": verdict.eligible,
             "injection_risk": verdict.injection_risk,
             "min_approvals": verdict.min_approvals,
-            "human_approvals": verdict.human_approvals,
+            # the check reads memory only when it gets that far; otherwise the rows above say what would count
+            "human_approvals": (
+                verdict.human_approvals if verdict.human_approvals is not None else sum(r["counts"] for r in rows)
+            ),
             "refusals": verdict.refused_facts + (1 if verdict.refused_here else 0),
         }
         if since:

@@ -194,6 +194,7 @@ async def test_a_pending_approval_shows_its_precedents_and_what_the_rule_would_d
         write = await explained(WRITE, {"name": "Kit"})
         assert write["rule"]["would_auto_approve"] is False and write["rule"]["eligible"] is False
         assert "not a read tool" in write["rule"]["reasons"][0]
+        assert write["rule"]["human_approvals"] == 0  # counted from the rows: the check stopped before memory
 
         await decided(mesh, READ, status="denied", by="bob")
         blocked = await explained(READ, {"petId": "1"})
