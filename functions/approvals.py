@@ -10,6 +10,8 @@ from litestar import Request, get, post, put
 from litestar.params import FromPath, FromQuery, RawBody
 
 from shared.audit import record_event
+from shared.decision_query import parse_decision_query
+from shared.decisions import resolver_kind
 from shared.errors import BadRequest
 from shared.json_depth import decode
 
@@ -129,6 +131,28 @@ def put_settings(request: Request[Any, Any, Any], body: RawBody) -> dict[str, An
 
 
 @get(
+    "/approvals/decisions",
+    guards=[control_plane],
+    sync_to_thread=True,
+    tags=["approvals"],
+    security=ADMIN,
+    responses=responses({200: ok(dict[str, Any], "`{decisions, total, limit, offset}`: settled approvals")}, 400, 401),
+)
+def list_decisions(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    """Settled approvals, filtered and paged on the server (docs/console.md, "Decisions"); 400 on a bad filter."""
+    query = parse_decision_query(dict(request.query_params))
+    queue = mesh_of(request).approvals
+    items, total = queue.decisions(query)
+    decisions = []
+    for a in items:
+        view = a.view(queue.expose_content)
+        view["resolver_kind"] = resolver_kind(a.resolved_by)
+        view["fact_key"] = f"decision.{a.tool}.{a.id}"
+        decisions.append(view)
+    return {"decisions": decisions, "total": total, "limit": query.limit, "offset": query.offset}
+
+
+@get(
     "/approvals/{approval_id:str}",
     guards=[control_plane],
     sync_to_thread=True,
@@ -209,4 +233,4 @@ def deny(request: Request[Any, Any, Any], approval_id: FromPath[str], body: RawB
     return _resolve(request, approval_id, body, "deny")
 
 
-ROUTES = [list_approvals, get_settings, put_settings, approval_detail, approve, deny]
+ROUTES = [list_approvals, list_decisions, get_settings, put_settings, approval_detail, approve, deny]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, post
+from litestar.params import FromPath
 
 from shared.errors import BadRequest, NotImplementedFeature
 from shared.json_depth import decode
@@ -46,6 +48,26 @@ async def list_precedents(request: Request[Any, Any, Any]) -> Response[bytes]:
     return _json(await _precedents(request).table())
 
 
+@get(
+    "/approvals/{approval_id:str}/precedents",
+    guards=[control_plane],
+    tags=["approvals"],
+    security=ADMIN,
+    responses=responses(
+        {200: ok(dict[str, Any], "the couple's past decisions and what the precedent rule would do now")}, 400, 401, 404
+    ),
+)
+async def approval_precedents(request: Request[Any, Any, Any], approval_id: FromPath[str]) -> Response[bytes]:
+    """Beside one approval: the past decisions of its tool and agent, and what the precedent rule would do now."""
+    mesh = mesh_of(request)
+    precedents = _precedents(request)
+    approval = await asyncio.to_thread(mesh.approvals.get, approval_id)
+    history = await asyncio.to_thread(
+        mesh.approvals.couple_history, approval.agent_id, approval.tool, exclude=approval.id
+    )
+    return _json(await precedents.explain(approval, history))
+
+
 @post(
     "/approvals/precedents/forget",
     guards=[control_plane],
@@ -63,4 +85,4 @@ async def forget_precedents(request: Request[Any, Any, Any]) -> Response[bytes]:
     return _json(await _precedents(request).forget(body.tool, body.agent, remote_actor(request)))
 
 
-ROUTES = [list_precedents, forget_precedents]
+ROUTES = [list_precedents, approval_precedents, forget_precedents]

@@ -28,13 +28,14 @@ from .approval_settings import ApprovalPolicy, ApprovalSettingsStore
 from .audit import record_event, rfc3339
 from .callbacks import Notifier
 from .db import Database
+from .decision_query import DecisionQuery
 from .durations import format_duration
 from .errors import BadRequest, Conflict, Forbidden, NotFound
 from .globs import glob_match
 from .guard import injection_risk, redact
 from .settings import Settings
 
-__all__ = ["Approval", "ApprovalQueue", "args_digest"]
+__all__ = ["Approval", "ApprovalQueue", "DecisionQuery", "args_digest"]
 
 log = logging.getLogger("flux7.approvals")
 
@@ -221,6 +222,32 @@ class ApprovalQueue:
             items = [a for a in items if glob_match(tool, a.tool)]
         return items
 
+    def decisions(self, query: DecisionQuery) -> tuple[list[Approval], int]:
+        """Settled approvals (the decisions), newest first, filtered and paged: (this page, how many match)."""
+        self.sweep()
+
+        def names(column: str) -> list[str]:
+            return [r[0] for r in self._db.query(f"SELECT DISTINCT {column} FROM approvals")]
+
+        where, params = query.where(names)
+        sql_where = f"WHERE {' AND '.join(where)}"
+        row = self._db.query_one(f"SELECT count(*) FROM approvals {sql_where}", tuple(params))
+        total = int(row[0]) if row is not None else 0
+        rows = self._db.query(
+            f"SELECT * FROM approvals {sql_where} ORDER BY resolved_at DESC, id DESC LIMIT ? OFFSET ?",
+            (*params, query.limit, query.offset),
+        )
+        return [_from_row(r) for r in rows], total
+
+    def couple_history(self, agent: str, tool: str, *, exclude: str = "", limit: int = 50) -> list[Approval]:
+        """The settled approvals of one agent and tool, newest first (a pending approval's precedents)."""
+        rows = self._db.query(
+            "SELECT * FROM approvals WHERE agent_id = ? AND tool = ? AND status != 'pending' AND id != ? "
+            "ORDER BY resolved_at DESC, id DESC LIMIT ?",
+            (agent, tool, exclude, max(1, limit)),
+        )
+        return [_from_row(r) for r in rows]
+
     def _current_version(self, given: str | None) -> str | None:
         if given is not None:
             return given
@@ -299,6 +326,60 @@ class ApprovalQueue:
         notify_url = self._settings.approval.notify_url
         if notify_url and self.notifier is not None:
             self.notifier.send(notify_url, self._event_body(approval, "pending"), guard=False)
+        return approval
+
+    def record_settled(
+        self,
+        *,
+        agent: str,
+        tool: str,
+        arguments: Any,
+        trace_id: str,
+        policy_rule: str,
+        resolved_by: str,
+        reasoning: str = "",
+        session_id: str = "",
+    ) -> Approval:
+        """An approval decided the moment it was asked (a precedent auto-approval): a settled row, so the decision
+        has an id, a place in the decisions list and its fact in the outbox like any other. It is marked used at
+        once: nobody can claim it for another call."""
+        try:
+            params_text = json.dumps(arguments, ensure_ascii=False)
+        except (TypeError, ValueError) as e:
+            raise BadRequest(f"arguments are not JSON: {e}") from None
+        now = time.time()
+        row = {
+            "id": secrets.token_hex(8),
+            "agent_id": agent,
+            "tool": tool,
+            "params": params_text,
+            "args_digest": args_digest(arguments),
+            "trace_id": trace_id,
+            "policy_rule": policy_rule,
+            "policy_version": self._current_version(None) or "",
+            "session_id": session_id,
+            "callback_url": "",
+            "injection_risk": int(injection_risk(arguments)),
+            "created_at": now,
+            "expires_at": now,
+            "status": "approved",
+            "resolved_by": resolved_by,
+            "resolved_at": now,
+            "reasoning": reasoning,
+            "used_at": now,
+        }
+        with self._db.write() as conn:
+            stored = conn.execute(
+                f"INSERT INTO approvals ({', '.join(row)}) VALUES ({', '.join('?' * len(row))}) RETURNING *",
+                tuple(row.values()),
+            ).fetchone()
+            approval = _from_row(stored)
+            self._in_transaction(conn, [approval])
+        for listener in list(self._listeners):  # no waiter, no callback, no event trace: the call's trace says it
+            try:
+                listener(approval)
+            except Exception:
+                log.exception("approval listener failed for %s", approval.id)
         return approval
 
     def resolve(

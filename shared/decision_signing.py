@@ -3,7 +3,11 @@
 Memory is writable by anyone who reaches it, so a decision fact proves nothing by its tags. The mesh signs each
 fact it writes with HMAC-SHA256 over a canonical encoding of the decision - approval id, tool, agent, outcome,
 resolver kind, time - under a server secret: `decisions.signing_key`, or else `decisions.key` in the data
-directory, created 0600 on first start. A precedent read from a separate memory counts only with a valid MAC."""
+directory, created 0600 on first start. A precedent read from a separate memory counts only with a valid MAC.
+
+A fact that names the call it decided (a `trace:` tag) is signed under domain 2, which covers that trace id too;
+a fact without one under domain 1 (the facts written before trace ids were). The domains never verify each other,
+so a trace tag can be neither added to, changed on, nor removed from a signed fact."""
 
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ log = logging.getLogger("flux7.decisions")
 
 KEY_FILE = "decisions.key"
 _DOMAIN = "flux7-decision/1"  # a new canonical encoding gets a new domain, so old MACs never verify under it
+_DOMAIN_TRACED = "flux7-decision/2"  # /1's fields plus the trace id of the decided call
 
 
 class DecisionSigner:
@@ -36,16 +41,38 @@ class DecisionSigner:
         self._key = key
 
     @staticmethod
-    def canonical(*, approval_id: str, tool: str, agent: str, status: str, kind: str, at_ms: int) -> bytes:
+    def canonical(
+        *, approval_id: str, tool: str, agent: str, status: str, kind: str, at_ms: int, trace_id: str = ""
+    ) -> bytes:
         """A JSON array: unambiguous whatever characters a tool or agent name holds."""
-        return msgspec.json.encode([_DOMAIN, approval_id, tool, agent, status, kind, int(at_ms)])
+        fields: list[object] = [approval_id, tool, agent, status, kind, int(at_ms)]
+        if trace_id:
+            return msgspec.json.encode([_DOMAIN_TRACED, *fields, trace_id])
+        return msgspec.json.encode([_DOMAIN, *fields])
 
-    def mac(self, *, approval_id: str, tool: str, agent: str, status: str, kind: str, at_ms: int) -> str:
-        message = self.canonical(approval_id=approval_id, tool=tool, agent=agent, status=status, kind=kind, at_ms=at_ms)
+    def mac(
+        self, *, approval_id: str, tool: str, agent: str, status: str, kind: str, at_ms: int, trace_id: str = ""
+    ) -> str:
+        message = self.canonical(
+            approval_id=approval_id, tool=tool, agent=agent, status=status, kind=kind, at_ms=at_ms, trace_id=trace_id
+        )
         return hmac.new(self._key, message, hashlib.sha256).hexdigest()
 
-    def verify(self, mac: str, *, approval_id: str, tool: str, agent: str, status: str, kind: str, at_ms: int) -> bool:
-        expected = self.mac(approval_id=approval_id, tool=tool, agent=agent, status=status, kind=kind, at_ms=at_ms)
+    def verify(
+        self,
+        mac: str,
+        *,
+        approval_id: str,
+        tool: str,
+        agent: str,
+        status: str,
+        kind: str,
+        at_ms: int,
+        trace_id: str = "",
+    ) -> bool:
+        expected = self.mac(
+            approval_id=approval_id, tool=tool, agent=agent, status=status, kind=kind, at_ms=at_ms, trace_id=trace_id
+        )
         return hmac.compare_digest(expected.encode(), mac.strip().lower().encode())
 
 

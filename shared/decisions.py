@@ -1,9 +1,11 @@
 """Decisions as facts: every approval resolution and timeout is written to memory (CONTRACT 1.16, newest).
 
 The write never blocks, delays or fails the approval it records. Each fact says who settled it
-(`by:human|supervisor|mem7|system`) and carries the mesh's signature (`at:` and `sig:` tags, see
-decision_signing.py), which is what precedents read back. With a database, a fact first goes to the outbox in
-the resolution's own transaction and is delivered from there, in order, until memory has it."""
+(`by:human|supervisor|mem7|system`), which approval it settled (`approval:<id>`, also the key's last part) and
+which call it decided (`trace:<trace id>`, when the call has one), and carries the mesh's signature (`at:` and
+`sig:` tags, see decision_signing.py, covering the trace id too), which is what precedents read back. With a
+database, a fact first goes to the outbox in the resolution's own transaction and is delivered from there, in
+order, until memory has it."""
 
 from __future__ import annotations
 
@@ -93,6 +95,7 @@ def decision_fact(
     reasoning: str = "",
     resolved_at: float | None = None,
     signer: DecisionSigner | None = None,
+    trace_id: str = "",
 ) -> DecisionFact:
     """memory_store arguments for one settled approval. ValueError on a status that is not final.
 
@@ -105,10 +108,14 @@ def decision_fact(
     if reason:
         value += f" reason:{reason}"
     kind = resolver_kind(resolved_by)
-    tags: tuple[str, ...] = ("decision", status, tool, f"agent:{agent}", f"by:{kind}")
+    tags: tuple[str, ...] = ("decision", status, tool, f"agent:{agent}", f"by:{kind}", f"approval:{approval_id}")
+    if trace_id:
+        tags += (f"trace:{trace_id}",)
     if signer is not None:
         at_ms = round((time.time() if resolved_at is None else resolved_at) * 1000)
-        mac = signer.mac(approval_id=approval_id, tool=tool, agent=agent, status=status, kind=kind, at_ms=at_ms)
+        mac = signer.mac(
+            approval_id=approval_id, tool=tool, agent=agent, status=status, kind=kind, at_ms=at_ms, trace_id=trace_id
+        )
         tags += (f"at:{at_ms}", f"sig:{mac}")
     return DecisionFact(
         key=f"decision.{tool}.{approval_id}", value=value, tags=tags, approval_id=approval_id, tool=tool, subject=agent
@@ -122,6 +129,7 @@ class SignedDecision(msgspec.Struct, frozen=True):
     status: str
     kind: str
     at: float  # epoch seconds
+    trace_id: str = ""
 
 
 def signed_decision(
@@ -137,16 +145,28 @@ def signed_decision(
     kinds = [t[3:] for t in tags if t.startswith("by:")]
     ats = [t[3:] for t in tags if t.startswith("at:")]
     sigs = [t[4:] for t in tags if t.startswith("sig:")]
+    traces = [t[6:] for t in tags if t.startswith("trace:")]
+    named = [t[9:] for t in tags if t.startswith("approval:")]
     if not approval_id or len(statuses) != 1 or len(kinds) != 1 or len(ats) != 1 or len(sigs) != 1:
         return None  # an ambiguous fact is nobody's signature
+    if len(traces) > 1 or any(n != approval_id for n in named):
+        return None
     if not ats[0].isdigit():
         return None
     at_ms = int(ats[0])
+    trace_id = traces[0] if traces else ""
     if not signer.verify(
-        sigs[0], approval_id=approval_id, tool=tool, agent=agent, status=statuses[0], kind=kinds[0], at_ms=at_ms
+        sigs[0],
+        approval_id=approval_id,
+        tool=tool,
+        agent=agent,
+        status=statuses[0],
+        kind=kinds[0],
+        at_ms=at_ms,
+        trace_id=trace_id,
     ):
         return None
-    return SignedDecision(approval_id, statuses[0], kinds[0], at_ms / 1000)
+    return SignedDecision(approval_id, statuses[0], kinds[0], at_ms / 1000, trace_id)
 
 
 class DecisionWriter:
@@ -202,6 +222,7 @@ class DecisionWriter:
             reasoning=str(getattr(approval, "reasoning", "") or ""),
             resolved_at=getattr(approval, "resolved_ts", None),
             signer=self.signer,
+            trace_id=str(getattr(approval, "trace_id", "") or ""),
         )
 
     def enqueue_resolved(self, conn: Any, approvals: list[Any]) -> None:
@@ -232,8 +253,10 @@ class DecisionWriter:
             return
         self.submit(fact)
 
-    def record_auto_approval(self, agent: str, tool: str, reason: str) -> None:
-        """A precedent auto-approval (no approval row exists): tagged by:mem7, so it never counts as one."""
+    def record_auto_approval(self, agent: str, tool: str, reason: str, trace_id: str = "") -> None:
+        """A precedent auto-approval with no approval row behind it (a bare core: with an approval queue, the
+        auto-approval is a settled row and its fact goes through the outbox like any other). Tagged by:mem7, so it
+        never counts as a precedent."""
         self.submit(
             decision_fact(
                 approval_id=secrets.token_hex(8),
@@ -243,6 +266,7 @@ class DecisionWriter:
                 resolved_by="supervisor:mem7",
                 reasoning=reason,
                 signer=self.signer,
+                trace_id=trace_id,
             )
         )
 

@@ -273,7 +273,7 @@ class Pipeline:
             return Decision("allow", f"grant:{grant.id}", f"grant {grant.id} covers {call.tool}"), grant
         precedents = getattr(self.mesh, "precedents", None)
         if precedents is not None and tool is not None:
-            verdict = await precedents.check(agent, tool, call.arguments)
+            verdict = await precedents.check(agent, tool, call.arguments, call.trace.trace_id, call.session_id)
             if verdict is not None:
                 return Decision("allow", "supervisor:mem7", verdict), None
         return decision, None

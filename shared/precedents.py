@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .audit import rfc3339
 from .db import Database
 from .decision_signing import DecisionSigner
 from .decisions import WRITER_AGENT, DecisionWriter, resolver_kind, signed_decision
@@ -33,6 +34,7 @@ __all__ = [
     "LedgerView",
     "PrecedentLedger",
     "Precedents",
+    "Verdict",
     "approval_reason",
     "tool_is_eligible",
     "wire_precedents",
@@ -42,7 +44,7 @@ log = logging.getLogger("flux7.precedents")
 
 CHECK_TIMEOUT_S = 3.0
 _STATUSES = ("approved", "denied", "timeout")
-_OWN_TAGS = ("agent:", "by:", "at:", "sig:")
+_OWN_TAGS = ("agent:", "by:", "at:", "sig:", "approval:", "trace:")
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,67 @@ class EffectiveSettings:
     auto_approve: bool
     min_approvals: int
     auto_approve_writes: bool
+
+
+@dataclass
+class Verdict:
+    """The precedent rule's answer for one call, with its reasons (the console shows them beside an approval)."""
+
+    min_approvals: int
+    auto_approve: bool
+    approve: bool = False
+    eligible: bool = False
+    injection_risk: bool = False
+    human_approvals: int | None = None  # None: memory was not read
+    refused_facts: int = 0
+    refused_here: bool = False
+    memory: str = ""  # what went wrong reading memory
+    reasons: list[str] = field(default_factory=list)
+
+    def no(self, reason: str) -> Verdict:
+        self.approve = False
+        self.reasons.append(reason)
+        return self
+
+
+def _ineligible(tool: Any, auto_approve_writes: bool) -> str:
+    if tool is None:
+        return "the tool is not in the catalog now"
+    c = tool.classification
+    if c.family != "named":
+        return f"not a named tool ({c.family}): only named read tools qualify"
+    return f"not a read tool ({c.access}): writes qualify only with supervisor.auto_approve_writes"
+
+
+def _decision_row(
+    approval_id: str, status: str, resolved_by: str, kind: str, at: str, trace_id: str, source: str
+) -> dict[str, Any]:
+    return {
+        "approval_id": approval_id,
+        "status": status,
+        "resolved_by": resolved_by,
+        "kind": kind,
+        "resolved_at": at,
+        "trace_id": trace_id,
+        "source": source,
+    }
+
+
+def _counts_note(status: str, kind: str, after_reset: bool, in_memory: bool, *, verified: bool) -> tuple[bool, str]:
+    """Whether one past decision counts toward the precedent now, and if not, why."""
+    if status == "denied":
+        return False, "a refusal: blocks auto-approval"
+    if status != "approved":
+        return False, "timed out: neither counts nor blocks"
+    if kind != "human":
+        return False, f"approved by {kind or 'an unnamed resolver'}: only human approvals count"
+    if not verified:
+        return False, "not decided by this deployment and not signed by it: does not count"
+    if not after_reset:
+        return False, "before the precedents were forgotten: does not count"
+    if not in_memory:
+        return False, "its fact is not in memory yet (outbox): counts once delivered"
+    return True, "counts"
 
 
 def approval_reason(n: int) -> str:
@@ -164,6 +227,7 @@ class Precedents:
         lookup: Callable[[str], Any] | None = None,
         *,
         timeout: float = CHECK_TIMEOUT_S,
+        record: Callable[[str, str, Any, str, str, str], Any] | None = None,
     ) -> None:
         self._memory = memory
         self._settings = settings
@@ -171,61 +235,162 @@ class Precedents:
         self._writer = writer
         self._lookup = lookup or (lambda _name: None)
         self.timeout = timeout
+        # record(agent, tool, arguments, trace_id, reason, session_id): an auto-approval as a settled approval
+        self._record = record
 
     # -- level 1 --------------------------------------------------------------------------------------
 
-    async def check(self, agent: str, tool: Any, arguments: Any) -> str | None:
-        """The auto-approval reason, or None to go on to the approval queue. Never raises."""
+    async def check(
+        self, agent: str, tool: Any, arguments: Any, trace_id: str = "", session_id: str = ""
+    ) -> str | None:
+        """The auto-approval reason, or None to go on to the approval queue. Never raises.
+
+        An auto-approval is recorded before it is returned (a settled approval row with its fact, or a bare
+        fact without a queue); if that record cannot be written, the call goes to the queue: fail closed."""
+        verdict = await self.evaluate(agent, tool, arguments)
+        if not verdict.approve:
+            return None
+        reason = approval_reason(verdict.human_approvals or 0)
         try:
-            settings = self._settings()
-            if not settings.auto_approve or not tool_is_eligible(tool, settings.auto_approve_writes):
-                return None
-            if injection_risk(arguments):
-                log.warning(
-                    "injection risk detected, forcing human review: agent=%s tool=%s (precedents skipped)",
-                    agent,
-                    tool.name,
-                )
-                return None
-            memory = self._memory()
-            if memory is None:
-                return None
-            approvals = await asyncio.wait_for(self._count(memory, tool.name, agent), self.timeout)
-        except TimeoutError:
-            log.warning(
-                "memory slower than %.1fs: precedents for %s escalate",
-                self.timeout,
-                getattr(tool, "name", "?"),
-            )
-            return None
+            if self._record is not None:
+                await asyncio.to_thread(self._record, agent, tool.name, arguments, trace_id, reason, session_id)
+            elif self._writer is not None:
+                self._writer.record_auto_approval(agent, tool.name, reason, trace_id)
         except Exception as e:
-            log.warning("precedents for %s escalate: %s", getattr(tool, "name", "?"), e)
+            log.warning("auto-approval of %s not recorded, escalating: %s", tool.name, e)
             return None
-        if approvals is None or approvals < max(1, settings.min_approvals):
-            return None
-        reason = approval_reason(approvals)
-        if self._writer is not None:
-            self._writer.record_auto_approval(agent, tool.name, reason)
         return reason
 
-    async def _count(self, memory: MemoryClient, tool: str, agent: str) -> int | None:
-        """Human approvals of this couple that this deployment decided, or None when any refusal exists.
-        Raises on unreadable answers."""
+    async def evaluate(self, agent: str, tool: Any, arguments: Any, *, quiet: bool = False) -> Verdict:
+        """What the precedent rule decides for this call now, and why. Never raises: anything unexpected escalates.
+        `quiet`: an explanation (the console), not a call - nothing is logged."""
+        settings = self._settings()
+        minimum = max(1, settings.min_approvals)
+        name = getattr(tool, "name", "?")
+        verdict = Verdict(min_approvals=minimum, auto_approve=settings.auto_approve)
+        if not settings.auto_approve:
+            return verdict.no("auto-approve is off (supervisor.auto_approve)")
+        verdict.eligible = tool_is_eligible(tool, settings.auto_approve_writes)
+        if not verdict.eligible:
+            return verdict.no(_ineligible(tool, settings.auto_approve_writes))
+        if injection_risk(arguments):
+            verdict.injection_risk = True
+            if not quiet:
+                log.warning(
+                    "injection risk detected, forcing human review: agent=%s tool=%s (precedents skipped)", agent, name
+                )
+            return verdict.no("the arguments look like a prompt injection: a human reviews it")
+        memory = self._memory()
+        if memory is None:
+            return verdict.no("no memory: set memory.url or run the memory role in this process")
+        try:
+            found = await asyncio.wait_for(self._count(memory, name, agent), self.timeout)
+        except TimeoutError:
+            if not quiet:
+                log.warning("memory slower than %.1fs: precedents for %s escalate", self.timeout, name)
+            verdict.memory = f"memory slower than {self.timeout:g}s"
+            return verdict.no(f"{verdict.memory}: escalates")
+        except Exception as e:
+            if not quiet:
+                log.warning("precedents for %s escalate: %s", name, e)
+            verdict.memory = str(e) or e.__class__.__name__
+            return verdict.no(f"memory unreadable ({verdict.memory}): escalates")
+        verdict.human_approvals, verdict.refused_facts, verdict.refused_here = found
+        if verdict.refused_facts:
+            return verdict.no(f"refused before ({verdict.refused_facts} refusal(s) in memory): a refusal blocks")
+        if verdict.refused_here:
+            return verdict.no("this deployment refused it before: a refusal blocks")
+        if verdict.human_approvals < minimum:
+            return verdict.no(f"{verdict.human_approvals} of {minimum} human approvals needed")
+        verdict.approve = True
+        verdict.reasons.append(f"{verdict.human_approvals} human approvals (at least {minimum}) and no refusal")
+        return verdict
+
+    async def _count(self, memory: MemoryClient, tool: str, agent: str) -> tuple[int, int, bool]:
+        """(human approvals of this couple that this deployment decided, refusal facts in memory, whether this
+        deployment refused the couple since its reset). Raises on unreadable answers."""
         approved_text, refused_text = await asyncio.gather(
             memory.call_tool("memory_list", {"tags": _approved_tags(tool, agent)}),
             memory.call_tool("memory_list", {"tags": _refusal_tags(tool, agent)}),
         )
-        if parse_memory_list(refused_text):
-            return None  # a refusal fact blocks, signed or not: fail closed
+        refused = len(parse_memory_list(refused_text))  # a refusal fact blocks, signed or not: fail closed
         required = set(_approved_tags(tool, agent))
         # The tags were the query; checking them again costs nothing and guards a memory that matched loosely.
         listed = [m for m in parse_memory_list(approved_text) if required <= set(m.tags)]
         prefix = f"decision.{tool}."
         ids = [m.key[len(prefix) :] for m in listed if m.key.startswith(prefix)]
         view = await asyncio.to_thread(self.ledger.view, ids, (tool, agent))
-        if view.refused(tool, agent):
-            return None
-        return len({m.key for m in listed if view.counts(m, tool, agent)})
+        counted = len({m.key for m in listed if view.counts(m, tool, agent)})
+        return counted, refused, view.refused(tool, agent)
+
+    async def explain(self, approval: Any, history: list[Any]) -> dict[str, Any]:
+        """GET /approvals/{id}/precedents: the past decisions of this approval's tool and agent - this deployment's
+        (the approvals table, `history`) and those only memory holds - and what the rule would do with the call now."""
+        tool_name, agent = str(approval.tool), str(approval.agent_id)
+        verdict = await self.evaluate(agent, self._lookup(tool_name), approval.params, quiet=True)
+        facts: list[ListedMemory] = []
+        memory_error = verdict.memory
+        memory = self._memory()
+        if memory is not None:
+            try:
+                text = await asyncio.wait_for(
+                    memory.call_tool("memory_list", {"tags": ["decision", tool_name, f"agent:{agent}"]}), self.timeout
+                )
+                facts = [f for f in parse_memory_list(text) if _couple_of(f) == (tool_name, agent)]
+            except TimeoutError:
+                memory_error = memory_error or f"memory slower than {self.timeout:g}s"
+            except Exception as e:
+                memory_error = memory_error or str(e) or e.__class__.__name__
+        prefix = f"decision.{tool_name}."
+        in_memory = {f.key: f for f in facts}
+        view = await asyncio.to_thread(self.ledger.view, [], (tool_name, agent))
+        since = view.reset_of(tool_name, agent)
+        rows: list[dict[str, Any]] = []
+        for a in history:
+            fact = in_memory.pop(f"{prefix}{a.id}", None)
+            kind = resolver_kind(a.resolved_by)
+            row = _decision_row(a.id, a.status, a.resolved_by, kind, a.resolved_at, a.trace_id, "ledger")
+            row["reasoning"] = a.reasoning
+            row["in_memory"] = fact is not None
+            row["counts"], row["note"] = _counts_note(
+                a.status, kind, (a.resolved_ts or 0.0) > since, fact is not None, verified=True
+            )
+            rows.append(row)
+        for fact in in_memory.values():  # decided elsewhere (another mesh sharing memory) or written by anyone
+            approval_id = fact.key[len(prefix) :] if fact.key.startswith(prefix) else ""
+            if approval_id == approval.id:
+                continue
+            status = next((t for t in fact.tags if t in _STATUSES), "")
+            tagged_kind: str = next((t[3:] for t in fact.tags if t.startswith("by:")), "")
+            signed = signed_decision(fact.key, fact.tags, tool_name, agent, self.ledger.signer)
+            trace = next((t[6:] for t in fact.tags if t.startswith("trace:")), "")
+            row = _decision_row(approval_id, status, "", tagged_kind, fact.updated, trace, "memory")
+            row["in_memory"] = True
+            row["signed"] = signed is not None
+            after = signed is not None and signed.at > since
+            row["counts"], row["note"] = _counts_note(status, tagged_kind, after, True, verified=signed is not None)
+            rows.append(row)
+        rows.sort(key=lambda r: r["resolved_at"], reverse=True)
+        rule: dict[str, Any] = {
+            "would_auto_approve": verdict.approve,
+            "reasons": verdict.reasons,
+            "auto_approve": verdict.auto_approve,
+            "eligible": verdict.eligible,
+            "injection_risk": verdict.injection_risk,
+            "min_approvals": verdict.min_approvals,
+            # the check reads memory only when it gets that far; otherwise the rows above say what would count
+            "human_approvals": (
+                verdict.human_approvals if verdict.human_approvals is not None else sum(r["counts"] for r in rows)
+            ),
+            "refusals": verdict.refused_facts + (1 if verdict.refused_here else 0),
+        }
+        if since:
+            rule["reset_at"] = rfc3339(since)
+        out: dict[str, Any] = {"approval_id": approval.id, "tool": tool_name, "agent": agent, "rule": rule}
+        out["decisions"] = rows
+        if memory_error:
+            out["memory_error"] = memory_error
+        return out
 
     # -- the control plane -----------------------------------------------------------------------------
 
@@ -393,8 +558,28 @@ def wire_precedents(mesh: Any) -> None:
     )
     mesh.decisions = writer
     ledger = PrecedentLedger(signer, mesh.db)
-    mesh.precedents = Precedents(memory, settings, ledger, writer, lambda name: mesh.registry.lookup(name))
     approvals = getattr(mesh, "approvals", None)
+
+    def record(agent: str, tool: str, arguments: Any, trace_id: str, reason: str, session_id: str) -> Any:
+        return mesh.approvals.record_settled(
+            agent=agent,
+            tool=tool,
+            arguments=arguments,
+            trace_id=trace_id,
+            policy_rule="supervisor:mem7",
+            resolved_by="supervisor:mem7",
+            reasoning=reason,
+            session_id=session_id,
+        )
+
+    mesh.precedents = Precedents(
+        memory,
+        settings,
+        ledger,
+        writer,
+        lambda name: mesh.registry.lookup(name),
+        record=record if approvals is not None and hasattr(approvals, "record_settled") else None,
+    )
     if approvals is not None and hasattr(approvals, "add_listener"):
         # the fact is written in the resolution's own transaction, then delivered once it has committed
         approvals.add_transaction_hook(writer.enqueue_resolved)

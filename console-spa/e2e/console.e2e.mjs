@@ -4,7 +4,7 @@
 //
 //   node e2e/console.e2e.mjs <scenario> --base http://127.0.0.1:9090 [--token T] [--params '{"k": "v"}']
 //
-// Scenarios: approve, grant, halt-stop, halt-resume, memory-search, wrong-token, screenshots.
+// Scenarios: approve, grant, halt-stop, halt-resume, memory-search, wrong-token, decision-badges, screenshots.
 // Every wait is a condition with a timeout (locator auto-waiting), never a fixed sleep. A page error or a
 // console error fails the scenario, except the 401s of a tab with no token yet or with the wrong one on purpose.
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
@@ -83,7 +83,7 @@ function expectProbesOk(probes) {
 /** The pages the screenshots scenario takes when it is given none: those that need no id. */
 const DEFAULT_PAGES = Object.fromEntries(
   [
-    ...["", "approvals", "approvals?tab=history", "approvals?tab=precedents", "approvals?tab=settings", "agents"],
+    ...["", "approvals", "approvals?tab=history", "approvals?tab=precedents", "approvals?tab=settings", "decisions", "agents"],
     ...["traces", "sessions", "otel", "policies", "policies?tab=tool", "tools", "grants", "memory"],
     ...["memory?tab=decisions", "supervisor", "halts", "settings"],
   ].map((r) => [r.replace(/\W+/g, "-") || "overview", `#/${r}`]),
@@ -203,6 +203,55 @@ const SCENARIOS = {
     if (await page.locator(".warn-banner").count()) throw new Error("the banner stayed with the right token");
     out.after = await mainText(page);
     return out;
+  },
+
+  /** The badge of each approval state where an operator meets it: the Decisions page (params.rows: {name: id}),
+   *  the pending approval's page with its precedents, the pending list, and the trace of a timed-out call. */
+  async "decision-badges"(page) {
+    expectProbesOk(await connect(page, token));
+    const badgeOf = async (scope) => {
+      const b = scope.locator("[data-decision]").first();
+      await b.waitFor();
+      return { key: await b.getAttribute("data-decision"), text: (await b.innerText()).trim(), cls: await b.getAttribute("class") };
+    };
+    await open(page, "#/decisions");
+    const rows = {};
+    for (const [name, id] of Object.entries(params.rows)) {
+      const row = page.locator(`tr[data-approval="${id}"]`);
+      await row.waitFor();
+      rows[name] = { ...(await badgeOf(row)), row: await row.innerText(), call: await row.locator('td[data-label="Call"] a').getAttribute("href").catch(() => null) };
+    }
+    // The resolver filter, on the server: only the precedent's decision is left.
+    await page.getByLabel("Decided by").selectOption("mem7");
+    await page.getByRole("button", { name: "Filter", exact: true }).click();
+    await page.getByText("1–1 of 1, newest first.").waitFor();
+    const filtered = await page.locator("tbody tr[data-approval]").evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-approval")));
+    const filteredUrl = await page.evaluate(() => window.location.hash);
+
+    await open(page, `#/approvals/${params.pending}`);
+    const status = await badgeOf(page.locator("main dl.facts"));
+    const rule = page.locator(".precedent-rule");
+    await rule.waitFor();
+    const past = await page.locator("table.precedents tbody tr").evaluateAll((trs) =>
+      trs.map((tr) => ({
+        key: tr.querySelector("[data-decision]")?.getAttribute("data-decision") ?? "",
+        call: tr.querySelector('td[data-label="Call"] a')?.getAttribute("href") ?? "",
+        approval: tr.querySelector('td[data-label="Approval"] a')?.getAttribute("href") ?? "",
+        text: tr.innerText,
+      })),
+    );
+    const detail = { status, rule: await rule.innerText(), past };
+
+    await open(page, "#/approvals");
+    const pendingRow = page.locator("tbody tr", { hasText: params.pending.slice(0, 8) });
+    const pendingList = await badgeOf(pendingRow);
+
+    await open(page, `#/traces?trace=${params.timeout_trace}`);
+    const main = page.locator("main");
+    await main.locator('[data-decision="timeout"]').first().waitFor();
+    const traceBadges = await main.locator(".badge").evaluateAll((bs) => bs.map((b) => ({ text: b.textContent.trim(), cls: b.className })));
+    const decisionLink = await main.locator("a.decision-link").first().getAttribute("href");
+    return { rows, filtered, filteredUrl, detail, pendingList, traceBadges, decisionLink };
   },
 
   /** Every page, full size, into screenshots/e2e/; each must load with no error shown or logged.

@@ -18,6 +18,7 @@ const PAGES = [
   ["approvals-history", "#/approvals?tab=history", "system:timeout"],
   ["approvals-precedents", "#/approvals?tab=precedents", "github.list_issues"],
   ["approvals-settings", "#/approvals?tab=settings", "Human approvals needed"],
+  ["decisions", "#/decisions", "refused: timed out"],
   ["agents", "#/agents", "Observed rights"],
   ["agent-detail", "#/agents/claude", "Effective rights"],
   ["traces", "#/traces", "The trace chain holds"],

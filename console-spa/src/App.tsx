@@ -3,6 +3,7 @@ import { useApprovals, useHealth } from "./api/queries";
 import { HaltBanner } from "./components/HaltBanner";
 import { AgentDetailPage, AgentsPage } from "./pages/Agents";
 import { ApprovalDetailPage, ApprovalsPage } from "./pages/Approvals";
+import { DecisionsPage } from "./pages/Decisions";
 import { GrantsPage } from "./pages/Grants";
 import { HaltsPage } from "./pages/Halts";
 import { MemoryPage } from "./pages/Memory";
@@ -21,6 +22,7 @@ import { useTheme } from "./theme";
 const NAV: { to: string; label: string }[] = [
   { to: "/", label: "Overview" },
   { to: "/approvals", label: "Approvals" },
+  { to: "/decisions", label: "Decisions" },
   { to: "/agents", label: "Agents" },
   { to: "/traces", label: "Traces" },
   { to: "/sessions", label: "Sessions" },
@@ -47,6 +49,7 @@ const ROUTES: Route[] = [
   ["/policies", () => <PoliciesPage />, "Policies"],
   ["/approvals", () => <ApprovalsPage />, "Approvals"],
   ["/approvals/:id", (p) => <ApprovalDetailPage id={p.id!} />, "Approval"],
+  ["/decisions", () => <DecisionsPage />, "Decisions"],
   ["/supervisor", () => <SupervisorPage />, "Supervisor"],
   ["/grants", () => <GrantsPage />, "Grants"],
   ["/tools", () => <ToolsPage />, "Tools"],

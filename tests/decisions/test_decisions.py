@@ -47,11 +47,20 @@ def test_a_decision_fact_has_the_reference_key_value_and_tags() -> None:
         "rejected by supervisor:sup7 \u2014 agent:claude tool:filesystem.read_text_file"
         " reason:rule 'x' matched; path=/etc"
     )
-    assert fact.tags == ("decision", "denied", "filesystem.read_text_file", "agent:claude", "by:supervisor")
+    assert fact.tags == (
+        "decision",
+        "denied",
+        "filesystem.read_text_file",
+        "agent:claude",
+        "by:supervisor",
+        "approval:0123456789abcdef",
+    )
     assert fact.agent == "flux7-mesh"
-    timed_out = decision_fact(approval_id="a", tool="t", agent="x", status="timeout", resolved_by="system:timeout")
+    timed_out = decision_fact(
+        approval_id="a", tool="t", agent="x", status="timeout", resolved_by="system:timeout", trace_id="ab12"
+    )
     assert timed_out.value == "timed out by system:timeout \u2014 agent:x tool:t"
-    assert timed_out.tags[-1] == "by:system"
+    assert timed_out.tags[-3:] == ("by:system", "approval:a", "trace:ab12")
     with pytest.raises(ValueError):
         decision_fact(approval_id="a", tool="t", agent="x", status="pending", resolved_by="")
 
@@ -75,12 +84,19 @@ async def test_every_resolution_is_written_to_memory_with_who_settled_it(tmp_pat
         base = ("decision", "create_pet", "agent:claude")
         for approval_id, status, kind in ((first, "approved", "human"), (second, "denied", "supervisor")):
             fact = listed[f"decision.create_pet.{approval_id}"]
-            assert {t for t in fact.tags if not t.startswith(("at:", "sig:"))} == {*base, status, f"by:{kind}"}
-            # signed by the mesh: the MAC covers the approval id, tool, agent, outcome, resolver kind and time
+            row = mesh.db.query_one("SELECT resolved_at, trace_id FROM approvals WHERE id = ?", (approval_id,))
+            assert row[1]  # the call's trace id, which the fact names so the console links the two
+            linked = {f"approval:{approval_id}", f"trace:{row[1]}"}
+            assert {t for t in fact.tags if not t.startswith(("at:", "sig:"))} == {*base, status, f"by:{kind}", *linked}
+            # signed by the mesh: the MAC covers the approval id, tool, agent, outcome, resolver kind, time and trace
             signed = signed_decision(fact.key, fact.tags, "create_pet", "claude", mesh.decisions.signer)
             assert signed is not None
-            assert (signed.approval_id, signed.status, signed.kind) == (approval_id, status, kind)
-            row = mesh.db.query_one("SELECT resolved_at FROM approvals WHERE id = ?", (approval_id,))
+            assert (signed.approval_id, signed.status, signed.kind, signed.trace_id) == (
+                approval_id,
+                status,
+                kind,
+                row[1],
+            )
             assert abs(signed.at - row[0]) < 0.001
         recalled = await memory.call_tool("memory_recall", {"key": f"decision.create_pet.{first}"})
         assert "approved by alice \u2014 agent:claude tool:create_pet reason:fine" in recalled

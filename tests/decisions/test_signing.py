@@ -121,3 +121,25 @@ def test_a_resolution_and_its_outbox_row_commit_together(tmp_path: Path) -> None
     assert queue.get(second.id).status == "pending"
     assert [r.key for r in outbox.head()] == [f"decision.t.{first.id}"]
     db.close()
+
+
+def test_a_fact_naming_its_trace_is_signed_over_it_and_older_facts_still_verify() -> None:
+    traced = decision_fact(
+        **DECISION, resolved_by="alice", resolved_at=1_700_000_000.0, signer=SIGNER, trace_id="ab" * 16
+    )
+    assert f"trace:{'ab' * 16}" in traced.tags and "approval:0123456789abcdef" in traced.tags
+    signed = signed_decision(traced.key, traced.tags, "fs.read", "claude", SIGNER)
+    assert signed is not None and signed.trace_id == "ab" * 16
+    tags = list(traced.tags)
+    for what, variant in [
+        ("another trace", [t if not t.startswith("trace:") else "trace:" + "cd" * 16 for t in tags]),
+        ("the trace removed", [t for t in tags if not t.startswith("trace:")]),
+        ("two traces", [*tags, "trace:" + "cd" * 16]),
+        ("another approval tag", [t if not t.startswith("approval:") else "approval:fedcba9876543210" for t in tags]),
+    ]:
+        assert signed_decision(traced.key, variant, "fs.read", "claude", SIGNER) is None, what
+    # A fact written before trace ids (domain 1) verifies as it did, and gains nothing from a trace tag added later.
+    old = decision_fact(**DECISION, resolved_by="alice", resolved_at=1_700_000_000.0, signer=SIGNER)
+    assert not any(t.startswith("trace:") for t in old.tags)
+    assert signed_decision(old.key, old.tags, "fs.read", "claude", SIGNER) is not None
+    assert signed_decision(old.key, [*old.tags, "trace:" + "ab" * 16], "fs.read", "claude", SIGNER) is None

@@ -25,6 +25,7 @@ import pytest
 
 from tests.functions.conftest import AGENT, make_config
 from tests.support.http import wait_until
+from tests.support.mesh import pets_mesh_config
 from tests.support.server import REPO, Server, running_server
 from tests.upstreams.servers.http_backend import Backend
 
@@ -210,6 +211,107 @@ def test_a_wrong_admin_token_is_refused_with_a_clear_message(server: Server) -> 
     assert "list_pets" in report["after"]
 
 
+# get_pet_by_id reads (precedents may lift it), create_pet writes (never lifted): both ask first.
+BADGE_POLICY = """
+name: agents
+agent: "*"
+rules:
+  - tools: ["get_pet_by_id", "create_pet"]
+    action: human_approval
+  - tools: ["list_pets"]
+    action: allow
+"""
+
+
+def put(server: Server, path: str, body: dict[str, Any]) -> None:
+    r = httpx.put(f"{server.url}{path}", json=body, headers=ADMIN, timeout=10, trust_env=False)
+    assert r.status_code == 200, r.text
+
+
+def decided(server: Server, pool: ThreadPoolExecutor, tool: str, params: dict[str, Any], verb: str, by: str) -> str:
+    """A call that waits for approval, settled over REST as `by`; returns its approval id."""
+    blocked = pool.submit(call, server, tool, params)
+    approval = pending(server, tool)
+    r = post(server, f"/approvals/{approval}/{verb}", {"resolved_by": by})
+    assert r.status_code == 200, r.text
+    assert blocked.result(timeout=30).status_code == (200 if verb == "approve" else 403)
+    return approval
+
+
+def test_each_approval_state_has_its_own_badge_in_the_browser(tmp_path: Path, backend: Backend) -> None:
+    cfg = pets_mesh_config(
+        tmp_path,
+        backend,
+        BADGE_POLICY,
+        approval_timeout=90,
+        admin_token=TOKEN,
+        memory="{enabled: true, hybrid: false}",
+        trace_file=True,
+    )
+    with running_server(cfg) as server, ThreadPoolExecutor(2) as pool:
+        put(server, "/approvals/settings", {"min_approvals": 1})
+        ids = {"human": decided(server, pool, "get_pet_by_id", {"petId": "1"}, "approve", "alice")}
+
+        def precedent_ready() -> bool:
+            rows = get(server, "/approvals/precedents")["precedents"]
+            return any(p["tool"] == "get_pet_by_id" and p["would_auto_approve"] for p in rows)
+
+        wait_until(precedent_ready, timeout=20)  # the human approval's fact reached memory
+        lifted = call(server, "get_pet_by_id", {"petId": "2"})
+        assert lifted.status_code == 200 and lifted.json()["policy"] == "allow", lifted.text
+        precedent_trace = lifted.json()["trace_id"]
+        [auto] = get(server, "/approvals/decisions", trace=precedent_trace)["decisions"]
+        ids["precedent"] = auto["id"]
+        ids["supervisor"] = decided(server, pool, "create_pet", {"name": "Sup"}, "approve", "supervisor:sup7")
+        ids["denied"] = decided(server, pool, "create_pet", {"name": "No"}, "deny", "bob")
+        put(server, "/approvals/settings", {"timeout_seconds": 1})
+        late = call(server, "create_pet", {"name": "Late"})
+        assert late.status_code == 408, late.text
+        ids["timeout"], timeout_trace = late.json()["approval_id"], late.json()["trace_id"]
+        put(server, "/approvals/settings", {"timeout_seconds": 90})
+        waiting = pool.submit(call, server, "create_pet", {"name": "Wait"})
+        waiting_id = pending(server, "create_pet")
+        try:
+            report = drive(server, "decision-badges", rows=ids, pending=waiting_id, timeout_trace=timeout_trace)
+        finally:
+            post(server, f"/approvals/{waiting_id}/deny", {})
+        assert waiting.result(timeout=30).status_code == 403
+
+    rows = report["rows"]
+    expected = {
+        "human": ("approved-human", "approved by human", "ok"),
+        "precedent": ("approved-precedent", "approved by precedent", "ok"),
+        "supervisor": ("approved-supervisor", "approved by supervisor", "ok"),
+        "denied": ("denied-human", "denied by human", "bad"),
+        "timeout": ("timeout", "refused: timed out", "bad"),
+    }
+    for name, (key, text, tone) in expected.items():
+        row = rows[name]
+        assert (row["key"], row["text"]) == (key, text), (name, row)
+        assert f"badge-{tone}" in row["cls"], (name, row)
+    assert "allow" not in rows["timeout"]["row"].lower()
+    assert rows["precedent"]["call"] == f"#/traces?trace={precedent_trace}"
+    assert rows["timeout"]["call"] == f"#/traces?trace={timeout_trace}"
+    assert report["filtered"] == [ids["precedent"]] and "resolver=mem7" in report["filteredUrl"]
+
+    detail = report["detail"]
+    assert (detail["status"]["key"], detail["status"]["text"]) == ("pending", "pending")
+    assert report["pendingList"]["key"] == "pending"
+    assert "would not auto-approve" in detail["rule"] and "not a read tool" in detail["rule"]
+    past = {p["approval"].rsplit("/", 1)[-1]: p for p in detail["past"]}
+    assert {past[ids[n]]["key"] for n in ("supervisor", "denied", "timeout")} == {
+        "approved-supervisor",
+        "denied-human",
+        "timeout",
+    }
+    assert past[ids["timeout"]]["call"] == f"#/traces?trace={timeout_trace}"
+    assert ids["human"] not in past  # another tool's decision is not a precedent of create_pet
+
+    texts = [b["text"] for b in report["traceBadges"]]
+    assert "refused: timed out" in texts and "allow" not in texts, report["traceBadges"]
+    assert report["decisionLink"] == f"#/approvals/{ids['timeout']}"
+
+
 # The pages of docs/console.md; "{…}" parts are filled from the data seeded below.
 PAGES = {
     "overview": "#/",
@@ -218,6 +320,7 @@ PAGES = {
     "approvals-history": "#/approvals?tab=history",
     "approvals-precedents": "#/approvals?tab=precedents",
     "approvals-settings": "#/approvals?tab=settings",
+    "decisions": "#/decisions",
     "agents": "#/agents",
     "agent-detail": "#/agents/claude",
     "traces": "#/traces",
@@ -278,6 +381,7 @@ def test_every_page_loads_its_data_without_errors_and_is_screenshotted(tmp_path:
         "approvals-history": "seeded approval",
         "approvals-precedents": "create_pet",
         "approvals-settings": "Human approvals needed",
+        "decisions": "seeded approval",
         "agents": "claude",
         "agent-detail": "create_pet",
         "traces": "delete_pet",

@@ -195,6 +195,7 @@ GET_ROUTES = [
     "/approvals",
     "/approvals/settings",
     "/approvals/precedents",
+    "/approvals/decisions",
     "/grants",
     "/halts",
     "/tools/pins",

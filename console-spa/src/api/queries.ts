@@ -4,6 +4,8 @@ import { useQuery } from "@tanstack/react-query";
 import { mesh, seg, supervisor } from "./client";
 import type {
   ApprovalDetail,
+  ApprovalPrecedents,
+  DecisionPage,
   ApprovalSettings,
   ApprovalView,
   GrantView,
@@ -100,6 +102,24 @@ export const useApproval = (id: string) =>
     queryKey: ["approval", id],
     queryFn: ({ signal }) => mesh.get<ApprovalDetail>(`/approvals/${seg(id)}`, undefined, signal),
     refetchInterval: POLL.approvals,
+  });
+
+/** GET /approvals/decisions: one page of settled approvals, filtered on the server. */
+export const useDecisions = (params: Record<string, string>, enabled = true) =>
+  useQuery({
+    queryKey: ["approvals", "decisions", params],
+    enabled,
+    queryFn: ({ signal }) => mesh.get<DecisionPage>("/approvals/decisions", params, signal),
+    refetchInterval: POLL.approvals * 2,
+    placeholderData: (previous) => previous, // a new page keeps the old rows on screen until it arrives
+  });
+
+/** GET /approvals/{id}/precedents: the past decisions beside one approval, and what the precedent rule would do. */
+export const useApprovalPrecedents = (id: string) =>
+  useQuery({
+    queryKey: ["approval", id, "precedents"],
+    queryFn: ({ signal }) => mesh.get<ApprovalPrecedents>(`/approvals/${seg(id)}/precedents`, undefined, signal),
+    refetchInterval: POLL.catalog,
   });
 
 export const usePrecedents = () =>

@@ -119,6 +119,52 @@ export interface ApprovalView {
   injection_risk?: boolean;
 }
 
+export interface DecisionView extends ApprovalView {
+  resolver_kind: "human" | "supervisor" | "mem7" | "system" | string;
+  fact_key: string;
+}
+
+export interface DecisionPage {
+  decisions: DecisionView[];
+  total: number;
+  limit: number;
+  offset: number;
+}
+
+export interface PastDecision {
+  approval_id: string;
+  status: string;
+  resolved_by: string;
+  kind: string;
+  resolved_at: string;
+  trace_id: string;
+  source: "ledger" | "memory" | string;
+  in_memory: boolean;
+  signed?: boolean;
+  reasoning?: string;
+  counts: boolean;
+  note: string;
+}
+
+export interface ApprovalPrecedents {
+  approval_id: string;
+  tool: string;
+  agent: string;
+  rule: {
+    would_auto_approve: boolean;
+    reasons: string[];
+    auto_approve: boolean;
+    eligible: boolean;
+    injection_risk: boolean;
+    min_approvals: number;
+    human_approvals: number | null;
+    refusals: number;
+    reset_at?: string;
+  };
+  decisions: PastDecision[];
+  memory_error?: string;
+}
+
 export interface ApprovalDetail extends ApprovalView {
   recent_traces?: TraceEntry[];
   active_grants?: GrantView[];

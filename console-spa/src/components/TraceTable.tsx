@@ -1,12 +1,35 @@
 import { Fragment, useState } from "react";
 import type { TraceEntry } from "../api/types";
 import { Link, pathSeg } from "../router";
-import { Badge, Params, Resolver, Time, TraceLink } from "./bits";
+import { Badge, DecisionBadge, Params, Resolver, Time, TraceLink } from "./bits";
 
 /** An intent the mesh wrote before calling the upstream and never completed: status_code 0 (in flight, or the
  * server stopped during the call). The call may have run; what it returned is not known. */
 export function outcomeUnknown(t: TraceEntry): boolean {
   return t.status_code === 0;
+}
+
+/** The approval state a trace shows, if any: its approval's outcome, a precedent's auto-approval (rule
+ * supervisor:mem7), or a call still waiting (202 with an approval id). */
+export function traceDecision(t: TraceEntry): { status: string; by?: string } | null {
+  if (t.approval_status) return { status: t.approval_status, by: t.approved_by };
+  if (t.policy === "allow" && t.policy_rule === "supervisor:mem7") return { status: "approved", by: "supervisor:mem7" };
+  if (t.approval_id && t.policy === "human_approval" && t.status_code === 202) return { status: "pending" };
+  return null;
+}
+
+/** The outcome badges of a trace. With an approval decision, that decision is the badge: a policy "allow" or
+ * "human approval" beside it would only repeat it (or, beside a timeout, contradict it). */
+export function TraceOutcome({ t }: { t: TraceEntry }) {
+  const d = traceDecision(t);
+  const showPolicy = !d || (t.policy !== "allow" && t.policy !== "human_approval");
+  return (
+    <>
+      {showPolicy ? <Badge value={t.policy} /> : null}
+      {d ? <>{showPolicy ? " " : null}<DecisionBadge status={d.status} by={d.by} /></> : null}
+      {outcomeUnknown(t) ? <> <Badge value="outcome_unknown" title={UNKNOWN_TITLE} /></> : null}
+    </>
+  );
 }
 
 const UNKNOWN_TITLE = "The call was authorised and may have reached its upstream; no outcome was recorded (still in flight, or the server stopped during it).";
@@ -48,11 +71,7 @@ export function TraceTable({ traces, hideAgent, caption, compact }: { traces: Tr
                     <td data-label="Agent"><Link to={`/agents/${pathSeg(t.agent_id || "anonymous")}`}>{t.agent_id || "anonymous"}</Link></td>
                   )}
                   <td data-label="Tool" className="mono">{t.tool}</td>
-                  <td data-label="Outcome">
-                    <Badge value={t.policy} />
-                    {t.approval_status ? <> <Badge value={t.approval_status} /></> : null}
-                    {outcomeUnknown(t) ? <> <Badge value="outcome_unknown" title={UNKNOWN_TITLE} /></> : null}
-                  </td>
+                  <td data-label="Outcome"><TraceOutcome t={t} /></td>
                   {compact ? null : (
                     <>
                       <td className="hide-narrow mono small">{t.policy_rule}</td>
@@ -97,8 +116,7 @@ export function TraceDetail({ t, full }: { t: TraceEntry; full?: boolean }) {
             <dd className="mono">{t.tool}</dd>
             <dt>Outcome</dt>
             <dd>
-              <Badge value={t.policy} /> {t.approval_status ? <Badge value={t.approval_status} /> : null}{" "}
-              {outcomeUnknown(t) ? <><Badge value="outcome_unknown" title={UNKNOWN_TITLE} /> </> : null}
+              <TraceOutcome t={t} />{" "}
               <span className="muted small">HTTP {outcomeUnknown(t) ? "–" : t.status_code ?? "–"}, {t.latency_ms ?? "–"} ms{t.exit_code != null ? `, exit ${t.exit_code}` : ""}</span>
             </dd>
           </>
@@ -127,11 +145,19 @@ export function TraceDetail({ t, full }: { t: TraceEntry; full?: boolean }) {
         ) : null}
         {t.approval_id ? (
           <>
-            <dt>Approval</dt>
+            <dt>Decision</dt>
             <dd>
-              <Link to={`/approvals/${pathSeg(t.approval_id)}`} className="mono">{t.approval_id.slice(0, 8)}</Link>{" "}
-              {t.approval_status ? <Badge value={t.approval_status} /> : null} {t.approved_by ? <Resolver by={t.approved_by} /> : null}
+              <Link to={`/approvals/${pathSeg(t.approval_id)}`} className="mono decision-link">{t.approval_id.slice(0, 8)}</Link>{" "}
+              {t.approval_status ? <DecisionBadge status={t.approval_status} by={t.approved_by} /> : null} {t.approved_by ? <Resolver by={t.approved_by} /> : null}
               {t.approval_ms != null ? <span className="muted"> after {Math.round(t.approval_ms / 1000)}s</span> : null}
+            </dd>
+          </>
+        ) : t.policy_rule === "supervisor:mem7" ? (
+          <>
+            <dt>Decision</dt>
+            <dd>
+              <DecisionBadge status="approved" by="supervisor:mem7" />{" "}
+              <Link to="/decisions" query={{ trace: t.trace_id }} className="decision-link">the precedent decision</Link>
             </dd>
           </>
         ) : null}

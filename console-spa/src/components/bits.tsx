@@ -1,6 +1,7 @@
 // Small presentational pieces used across pages.
 import { useEffect, useState, type ReactNode } from "react";
 import { formatCountdown, parseGoDuration } from "../lib/durations";
+import { decisionState } from "../lib/decisions";
 import { pretty, resolverKind, timeAgo, formatTime } from "../lib/format";
 import { Link } from "../router";
 
@@ -146,5 +147,17 @@ export function Section({ title, actions, children, id }: { title: ReactNode; ac
       </header>
       {children}
     </section>
+  );
+}
+
+/** The one badge of an approval's state: pending, approved by human / supervisor / precedent, denied, or refused
+ * by timeout (red, never beside a green "allow"). `data-decision` names the state for tests and styles. */
+export function DecisionBadge({ status, by }: { status: string | undefined | null; by?: string | null }) {
+  const s = decisionState(status, by);
+  if (!s) return null;
+  return (
+    <span className={`badge badge-${s.tone}`} title={s.title} data-decision={s.key}>
+      {s.label}
+    </span>
   );
 }

@@ -36,13 +36,16 @@ export function pretty(value: unknown): string {
   }
 }
 
-/** Who resolved an approval, as CONTRACT 1.13 classifies `resolved_by`. */
-export type ResolverKind = "timeout" | "mem7" | "supervisor" | "human" | "";
+/** Who resolved an approval, as CONTRACT 1.13 classifies `resolved_by` (shared/decisions.py resolver_kind),
+ * with the timeout told apart from the other system resolutions (an emergency stop). */
+export type ResolverKind = "timeout" | "system" | "mem7" | "supervisor" | "human" | "";
 
 export function resolverKind(resolvedBy: string | undefined | null): ResolverKind {
-  if (!resolvedBy) return "";
-  if (resolvedBy === "system:timeout") return "timeout";
-  if (resolvedBy === "supervisor:mem7") return "mem7";
-  if (/^(supervisor:|auto:|bot:)/.test(resolvedBy)) return "supervisor";
+  const who = (resolvedBy ?? "").trim().toLowerCase();
+  if (!who) return "";
+  if (who === "system:timeout") return "timeout";
+  if (who.startsWith("system:")) return "system";
+  if (who === "supervisor:mem7") return "mem7";
+  if (/^(supervisor:|auto:|bot:|mcp:)/.test(who)) return "supervisor";
   return "human";
 }

@@ -1,12 +1,13 @@
 import { useEffect, useState } from "react";
 import { CONSOLE_BY, useAction } from "../api/actions";
 import { ApiError, mesh, seg } from "../api/client";
-import { useApproval, useApprovals, useApprovalSettings, usePrecedents } from "../api/queries";
-import type { ApprovalSettingsValues, ApprovalView } from "../api/types";
-import { Badge, Countdown, Params, Resolver, Section, Time, TraceLink } from "../components/bits";
+import { useApproval, useApprovalPrecedents, useApprovals, useApprovalSettings, usePrecedents } from "../api/queries";
+import type { ApprovalPrecedents, ApprovalSettingsValues, ApprovalView } from "../api/types";
+import { Countdown, DecisionBadge, Params, Resolver, Section, Time, TraceLink } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
 import { TraceTable } from "../components/TraceTable";
 import { Link, navigate, pathSeg, useLocation } from "../router";
+import { DecisionsView } from "./Decisions";
 
 const TABS = [
   ["pending", "Pending"],
@@ -103,7 +104,7 @@ export function PendingTable({ items, fetchedAt }: { items: ApprovalView[]; fetc
           {items.map((a) => (
             <tr key={a.id}>
               <td data-label="Approval">
-                <Link to={`/approvals/${pathSeg(a.id)}`} className="mono">{a.id.slice(0, 8)}</Link>
+                <Link to={`/approvals/${pathSeg(a.id)}`} className="mono">{a.id.slice(0, 8)}</Link> <DecisionBadge status={a.status} />
                 {a.injection_risk ? <> <span className="badge badge-bad" title="the params look like a prompt injection">injection risk</span></> : null}
                 <div className="muted small"><Time ts={a.created_at} /></div>
               </td>
@@ -132,48 +133,7 @@ function Pending() {
 }
 
 function History() {
-  const q = useApprovals("all");
-  return (
-    <Section title="Resolved approvals">
-      <QueryState query={q} what="approvals" isEmpty={(d) => !d.some((a) => a.status !== "pending")} empty="No approval has been resolved yet.">
-        {(items) => (
-          <div className="table-wrap">
-            <table className="stack">
-              <thead>
-                <tr>
-                  <th scope="col">Approval</th>
-                  <th scope="col">Agent</th>
-                  <th scope="col">Tool</th>
-                  <th scope="col">Outcome</th>
-                  <th scope="col">By</th>
-                  <th scope="col" className="hide-narrow">Reasoning</th>
-                  <th scope="col">When</th>
-                </tr>
-              </thead>
-              <tbody>
-                {items
-                  .filter((a) => a.status !== "pending")
-                  .map((a) => (
-                    <tr key={a.id}>
-                      <td data-label="Approval"><Link to={`/approvals/${pathSeg(a.id)}`} className="mono">{a.id.slice(0, 8)}</Link></td>
-                      <td data-label="Agent">{a.agent_id}</td>
-                      <td data-label="Tool" className="mono">{a.tool}</td>
-                      <td data-label="Outcome"><Badge value={a.status} /></td>
-                      <td data-label="By"><Resolver by={a.resolved_by} /></td>
-                      <td data-label="Reasoning" className="hide-narrow small">
-                        {a.reasoning}
-                        {a.confidence != null ? <span className="muted"> ({a.confidence})</span> : null}
-                      </td>
-                      <td data-label="When"><Time ts={a.resolved_at ?? a.created_at} /></td>
-                    </tr>
-                  ))}
-              </tbody>
-            </table>
-          </div>
-        )}
-      </QueryState>
-    </Section>
-  );
+  return <DecisionsView base="/approvals" fixed={{ tab: "history" }} />;
 }
 
 function PrecedentsView() {
@@ -358,7 +318,7 @@ export function ApprovalDetailPage({ id }: { id: string }) {
               <Section title="Request">
                 <dl className="facts">
                   <dt>Status</dt>
-                  <dd><Badge value={a.status} /> {a.status === "pending" ? <Countdown remaining={a.remaining} fetchedAt={q.dataUpdatedAt} /> : null}</dd>
+                  <dd><DecisionBadge status={a.status} by={a.resolved_by} /> {a.status === "pending" ? <Countdown remaining={a.remaining} fetchedAt={q.dataUpdatedAt} /> : null}</dd>
                   <dt>Agent</dt>
                   <dd><Link to={`/agents/${pathSeg(a.agent_id)}`}>{a.agent_id}</Link></dd>
                   <dt>Tool</dt>
@@ -396,6 +356,7 @@ export function ApprovalDetailPage({ id }: { id: string }) {
             <Section title="Params">
               <Params value={a.params} />
             </Section>
+            <ApprovalPrecedentsSection id={a.id} pending={a.status === "pending"} />
             <Section title="Active grants for this agent">
               {a.active_grants?.length ? (
                 <ul className="plain">
@@ -419,6 +380,80 @@ export function ApprovalDetailPage({ id }: { id: string }) {
       {q.error instanceof ApiError && q.error.status === 404 ? (
         <p><button type="button" className="btn" onClick={() => navigate("/approvals")}>Back to the list</button></p>
       ) : null}
+    </>
+  );
+}
+
+/** Beside an approval: past decisions of the same tool and agent, and what the precedent rule would do now. */
+function ApprovalPrecedentsSection({ id, pending }: { id: string; pending: boolean }) {
+  const q = useApprovalPrecedents(id);
+  return (
+    <Section title="Precedents: earlier decisions of this tool for this agent" id="precedents-title">
+      {q.error instanceof ApiError && q.error.status === 501 ? (
+        <p className="muted">Precedents are not available on this server.</p>
+      ) : (
+        <QueryState query={q} what="the precedents">
+          {(p) => <PrecedentsBody p={p} pending={pending} />}
+        </QueryState>
+      )}
+    </Section>
+  );
+}
+
+/** A resolver that classifies as `kind`, for a memory-only fact that names its kind and not its resolver. */
+const resolverOfKind = (kind: string) => ({ mem7: "supervisor:mem7", supervisor: "supervisor:", system: "system:", human: "human" })[kind] ?? "";
+
+export function PrecedentsBody({ p, pending }: { p: ApprovalPrecedents; pending: boolean }) {
+  const r = p.rule;
+  return (
+    <>
+      <div className={`note ${r.would_auto_approve ? "note-ok" : "note-warn"} precedent-rule`} role="status">
+        <strong>
+          {r.would_auto_approve
+            ? `The precedent rule would auto-approve ${pending ? "this call" : "the same call"} now.`
+            : `The precedent rule would not auto-approve ${pending ? "this call" : "the same call"} now.`}
+        </strong>{" "}
+        {r.reasons.join("; ")}.
+        <span className="muted small">
+          {" "}
+          Human approvals counted: {r.human_approvals ?? "–"} of {r.min_approvals}; refusals: {r.refusals}
+          {r.reset_at ? <>; forgotten <Time ts={r.reset_at} /></> : null}.
+        </span>
+      </div>
+      {p.memory_error ? <p className="note note-warn">Memory could not be read: {p.memory_error}. The list below shows this deployment's own decisions.</p> : null}
+      {p.decisions.length === 0 ? (
+        <p className="muted">No earlier decision of <span className="mono">{p.tool}</span> for {p.agent}.</p>
+      ) : (
+        <div className="table-wrap">
+          <table className="stack precedents">
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">Outcome</th>
+                <th scope="col">By</th>
+                <th scope="col">Counts?</th>
+                <th scope="col">Approval</th>
+                <th scope="col">Call</th>
+              </tr>
+            </thead>
+            <tbody>
+              {p.decisions.map((d, i) => (
+                <tr key={`${d.approval_id}:${i}`}>
+                  <td data-label="When"><Time ts={d.resolved_at} /></td>
+                  <td data-label="Outcome"><DecisionBadge status={d.status} by={d.resolved_by || resolverOfKind(d.kind)} /></td>
+                  <td data-label="By">
+                    {d.resolved_by ? <Resolver by={d.resolved_by} /> : <span className={`tag tag-${d.kind || "unknown"}`}>{d.kind || "untagged"}</span>}
+                    {d.source === "memory" ? <span className="muted small"> (memory only{d.signed ? ", signed" : ", unsigned"})</span> : null}
+                  </td>
+                  <td data-label="Counts?" className="small">{d.counts ? <span className="badge badge-ok">counts</span> : <span className="muted">{d.note}</span>}</td>
+                  <td data-label="Approval">{d.source === "ledger" ? <Link to={`/approvals/${pathSeg(d.approval_id)}`} className="mono">{d.approval_id.slice(0, 8)}</Link> : <span className="mono muted">{d.approval_id.slice(0, 8) || "–"}</span>}</td>
+                  <td data-label="Call"><TraceLink id={d.trace_id} /></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
     </>
   );
 }

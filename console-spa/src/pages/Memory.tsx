@@ -3,10 +3,10 @@ import { useEffect, useState } from "react";
 import { useAction } from "../api/actions";
 import { callMemoryTool, memoryChain } from "../api/memory";
 import type { MemoryChain } from "../api/types";
-import { Badge, Section, Time, TraceLink } from "../components/bits";
+import { Badge, DecisionBadge, Section, Time, TraceLink } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
 import { parseDecisionValue, parseForget, parseHistory, parseList, parseRecall, parseSearch, parseStore, type MemoryListItem } from "../lib/memoryText";
-import { Link, navigate, useLocation } from "../router";
+import { Link, navigate, pathSeg, useLocation } from "../router";
 import { Tabs } from "./Approvals";
 
 const TABS = [
@@ -228,20 +228,39 @@ function SearchView() {
   );
 }
 
-export function decisionFromTags(tags: string[]): { outcome: string; tool: string; agent: string; by: string } {
+export interface TaggedDecision {
+  outcome: string;
+  tool: string;
+  agent: string;
+  by: string;
+  /** the approval it settled and the call it decided (facts written since they carry `approval:` and `trace:`) */
+  approval: string;
+  trace: string;
+}
+
+export function decisionFromTags(tags: string[]): TaggedDecision {
   const outcomes = new Set(["approved", "rejected", "denied", "timeout", "timed out", "escalated"]);
   let outcome = "";
   let agent = "";
   let by = "";
+  let approval = "";
+  let trace = "";
   const rest: string[] = [];
   for (const t of tags) {
     if (outcomes.has(t)) outcome = t;
     else if (t.startsWith("agent:")) agent = t.slice(6);
     else if (t.startsWith("by:")) by = t.slice(3);
-    else if (t !== "decision" && t !== "supervisor") rest.push(t);
+    else if (t.startsWith("approval:")) approval = t.slice(9);
+    else if (t.startsWith("trace:")) trace = t.slice(6);
+    else if (t !== "decision" && t !== "supervisor" && !t.startsWith("at:") && !t.startsWith("sig:")) rest.push(t);
   }
-  return { outcome, tool: rest[0] ?? "", agent, by };
+  return { outcome, tool: rest[0] ?? "", agent, by, approval, trace };
 }
+
+/** A tagged kind (`by:mem7`) as a resolver the badge classifies the same way. */
+const KIND_RESOLVER: Record<string, string> = { mem7: "supervisor:mem7", supervisor: "supervisor:", system: "system:", human: "human" };
+
+const outcomeStatus = (o: string) => (o === "rejected" ? "denied" : o === "timed out" ? "timeout" : o);
 
 function Decisions() {
   const q = useQuery({
@@ -262,6 +281,7 @@ function Decisions() {
                   <th scope="col">Agent</th>
                   <th scope="col">Outcome</th>
                   <th scope="col">By</th>
+                  <th scope="col">Call</th>
                   <th scope="col" className="hide-narrow">Memory</th>
                 </tr>
               </thead>
@@ -273,8 +293,12 @@ function Decisions() {
                       <td data-label="When"><Time ts={m.updated} /></td>
                       <td data-label="Tool" className="mono">{x.tool}</td>
                       <td data-label="Agent">{x.agent || m.agent}</td>
-                      <td data-label="Outcome"><Badge value={x.outcome === "rejected" ? "denied" : x.outcome === "timed out" ? "timeout" : x.outcome} /></td>
+                      <td data-label="Outcome">{x.outcome === "escalated" ? <Badge value="escalated" /> : <DecisionBadge status={outcomeStatus(x.outcome)} by={KIND_RESOLVER[x.by] ?? ""} />}</td>
                       <td data-label="By">{x.by ? <span className={`tag tag-${x.by}`}>{x.by}</span> : <span className="muted">–</span>}</td>
+                      <td data-label="Call">
+                        {x.trace ? <TraceLink id={x.trace} /> : <span className="muted">–</span>}
+                        {x.approval ? <> · <Link to={`/approvals/${pathSeg(x.approval)}`} className="mono small">approval</Link></> : null}
+                      </td>
                       <td data-label="Memory" className="hide-narrow"><Link to="/memory" query={{ key: m.key }} className="mono small">{m.key}</Link></td>
                     </tr>
                   );
@@ -331,8 +355,17 @@ function Entry({ k }: { k: string }) {
                     <>
                       <dt>Decision</dt>
                       <dd>
-                        <Badge value={decision.outcome === "rejected" ? "denied" : decision.outcome} /> by {decision.by} for <span className="mono">{decision.tool}</span> ({decision.agent})
+                        <DecisionBadge status={outcomeStatus(decision.outcome)} by={decision.by} /> by {decision.by} for <span className="mono">{decision.tool}</span> ({decision.agent})
                         {decision.reason ? <> — {decision.reason}</> : null}
+                        {(() => {
+                          const x = decisionFromTags(b.tags);
+                          return x.trace || x.approval ? (
+                            <div className="small">
+                              {x.trace ? <>Call <TraceLink id={x.trace} /></> : null}
+                              {x.approval ? <> · <Link to={`/approvals/${pathSeg(x.approval)}`} className="mono">approval {x.approval.slice(0, 8)}</Link></> : null}
+                            </div>
+                          ) : null;
+                        })()}
                       </dd>
                     </>
                   ) : null}

@@ -1,9 +1,9 @@
 import { useEffect, useState } from "react";
 import { useTraces, useTraceVerify, useWhy } from "../api/queries";
 import type { TraceVerify } from "../api/types";
-import { Badge, Section, Time, TraceLink } from "../components/bits";
+import { Section, Time, TraceLink } from "../components/bits";
 import { ErrorNote, Loading, QueryState } from "../components/states";
-import { TraceDetail, TraceTable } from "../components/TraceTable";
+import { TraceDetail, TraceOutcome, TraceTable } from "../components/TraceTable";
 import { formatTime } from "../lib/format";
 import { navigate, useLocation } from "../router";
 
@@ -86,7 +86,7 @@ function WhyChainView({ id }: { id: string }) {
           {q.data.chain.map((t, i) => (
             <li key={`${t.trace_id}-${i}`} className={t.trace_id === id ? "chain-current" : undefined}>
               <a href={`#/traces?trace=${encodeURIComponent(t.trace_id)}`} className="mono">{t.trace_id.slice(0, 8)}</a>{" "}
-              <span className="mono">{t.tool}</span> by {t.agent_id} <Badge value={t.policy} />{" "}
+              <span className="mono">{t.tool}</span> by {t.agent_id} <TraceOutcome t={t} />{" "}
               {t.policy_rule ? <span className="mono small muted">{t.policy_rule}</span> : null} <Time ts={t.timestamp} />
             </li>
           ))}
