@@ -281,7 +281,9 @@ def pending() -> int:
 @approvals.command("show", context_settings=CONTEXT)
 @_ID
 def show(approval_id: str) -> int:
-    """Show an approval (id or unique prefix): its call, grants in force, the agent's recent calls."""
+    """Show one approval in full.
+
+    ID is an id or a unique prefix. Shows the call, the grants in force and the agent's recent calls."""
     return _call(lambda c, out: _show(c, approval_id, out))
 
 
@@ -306,7 +308,9 @@ def deny(approval_id: str, reason: str) -> int:
     "--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="seconds between polls"
 )
 def watch(interval: float) -> int:
-    """Follow the queue: print each approval as it arrives and as it is resolved (Ctrl-C to stop)."""
+    """Follow the queue as approvals arrive and are resolved.
+
+    Prints one line per event until Ctrl-C."""
     return _call(lambda c, out: _watch(c, interval, out))
 
 
@@ -316,7 +320,9 @@ def watch(interval: float) -> int:
 @click.option("--all", "all_", is_flag=True, help="stop every agent")
 @click.option("--reason", default="", help="recorded with the stop")
 def halt(agent: str | None, session: str | None, all_: bool, reason: str) -> int:
-    """Emergency stop: refuse every call of an agent, a session or everyone until resumed."""
+    """Emergency stop for an agent, a session or everyone.
+
+    Every call is refused until the stop is resumed (mesh resume ID)."""
     if sum(bool(x) for x in (agent, session, all_)) != 1:
         raise UsageFail("give exactly one of --agent, --session or --all")
     args = namespace(agent=agent, session=session, all=all_, reason=reason)

@@ -113,7 +113,10 @@ def serve_command(ctx: click.Context, **o: Any) -> int:
 def mcp_command(
     ctx: click.Context, config: str | None, port: int | None, agent: str | None, session_id: str | None
 ) -> int:
-    """The MCP stdio server an MCP client launches (relays to a running daemon of the same config)."""
+    """The MCP stdio server that MCP clients launch.
+
+    It relays to a mesh daemon of the same config when one answers on the port, else runs the mesh in process
+    (and serves the HTTP API beside it, so approvals can be resolved)."""
     from .mcp.stdio import main as stdio_main
 
     return stdio_main(

@@ -257,7 +257,9 @@ def memory(ctx: click.Context) -> int:
     "--listen", default=None, help="[host]:port of a running daemon to relay to (default MEM7_LISTEN or :9070)"
 )
 def mcp(listen: str | None) -> int:
-    """The MCP stdio server (relays to a daemon that already answers at --listen, else serves in process)."""
+    """The memory MCP stdio server.
+
+    It relays to a daemon that already answers at --listen, else serves in process."""
     return _guard(lambda: _stdio(_config(), _listen(listen)))
 
 
@@ -267,7 +269,9 @@ def mcp(listen: str | None) -> int:
 @click.option("--scopes", default=None, metavar="FILE", help="scopes file (default MEM7_SCOPES)")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="worker processes")
 def serve(listen: str | None, token: str | None, scopes: str | None, workers: int) -> int:
-    """The memory HTTP daemon on its own (flux7 serve also answers memory on the mesh's port)."""
+    """The memory HTTP daemon on its own.
+
+    flux7 serve also answers memory on the mesh's port; this runs memory without the mesh."""
     return _guard(lambda: _serve(_config(token=token, scopes_file=scopes), _listen(listen), workers))
 
 
@@ -291,7 +295,9 @@ def prune(db: str | None) -> int:
 @click.option("--db", default=None, metavar="FILE", help="check the memory journal in this SQLite file instead")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 def verify(db: str | None, as_json: bool) -> int:
-    """Check the workspace's hash chain (with --db: the journal in that database). Exit 1 at a break."""
+    """Check the hash chain that seals every memory.
+
+    Checks the markdown workspace, or with --db the journal in that database. Exit 1 at a break."""
     _use_db(db, must_exist=False)  # verify_report names a missing file itself
     return _guard(lambda: _verify(_config(), as_json))
 

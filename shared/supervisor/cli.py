@@ -167,7 +167,9 @@ def supervisor(config: str | None, verbose: bool) -> None:
 @supervisor.command("start", context_settings=CONTEXT)
 @_options
 def start(config: str | None, verbose: bool) -> int:
-    """Poll the mesh and review its pending approvals until stopped (Ctrl-C / SIGTERM)."""
+    """Review the mesh's pending approvals until stopped.
+
+    Polls the mesh; stops on Ctrl-C or SIGTERM."""
     loaded, _ = _load(config, verbose)
     return asyncio.run(_start(loaded))
 
@@ -175,7 +177,9 @@ def start(config: str | None, verbose: bool) -> int:
 @supervisor.command("status", context_settings=CONTEXT)
 @_options
 def status(config: str | None, verbose: bool) -> int:
-    """Print the mesh's reachability, the queue and this configuration as JSON (exit 1 when the mesh is down)."""
+    """Print the mesh's state and this configuration as JSON.
+
+    Exit 1 when the mesh cannot be reached."""
     loaded, verbose = _load(config, verbose)
     return asyncio.run(_status(loaded, verbose))
 
