@@ -102,6 +102,12 @@ class LazyGroup(click.Group):
                 formatter.write_dl(rows)
 
 
+# click >= 8.2 raises this for a group run without a command; older versions print the help themselves.
+_NO_ARGS: tuple[type[click.UsageError], ...] = tuple(
+    t for t in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if isinstance(t, type)
+)
+
+
 def _say(err: TextIO, path: str, message: str, hint: str = "") -> None:
     print(f"{path}: {message}", file=err)
     if hint:
@@ -122,6 +128,9 @@ def run(
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         result = command.main(args=args, prog_name=prog, standalone_mode=False, obj=rt)
+    except _NO_ARGS as e:  # a group called without a command: its help, as a usage error
+        print(e.ctx.get_help() if e.ctx is not None else e.format_message(), file=rt.out)
+        return 2
     except click.UsageError as e:
         path = e.ctx.command_path if e.ctx is not None else prog
         message = e.message

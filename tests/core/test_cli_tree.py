@@ -127,6 +127,8 @@ def test_mesh7_keeps_its_flags_and_trace_verify_works_from_both_names(tmp_path: 
 
 
 def test_usage_errors_are_two_short_lines_naming_the_command() -> None:
+    bare = cli("flux7", "token")  # a group without a command: its help, exit 2
+    assert bare.returncode == 2 and bare.stdout.startswith("Usage: flux7 token ") and bare.stderr == ""
     unknown = cli("flux7", "frobnicate")
     assert unknown.returncode == 2
     assert unknown.stderr.splitlines()[0].startswith('flux7: unknown subcommand "frobnicate" (valid: serve, mcp,')
