@@ -1,4 +1,4 @@
-"""`mesh`: the approval CLI (CONTRACT 1.1). Standard library only, so it runs wherever Python does.
+"""`mesh` (also `flux7 approvals`): the approval CLI.
 
     mesh pending | show <id> | approve <id> | deny <id> | watch
     mesh halt --agent <glob> | --session <id> | --all [--reason R] | halts | resume <id>
@@ -17,10 +17,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-__all__ = ["Client", "MeshError", "main"]
+import click
+
+from .clikit import CONTEXT, Fail, LazyGroup, UsageFail, namespace, run, runtime
+
+__all__ = ["Client", "MeshError", "approvals", "main"]
 
 DEFAULT_URL = "http://localhost:9090"
 
@@ -234,58 +238,112 @@ def _user() -> str:
         return "unknown"
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mesh", description="Review and resolve flux7 mesh approvals; emergency stop.")
-    sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("pending", help="list pending approvals")
-    for name in ("show", "approve", "deny"):
-        s = sub.add_parser(name, help=f"{name} an approval (id or unique prefix)")
-        s.add_argument("id")
-        if name != "show":
-            s.add_argument("--reason", "-r", default="", help="reasoning recorded with the decision")
-    w = sub.add_parser("watch", help="follow the queue")
-    w.add_argument("--interval", type=float, default=2.0)
-    h = sub.add_parser("halt", help="emergency stop")
-    group = h.add_mutually_exclusive_group(required=True)
-    group.add_argument("--agent", help="agent id or glob")
-    group.add_argument("--session", help="session id")
-    group.add_argument("--all", action="store_true", help="every agent")
-    h.add_argument("--reason", default="")
-    sub.add_parser("halts", help="list the stops in force")
-    r = sub.add_parser("resume", help="end a stop (id or unique prefix)")
-    r.add_argument("id")
-    return p
+def _client() -> Client:
+    from .admin_token import cli_admin_token
+
+    ctx: click.Context | None = click.get_current_context()
+    while ctx is not None and ctx.command is not approvals:
+        ctx = ctx.parent
+    env = runtime().env
+    url = (ctx.params.get("url") if ctx is not None else None) or env.get("MESH_URL") or DEFAULT_URL
+    return Client(url, cli_admin_token(url, env))
+
+
+def _call(action: Callable[[Client, TextIO], None]) -> int:
+    """Run one action against the mesh; a refusal or an unreachable mesh is one line on stderr, exit 1."""
+    try:
+        action(_client(), runtime().out)
+    except MeshError as e:
+        hint = ""
+        if e.status == 401:
+            hint = "; set MESH_ADMIN_TOKEN to the server's admin token (or MESH_URL to the server it generated one for)"
+        raise Fail(f"{e}" + (f" (HTTP {e.status})" if e.status else "") + hint) from None
+    return 0
+
+
+_ID = click.argument("approval_id", metavar="ID")
+_REASON = click.option("--reason", "-r", default="", help="reasoning recorded with the decision")
+
+
+@click.group("approvals", cls=LazyGroup, context_settings=CONTEXT)
+@click.option("--url", default=None, help=f"the mesh (default: $MESH_URL, else {DEFAULT_URL})")
+def approvals(url: str | None) -> None:
+    """Review and resolve the mesh's approvals; emergency stop. The token is $MESH_ADMIN_TOKEN, else the one a
+    local server generated (its token file)."""
+
+
+@approvals.command("pending", context_settings=CONTEXT)
+def pending() -> int:
+    """List pending approvals."""
+    return _call(_pending)
+
+
+@approvals.command("show", context_settings=CONTEXT)
+@_ID
+def show(approval_id: str) -> int:
+    """Show one approval in full.
+
+    ID is an id or a unique prefix. Shows the call, the grants in force and the agent's recent calls."""
+    return _call(lambda c, out: _show(c, approval_id, out))
+
+
+@approvals.command("approve", context_settings=CONTEXT)
+@_ID
+@_REASON
+def approve(approval_id: str, reason: str) -> int:
+    """Approve an approval (id or unique prefix): the held call runs."""
+    return _call(lambda c, out: _resolve(c, approval_id, "approve", reason, out))
+
+
+@approvals.command("deny", context_settings=CONTEXT)
+@_ID
+@_REASON
+def deny(approval_id: str, reason: str) -> int:
+    """Deny an approval (id or unique prefix): the held call is refused."""
+    return _call(lambda c, out: _resolve(c, approval_id, "deny", reason, out))
+
+
+@approvals.command("watch", context_settings=CONTEXT)
+@click.option(
+    "--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True, help="seconds between polls"
+)
+def watch(interval: float) -> int:
+    """Follow the queue as approvals arrive and are resolved.
+
+    Prints one line per event until Ctrl-C."""
+    return _call(lambda c, out: _watch(c, interval, out))
+
+
+@approvals.command("halt", context_settings=CONTEXT)
+@click.option("--agent", default=None, help="stop this agent id or glob")
+@click.option("--session", default=None, help="stop this session id")
+@click.option("--all", "all_", is_flag=True, help="stop every agent")
+@click.option("--reason", default="", help="recorded with the stop")
+def halt(agent: str | None, session: str | None, all_: bool, reason: str) -> int:
+    """Emergency stop for an agent, a session or everyone.
+
+    Every call is refused until the stop is resumed (mesh resume ID)."""
+    if sum(bool(x) for x in (agent, session, all_)) != 1:
+        raise UsageFail("give exactly one of --agent, --session or --all")
+    args = namespace(agent=agent, session=session, all=all_, reason=reason)
+    return _call(lambda c, out: _halt(c, args, out))
+
+
+@approvals.command("halts", context_settings=CONTEXT)
+def halts() -> int:
+    """List the stops in force."""
+    return _call(_halts)
+
+
+@approvals.command("resume", context_settings=CONTEXT)
+@click.argument("halt_id", metavar="ID")
+def resume(halt_id: str) -> int:
+    """End a stop (id or unique prefix)."""
+    return _call(lambda c, out: _resume(c, halt_id, out))
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    args = _parser().parse_args(argv)
-    from .admin_token import cli_admin_token
-
-    url = os.environ.get("MESH_URL") or DEFAULT_URL
-    client = Client(url, cli_admin_token(url, os.environ))
-    try:
-        if args.command == "pending":
-            _pending(client, out)
-        elif args.command == "show":
-            _show(client, args.id, out)
-        elif args.command in ("approve", "deny"):
-            _resolve(client, args.id, args.command, args.reason, out)
-        elif args.command == "watch":
-            _watch(client, args.interval, out)
-        elif args.command == "halt":
-            _halt(client, args, out)
-        elif args.command == "halts":
-            _halts(client, out)
-        elif args.command == "resume":
-            _resume(client, args.id, out)
-    except MeshError as e:
-        print(f"mesh: {e}" + (f" (HTTP {e.status})" if e.status else ""), file=err)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0
+    return run(approvals, argv, prog="mesh", out=out, err=err)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import sysconfig
 import time
 from collections.abc import Mapping, Sequence
@@ -26,8 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
 import yaml
 
+from .clikit import CONTEXT, Fail, namespace, run, runtime
 from .errors import ConfigError, Flux7Error
 from .settings import Settings, load_settings
 
@@ -36,8 +37,10 @@ __all__ = [
     "LitestreamError",
     "LtxFile",
     "ReplicaSource",
+    "backup",
     "find_litestream",
     "main",
+    "restore",
     "restore_database",
     "restore_main",
 ]
@@ -321,11 +324,30 @@ def recreate_beside(settings: Settings, db_path: Path, outcome: RestoreOutcome) 
 # --- the commands ----------------------------------------------------------------------------------------------
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", "-c", default=None, help="flux7 config.yaml (the database is its storage_path)")
-    p.add_argument("--litestream", default=None, help="litestream.yml (default: $LITESTREAM_CONFIG, /etc/...)")
-    p.add_argument("--db", default=None, help="the database file (default: the config's storage_path)")
-    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+def _common(f: Any) -> Any:
+    for option in reversed(
+        [
+            click.option(
+                "--config",
+                "-c",
+                default=None,
+                metavar="FILE",
+                help="flux7 config.yaml (the database is its storage_path)",
+            ),
+            click.option(
+                "--litestream",
+                default=None,
+                metavar="FILE",
+                help="litestream.yml (default: $LITESTREAM_CONFIG, /etc/...)",
+            ),
+            click.option(
+                "--db", default=None, metavar="FILE", help="the database file (default: the config's storage_path)"
+            ),
+            click.option("--json", "as_json", is_flag=True, help="print the outcome as JSON"),
+        ]
+    ):
+        f = option(f)
+    return f
 
 
 def _resolve(args: argparse.Namespace, url: str, env: Mapping[str, str]) -> tuple[Settings, Path, ReplicaSource]:
@@ -421,42 +443,49 @@ def _restore(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0
 
 
-def _run(command: str, argv: list[str], env: Mapping[str, str] | None) -> int:
-    env = os.environ if env is None else env
-    parser = argparse.ArgumentParser(prog=f"flux7 {command}")
-    _common(parser)
-    if command == "backup":
-        parser.description = "Push the database to its Litestream replica now (or show the replica's position)."
-        parser.add_argument("--to", default=None, help="a replica URL (file:///dir, s3://bucket/path?endpoint=...)")
-        parser.add_argument("--status", action="store_true", help="show the replica's position; push nothing")
-    else:
-        parser.description = (
-            "Restore the database from its Litestream replica, then re-create the memory workspace and the trace "
-            "file from it."
-        )
-        parser.add_argument("--from", dest="from_url", default=None, help="a replica URL instead of litestream.yml")
-        parser.add_argument("-o", "--output", default=None, help="restore to this path instead (nothing re-created)")
-        parser.add_argument("--if-db-not-exists", action="store_true", help="do nothing when the database exists")
-        parser.add_argument("--if-replica-exists", action="store_true", help="do nothing when the replica is empty")
-        parser.add_argument("--txid", default=None, help="restore up to this transaction (hex)")
-        parser.add_argument("--timestamp", default=None, help="restore to this point in time (RFC 3339)")
-        parser.add_argument("--no-export", action="store_true", help="do not re-create the workspace or trace file")
-    args = parser.parse_args(argv)
+def _run(command: str, args: argparse.Namespace) -> int:
+    env = runtime().env
     try:
         return _backup(args, env) if command == "backup" else _restore(args, env)
     except ConfigError as e:
-        print(f"flux7 {command}: config error: {e}", file=sys.stderr)
-        return 2
+        raise Fail(f"config error: {e}", 2) from None
     except Flux7Error as e:
-        print(f"flux7 {command}: {e.message}", file=sys.stderr)
-        return 1
+        raise Fail(e.message) from None
+
+
+@click.command("backup", context_settings=CONTEXT)
+@_common
+@click.option("--to", default=None, metavar="URL", help="a replica URL (file:///dir, s3://bucket/path?endpoint=...)")
+@click.option("--status", is_flag=True, help="show the replica's position; push nothing")
+def backup(
+    config: str | None, litestream: str | None, db: str | None, as_json: bool, to: str | None, status: bool
+) -> int:
+    """Push the database to its Litestream replica now (or, with --status, show the replica's position)."""
+    args = namespace(config=config, litestream=litestream, db=db, json=as_json, to=to, status=status)
+    return _run("backup", args)
+
+
+@click.command("restore", context_settings=CONTEXT)
+@_common
+@click.option("--from", "from_url", default=None, metavar="URL", help="a replica URL instead of litestream.yml")
+@click.option("-o", "--output", default=None, metavar="FILE", help="restore to this path instead (nothing re-created)")
+@click.option("--if-db-not-exists", is_flag=True, help="do nothing when the database exists")
+@click.option("--if-replica-exists", is_flag=True, help="do nothing when the replica is empty")
+@click.option("--txid", default=None, help="restore up to this transaction (hex)")
+@click.option("--timestamp", default=None, help="restore to this point in time (RFC 3339)")
+@click.option("--no-export", is_flag=True, help="do not re-create the workspace or trace file")
+def restore(**o: Any) -> int:
+    """Restore the database from its Litestream replica, then re-create the memory workspace and the trace file
+    from it."""
+    o["json"] = o.pop("as_json")
+    return _run("restore", namespace(**o))
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """`flux7 backup`."""
-    return _run("backup", sys.argv[1:] if argv is None else argv, env)
+    return run(backup, argv, prog="flux7 backup", env=env)
 
 
 def restore_main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """`flux7 restore`."""
-    return _run("restore", sys.argv[1:] if argv is None else argv, env)
+    return run(restore, argv, prog="flux7 restore", env=env)

@@ -5,17 +5,17 @@ draft is printed, never written: a human reviews it before it governs anything."
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import sys
 
+import click
 import yaml
 
+from .clikit import CONTEXT, Fail, run, runtime
 from .errors import ConfigError
 from .settings import load_settings
 from .upstreams.registry import Registry
 
-__all__ = ["draft_policy", "main"]
+__all__ = ["discover", "draft_policy", "main"]
 
 
 def draft_policy(tools: list[tuple[str, str]], agent: str = "*", name: str = "discovered") -> str:
@@ -40,19 +40,23 @@ async def _collect(config: str | None) -> list[tuple[str, str]]:
         await registry.stop()
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="mesh7 discover", description=__doc__)
-    parser.add_argument("--config", "-c", default=None)
-    parser.add_argument("--agent", default="*", help="agent glob for the drafted policy")
-    parser.add_argument("--name", default="discovered")
-    args = parser.parse_args(argv)
+@click.command("discover", context_settings=CONTEXT)
+@click.option("--config", "-c", default=None, metavar="FILE", help="config.yaml whose upstreams to ask")
+@click.option("--agent", default="*", show_default=True, help="agent glob for the drafted policy")
+@click.option("--name", default="discovered", show_default=True, help="the drafted policy's name")
+def discover(config: str | None, agent: str, name: str) -> int:
+    """Connect to the configured upstreams and print a policy draft for their tools: reads allowed, writes and
+    unknowns asking a human. Nothing is written; review the draft before using it."""
+    rt = runtime()
     try:
-        tools = asyncio.run(_collect(args.config))
+        tools = asyncio.run(_collect(config or rt.env.get("FLUX7_CONFIG") or None))
     except ConfigError as e:
-        print(f"mesh7: config error: {e}", file=sys.stderr)
-        return 2
+        raise Fail(f"config error: {e}", 2) from None
     if not tools:
-        print("mesh7 discover: no tools found in the configured upstreams", file=sys.stderr)
-        return 1
-    sys.stdout.write(draft_policy(tools, args.agent, args.name))
+        raise Fail("no tools found in the configured upstreams")
+    rt.out.write(draft_policy(tools, agent, name))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(discover, argv, prog="mesh7 discover")

@@ -7,7 +7,6 @@ timeout. Prints one line per finding; exits 1 when something is broken (a warnin
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json
@@ -15,21 +14,23 @@ import logging
 import os
 import shutil
 import sqlite3
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+import click
 import httpx
 
 from .backup import DEFAULT_CONFIG, Litestream, LitestreamError, ReplicaSource, find_litestream
+from .clikit import CONTEXT, run, runtime
 from .db import MIGRATIONS_DIR
 from .errors import ConfigError
 from .identity import claims_allowed, is_loopback_bind
 from .serve import check_bind
 from .settings import Settings, load_settings
+from .upstreams.cli import missing_binary
 
 __all__ = [
     "Finding",
@@ -38,6 +39,7 @@ __all__ = [
     "check_embeddings",
     "check_policies",
     "check_replication",
+    "doctor",
     "main",
 ]
 
@@ -337,11 +339,12 @@ async def _upstreams(settings: Settings, timeout: float) -> list[Finding]:
             for o in registry.openapi:
                 out.append(await _openapi_finding(o, client))
         for c in registry.cli:
-            binary = shutil.which(c.cfg.bin)
-            if binary:
-                out.append(Finding("upstreams", "ok", f"cli {c.name}: {binary}"))
+            why = missing_binary(c.cfg, settings)
+            if not why:
+                out.append(Finding("upstreams", "ok", f"cli {c.name}: {shutil.which(c.cfg.bin) or c.cfg.bin}"))
             else:
-                out.append(Finding("upstreams", "fail", f"cli {c.name}: {c.cfg.bin} not found", "install it"))
+                fix = "install it, give its full path, or remove the entry (flux7 serve refuses to start)"
+                out.append(Finding("upstreams", "fail", f"cli {c.name}: {c.cfg.bin} not found ({why})", fix))
     finally:
         await registry.stop()
     return out
@@ -397,22 +400,28 @@ def run_checks(
     return findings
 
 
-def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    env = os.environ if env is None else env
-    parser = argparse.ArgumentParser(prog="flux7 doctor", description="Check a deployment and say what to fix.")
-    parser.add_argument("--config", "-c", default=env.get("FLUX7_CONFIG") or None, help="config.yaml")
-    parser.add_argument("--litestream", default=None, help="litestream.yml (default: $LITESTREAM_CONFIG, /etc/...)")
-    parser.add_argument("--timeout", type=float, default=5.0, help="seconds for each remote check (default 5)")
-    parser.add_argument("--skip", action="append", choices=AREAS, default=[], help="skip an area (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+@click.command("doctor", context_settings=CONTEXT)
+@click.option("--config", "-c", default=None, metavar="FILE", help="config.yaml (default: $FLUX7_CONFIG)")
+@click.option(
+    "--litestream", default=None, metavar="FILE", help="litestream.yml (default: $LITESTREAM_CONFIG, /etc/...)"
+)
+@click.option(
+    "--timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True, help="seconds for each remote check"
+)
+@click.option("--skip", multiple=True, type=click.Choice(AREAS), help="skip an area (repeatable)")
+@click.option("--json", "as_json", is_flag=True, help="print the findings as JSON")
+def doctor(config: str | None, litestream: str | None, timeout: float, skip: tuple[str, ...], as_json: bool) -> int:
+    """Check a deployment and say what to fix: the config, the database and its migrations, replication, the
+    embedding model and every upstream. Exit 1 when something is broken (a warning alone exits 0)."""
+    env = runtime().env
     # The findings say what failed; the components' own retry logs would only repeat it on stderr.
     for name in ("flux7", "asyncio", "httpx"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
-    findings = run_checks(args.config, env, litestream=args.litestream, timeout=args.timeout, skip=set(args.skip))
+    config = config or env.get("FLUX7_CONFIG") or None
+    findings = run_checks(config, env, litestream=litestream, timeout=timeout, skip=set(skip))
     failures = sum(f.status == "fail" for f in findings)
     warnings = sum(f.status == "warn" for f in findings)
-    if args.json:
+    if as_json:
         print(json.dumps({"healthy": failures == 0, "findings": [asdict(f) for f in findings]}, indent=2))
     else:
         for f in findings:
@@ -422,3 +431,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         verdict = "healthy" if failures == 0 else f"{failures} problem(s) to fix"
         print(f"{verdict}, {warnings} warning(s)")
     return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    return run(doctor, argv, prog="flux7 doctor", env=env)

@@ -16,7 +16,7 @@ import yaml
 
 from .errors import ConfigError
 
-__all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_POLICY_BYTES", "load_yaml"]
+__all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_POLICY_BYTES", "load_yaml", "yaml_fault"]
 
 MAX_POLICY_BYTES = 1024 * 1024  # a policy file (and the config file): 1 MiB
 MAX_DEPTH = 64  # nested mappings and lists; a policy needs about 6
@@ -62,6 +62,22 @@ def _check_shape(text: str, source: str, max_depth: int, max_nodes: int) -> None
             raise ConfigError(source, "(size)", f"expands to more than {max_nodes} nodes (aliases)")
 
 
+def yaml_fault(e: yaml.YAMLError) -> str:
+    """A parser error as a reader wants it: where, what, and the line with a caret under the spot, on their own
+    lines (the caret diagram means nothing squashed into one line). The parser's "<unicode string>" is dropped:
+    the ConfigError already names the file."""
+    if not isinstance(e, yaml.MarkedYAMLError) or e.problem_mark is None:
+        return str(e)
+    mark = e.problem_mark
+    head = f"line {mark.line + 1}, column {mark.column + 1}: {e.problem or 'not valid YAML'}"
+    if e.context:
+        where = e.context_mark
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
+        head += f", {e.context}{at}"
+    snippet = mark.get_snippet(indent=2, max_length=100)
+    return f"{head}\n{snippet}" if snippet else head
+
+
 def load_yaml(
     data: str | bytes,
     source: str,
@@ -76,6 +92,6 @@ def load_yaml(
         _check_shape(text, source, max_depth, max_nodes)
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(source, "(yaml)", str(e).replace("\n", " ")) from None
+        raise ConfigError(source, "(yaml)", yaml_fault(e)) from None
     except RecursionError:  # not reachable within max_depth; kept so no input can take the process down
         raise ConfigError(source, "(depth)", "nested too deeply") from None

@@ -13,7 +13,7 @@ from .errors import ConfigError
 from .identity import accepted_identities, is_loopback_bind
 from .settings import Settings, load_settings
 
-__all__ = ["check_bind", "serve", "startup_line"]
+__all__ = ["check_bind", "check_cli_binaries", "serve", "startup_line"]
 
 
 def check_bind(settings: Settings, host: str) -> None:
@@ -24,6 +24,21 @@ def check_bind(settings: Settings, host: str) -> None:
             "auth.admin_token",
             f"binding to {host} (not loopback) requires an admin token (auth.admin_token or MESH_ADMIN_TOKEN)",
         )
+
+
+def check_cli_binaries(settings: Settings) -> None:
+    """Fail closed at start on a `cli_tools` entry whose binary is not there: a tool the mesh would offer and
+    then fail on every call is a configuration mistake, found now rather than by an agent later."""
+    from .upstreams.cli import missing_binary
+
+    for i, tool in enumerate(settings.cli_tools):
+        why = missing_binary(tool, settings)
+        if why:
+            raise ConfigError(
+                settings.config_path or "(defaults)",
+                f"cli_tools[{i}].bin",
+                f"{why}; install it, give its full path, or remove the {tool.name!r} entry",
+            )
 
 
 def startup_line(settings: Settings, host: str, port: int) -> str:
@@ -60,6 +75,7 @@ def serve(
     factory: str = "functions.asgi:app_factory",
     openapi_url: str = "",
     openapi_backend: str = "",
+    access_log: bool | None = None,
 ) -> int:
     try:
         config = config or os.environ.get("FLUX7_CONFIG") or None  # the workers would read it anyway
@@ -67,6 +83,7 @@ def serve(
         settings = load_settings(config, storage_path=storage)  # as the workers (functions/asgi.py) will
         bind = host or settings.host
         check_bind(settings, bind)
+        check_cli_binaries(settings)
         # made here, once, before the workers start; they read the same file
         line = startup_line(settings, bind, port or settings.port)
     except ConfigError as e:
@@ -96,7 +113,7 @@ def serve(
         interface=Interfaces.ASGI,
         workers=max(1, n),
         factory=True,
-        log_access=False,
+        log_access=settings.access_log if access_log is None else access_log,
         ssl_cert=settings.resolve_path(tls.cert_file) if tls.cert_file else None,
         ssl_key=settings.resolve_path(tls.key_file) if tls.key_file else None,
         ssl_protocol_min="tls1.2",  # type: ignore[arg-type]

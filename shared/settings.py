@@ -272,6 +272,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     outbound: OutboundSettings = OutboundSettings()
     metrics: MetricsSettings = MetricsSettings()
     max_body_bytes: int = 8 * 1024 * 1024
+    access_log: bool = True  # granian's access log, one line per request on stdout (`flux7 serve --no-access-log`)
     # Not config keys: filled by the loader.
     config_path: str = ""
     trace_key: str = ""

@@ -13,51 +13,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import click
 import msgspec
 
+from .clikit import CONTEXT, Fail, LazyGroup, UsageFail, namespace, run, runtime
 from .db import Database
 from .errors import ConfigError, Flux7Error
 from .machine_tokens import ADMIN, MEMORY, SECRETS, MachineTokens
 from .settings import load_settings
 from .tokens import AgentToken, TokenStore, parse_expiry
 
-__all__ = ["main"]
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flux7 token", description="Per-agent bearer tokens.")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", "-c", default=None, help="flux7 config.yaml (the database is its storage_path)")
-    common.add_argument("--db", default=None, help="the database file (default: the config's storage_path)")
-    common.add_argument("--json", action="store_true", help="print JSON")
-    sub = parser.add_subparsers(dest="action", required=True)
-    issue = sub.add_parser("issue", parents=[common], help="issue a token for an agent (shown once)")
-    issue.add_argument("agent", help="the agent id the token stands for")
-    issue.add_argument("--note", default="", help="what the token is for")
-    issue.add_argument("--expires", default="", help="a lifetime such as 30d, 12h or 90m (default: never)")
-    revoke = sub.add_parser("revoke", parents=[common], help="revoke a token by id (tok_…) or token prefix")
-    revoke.add_argument("ref")
-    listing = sub.add_parser("list", parents=[common], help="list tokens (never their secrets)")
-    listing.add_argument("--agent", default="", help="only this agent's tokens")
-    machine = argparse.ArgumentParser(add_help=False)
-    machine.add_argument("--root", default="/", help="the root the environment files are under (default: /)")
-    enable = sub.add_parser(
-        "enable", parents=[machine], help="generate the admin and memory tokens into the units' environment files"
-    )
-    enable.add_argument("--scopes", default="", help="the memory scopes file to set as MEM7_SCOPES")
-    rotate = sub.add_parser("rotate", parents=[machine], help="replace the admin and/or memory token")
-    rotate.add_argument("--admin", action="store_true", help=f"only {ADMIN}")
-    rotate.add_argument("--memory", action="store_true", help=f"only {MEMORY}")
-    show = sub.add_parser("show", parents=[machine], help="where the machine's tokens are (values masked)")
-    show.add_argument("--json", action="store_true", help="print JSON")
-    return parser
+__all__ = ["main", "token"]
 
 
 def _machine(args: argparse.Namespace) -> int:
@@ -94,24 +66,22 @@ def _view(record: AgentToken) -> dict[str, Any]:
 
 
 def _store(args: argparse.Namespace, env: Mapping[str, str]) -> TokenStore:
+    if args.db and args.config:
+        raise UsageFail("give --db or --config, not both (--db is the file; --config names it as storage_path)")
     if args.db:
         path = Path(args.db)
+        if not path.is_file():
+            raise Fail(f"{args.db}: no such database (flux7 serve creates it; or pass --config config.yaml)", 2)
     else:
-        settings = load_settings(args.config, env)
+        settings = load_settings(args.config or env.get("FLUX7_CONFIG") or None, env)
         path = settings.resolve_path(settings.storage_path)
     return TokenStore(Database(path))
 
 
-def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    if args.action in ("enable", "rotate", "show"):
-        try:
-            return _machine(args)
-        except OSError as e:
-            print(f"flux7 token: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
-            return 1
+def _agent_tokens(args: argparse.Namespace) -> int:
+    env = runtime().env
     try:
-        store = _store(args, os.environ if env is None else env)
+        store = _store(args, env)
         if args.action == "issue":
             issued = store.issue(args.agent, note=args.note, expires_at=parse_expiry(args.expires))
             if args.json:
@@ -139,12 +109,96 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
                         f"{_when(r.created_at):<20} {_when(r.expires_at):<20} {r.note}"
                     )
     except ConfigError as e:
-        print(f"flux7 token: config error: {e}", file=sys.stderr)
-        return 2
+        raise Fail(f"config error: {e}", 2) from None
     except Flux7Error as e:
-        print(f"flux7 token: {e.message}", file=sys.stderr)
-        return 1
+        raise Fail(e.message) from None
     return 0
+
+
+def _machine_files(args: argparse.Namespace) -> int:
+    try:
+        return _machine(args)
+    except OSError as e:
+        raise Fail(f"{e.filename or ''}: {e.strerror or e}") from None
+
+
+def _where(f: Any) -> Any:
+    f = click.option("--json", "as_json", is_flag=True, help="print JSON")(f)
+    f = click.option(
+        "--db", default=None, metavar="FILE", help="the database file (default: the config's storage_path)"
+    )(f)
+    return click.option(
+        "--config",
+        "-c",
+        default=None,
+        metavar="FILE",
+        help="flux7 config.yaml (default: $FLUX7_CONFIG); the tokens live in its storage_path",
+    )(f)
+
+
+_ROOT = click.option("--root", default="/", show_default=True, help="the root the environment files are under")
+
+
+@click.group("token", cls=LazyGroup, context_settings=CONTEXT)
+def token() -> None:
+    """Per-agent bearer tokens (issue, list, revoke: in the database, with the server running or not), and the
+    machine's admin and memory tokens in the systemd units' environment files (enable, rotate, show)."""
+
+
+@token.command("issue", context_settings=CONTEXT)
+@click.argument("agent")
+@click.option("--note", default="", help="what the token is for")
+@click.option("--expires", default="", help="a lifetime such as 30d, 12h or 90m (default: never)")
+@_where
+def issue(agent: str, note: str, expires: str, config: str | None, db: str | None, as_json: bool) -> int:
+    """Issue a token for AGENT (printed once on stdout)."""
+    args = namespace(action="issue", agent=agent, note=note, expires=expires, config=config, db=db, json=as_json)
+    return _agent_tokens(args)
+
+
+@token.command("revoke", context_settings=CONTEXT)
+@click.argument("ref")
+@_where
+def revoke(ref: str, config: str | None, db: str | None, as_json: bool) -> int:
+    """Revoke a token by id (tok_…) or token prefix."""
+    return _agent_tokens(namespace(action="revoke", ref=ref, config=config, db=db, json=as_json))
+
+
+@token.command("list", context_settings=CONTEXT)
+@click.option("--agent", default="", help="only this agent's tokens")
+@_where
+def list_(agent: str, config: str | None, db: str | None, as_json: bool) -> int:
+    """List tokens (never their secrets)."""
+    return _agent_tokens(namespace(action="list", agent=agent, config=config, db=db, json=as_json))
+
+
+@token.command("enable", context_settings=CONTEXT)
+@_ROOT
+@click.option("--scopes", default="", help="the memory scopes file to set as MEM7_SCOPES")
+def enable(root: str, scopes: str) -> int:
+    """Generate the admin and memory tokens into /etc/flux7/{flux7,sup7}.env (kept when already set)."""
+    return _machine_files(namespace(action="enable", root=root, scopes=scopes))
+
+
+@token.command("rotate", context_settings=CONTEXT)
+@_ROOT
+@click.option("--admin", is_flag=True, help=f"only {ADMIN}")
+@click.option("--memory", is_flag=True, help=f"only {MEMORY}")
+def rotate(root: str, admin: bool, memory: bool) -> int:
+    """Replace the admin and/or memory token (both by default)."""
+    return _machine_files(namespace(action="rotate", root=root, admin=admin, memory=memory))
+
+
+@token.command("show", context_settings=CONTEXT)
+@_ROOT
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def show(root: str, as_json: bool) -> int:
+    """Where the machine's tokens are (values masked)."""
+    return _machine_files(namespace(action="show", root=root, json=as_json))
+
+
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    return run(token, argv, prog="flux7 token", env=env)
 
 
 if __name__ == "__main__":

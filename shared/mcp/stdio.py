@@ -345,10 +345,11 @@ def main(config: str | None, port: int | None, agent: str = "claude", session_id
             return await relay(f"http://localhost:{port}", bearer, channel, session_id)
 
         return asyncio.run(_relay())
-    from ..serve import check_bind
+    from ..serve import check_bind, check_cli_binaries
 
     try:
         check_bind(settings, settings.host)
+        check_cli_binaries(settings)
     except ConfigError as e:
         print(f"mesh7 --mcp: config error: {e}", file=sys.stderr)
         return 2

@@ -1,33 +1,33 @@
 """`mem7`: the memory role's entry point. The only place that reads MEM7_* from the environment.
 
-mem7                      MCP stdio server (relays to a daemon that already answers at MEM7_LISTEN)
+mem7 [mcp]                MCP stdio server (relays to a daemon that already answers at MEM7_LISTEN)
 mem7 serve [--listen :9070] [--token T] [--scopes FILE] [--workers N]
 mem7 rescan | prune | verify [--json] | export [--to DIR] [--force]   (each takes --db FILE)
+Also `flux7 memory …`.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import click
 import msgspec
 
+from shared.clikit import CONTEXT, Fail, LazyGroup, run, runtime
 from shared.db import Database
 from shared.errors import ConfigError, Flux7Error
 
 from .config import MemoryConfig
 from .service import MemoryService
 
-__all__ = ["config_from_env", "listen_address", "main", "serve_app"]
+__all__ = ["config_from_env", "listen_address", "main", "memory", "serve_app"]
 
 log = logging.getLogger("flux7.memory")
 
-SUBCOMMANDS = ("serve", "rescan", "prune", "verify", "export")
 _WORKER_CONFIG = "MEM7_SERVE_CONFIG"  # how `mem7 serve` hands its validated config to granian's workers
 
 
@@ -155,8 +155,7 @@ def _verify(config: MemoryConfig, as_json: bool) -> int:
     try:
         report = verify_report(config)
     except VerifyRefused as e:
-        print(f"mem7 verify: {e}", file=sys.stderr)
-        return 2
+        raise Fail(str(e), 2) from None
     if as_json:
         print(msgspec.json.format(msgspec.json.encode(report.to_dict()), indent=2).decode())
     else:
@@ -192,61 +191,129 @@ def _export(config: MemoryConfig, to: str | None, force: bool) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mem7", description="governed memory for AI agents")
-    sub = parser.add_subparsers(dest="command")
-    serve = sub.add_parser("serve", help="the HTTP daemon")
-    serve.add_argument("--listen", default=None, help="[host]:port (default MEM7_LISTEN or :9070)")
-    serve.add_argument("--token", default=None, help="bearer token (default MEM7_TOKEN)")
-    serve.add_argument("--scopes", default=None, help="scopes JSON file (default MEM7_SCOPES)")
-    serve.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    db_help = "the SQLite file (default <MEM7_DIR>/index.db; under flux7 serve: its storage_path)"
-    sub.add_parser("rescan", help="drop the index and replay the markdown").add_argument("--db", help=db_help)
-    sub.add_parser("prune", help="purge TTL-expired entries from the index").add_argument("--db", help=db_help)
-    verify = sub.add_parser("verify", help="check the workspace's hash chain (with --db: the database's journal)")
-    verify.add_argument("--db", help="check the memory journal in this SQLite file instead of the workspace")
-    verify.add_argument("--json", action="store_true", help="print the report as JSON")
-    export = sub.add_parser("export", help="re-create the workspace from the journal in the database")
-    export.add_argument("--to", default=None, help="directory to write workspace/ under (default MEM7_DIR)")
-    export.add_argument("--force", action="store_true", help="overwrite daily files that differ")
-    export.add_argument("--db", help=db_help)
-    return parser
+_DB = click.option(
+    "--db",
+    default=None,
+    metavar="FILE",
+    help="the SQLite file (default <MEM7_DIR>/index.db; under flux7 serve: its storage_path)",
+)
+
+
+def _config(**overrides: Any) -> MemoryConfig:
+    try:
+        return config_from_env(runtime().env, **overrides)
+    except ConfigError as e:
+        raise Fail(str(e), 2) from None
+
+
+def _use_db(db: str | None, *, must_exist: bool) -> None:
+    """`--db FILE`: that database instead of <MEM7_DIR>/index.db. A command that only reads or trims a database
+    refuses a path where there is none (it would create an empty one and report on nothing)."""
+    if db and must_exist and not Path(db).expanduser().is_file():
+        raise Fail(f"{db}: no such file (give the database flux7 serve writes: its storage_path)", 2)
+    _DB_OVERRIDE[:] = [db] if db else []
+
+
+def _listen(listen: str | None) -> str:
+    return listen or runtime().env.get("MEM7_LISTEN") or ":9070"
+
+
+def _guard(action: Callable[[], int]) -> int:
+    try:
+        return action()
+    except ConfigError as e:
+        raise Fail(str(e), 2) from None
+    except Flux7Error as e:
+        raise Fail(e.message) from None
+
+
+def _stdio(config: MemoryConfig, listen: str) -> int:
+    from .stdio import main_stdio
+
+    host, port = listen_address(listen)
+    relay_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    main_stdio(lambda: _service(config), f"http://{relay_host}:{port}", config.token)
+    return 0
+
+
+@click.group("memory", cls=LazyGroup, invoke_without_command=True, context_settings=CONTEXT)
+@click.pass_context
+def memory(ctx: click.Context) -> int:
+    """Governed memory for AI agents: the daemon, the MCP stdio server, and the workspace's upkeep. Settings
+    come from MEM7_* variables (MEM7_DIR, MEM7_TOKEN, MEM7_CHAIN_KEY…; docs/memory.md).
+
+    Run as `mem7` with no command, it is the MCP stdio server (as `mem7 mcp`)."""
+    logging.basicConfig(level=logging.INFO, stream=runtime().err, format="mem7 %(levelname)s %(message)s")
+    if ctx.invoked_subcommand is not None:
+        return 0
+    if ctx.parent is None:  # `mem7` alone: what MCP clients launch
+        return _guard(lambda: _stdio(_config(), _listen(None)))
+    click.echo(ctx.get_help())
+    return 0
+
+
+@memory.command("mcp", context_settings=CONTEXT)
+@click.option(
+    "--listen", default=None, help="[host]:port of a running daemon to relay to (default MEM7_LISTEN or :9070)"
+)
+def mcp(listen: str | None) -> int:
+    """The memory MCP stdio server.
+
+    It relays to a daemon that already answers at --listen, else serves in process."""
+    return _guard(lambda: _stdio(_config(), _listen(listen)))
+
+
+@memory.command("serve", context_settings=CONTEXT)
+@click.option("--listen", default=None, help="[host]:port (default MEM7_LISTEN or :9070)")
+@click.option("--token", default=None, help="bearer token (default MEM7_TOKEN)")
+@click.option("--scopes", default=None, metavar="FILE", help="scopes file (default MEM7_SCOPES)")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="worker processes")
+def serve(listen: str | None, token: str | None, scopes: str | None, workers: int) -> int:
+    """The memory HTTP daemon on its own.
+
+    flux7 serve also answers memory on the mesh's port; this runs memory without the mesh."""
+    return _guard(lambda: _serve(_config(token=token, scopes_file=scopes), _listen(listen), workers))
+
+
+@memory.command("rescan", context_settings=CONTEXT)
+@_DB
+def rescan(db: str | None) -> int:
+    """Drop the index and replay the markdown workspace into it."""
+    _use_db(db, must_exist=False)
+    return _guard(lambda: _rescan(_config()))
+
+
+@memory.command("prune", context_settings=CONTEXT)
+@_DB
+def prune(db: str | None) -> int:
+    """Purge TTL-expired entries from the index."""
+    _use_db(db, must_exist=True)
+    return _guard(lambda: _prune(_config()))
+
+
+@memory.command("verify", context_settings=CONTEXT)
+@click.option("--db", default=None, metavar="FILE", help="check the memory journal in this SQLite file instead")
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+def verify(db: str | None, as_json: bool) -> int:
+    """Check the hash chain that seals every memory.
+
+    Checks the markdown workspace, or with --db the journal in that database. Exit 1 at a break."""
+    _use_db(db, must_exist=False)  # verify_report names a missing file itself
+    return _guard(lambda: _verify(_config(), as_json))
+
+
+@memory.command("export", context_settings=CONTEXT)
+@click.option("--to", default=None, metavar="DIR", help="directory to write workspace/ under (default MEM7_DIR)")
+@click.option("--force", is_flag=True, help="overwrite daily files that differ")
+@_DB
+def export(to: str | None, force: bool, db: str | None) -> int:
+    """Re-create the markdown workspace from the journal in the database."""
+    _use_db(db, must_exist=True)
+    return _guard(lambda: _export(_config(), to, force))
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    env = os.environ if env is None else env
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="mem7 %(levelname)s %(message)s")
-    if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
-        print(f'mem7: unknown subcommand "{argv[0]}" (valid: {", ".join(SUBCOMMANDS)})', file=sys.stderr)
-        return 1
-    args = _parser().parse_args(argv)
-    _DB_OVERRIDE[:] = [args.db] if getattr(args, "db", None) else []
-    listen = getattr(args, "listen", None) or env.get("MEM7_LISTEN") or ":9070"
-    try:
-        config = config_from_env(env, token=getattr(args, "token", None), scopes_file=getattr(args, "scopes", None))
-        if args.command is None:
-            from .stdio import main_stdio
-
-            host, port = listen_address(listen)
-            relay_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
-            main_stdio(lambda: _service(config), f"http://{relay_host}:{port}", config.token)
-            return 0
-        if args.command == "serve":
-            return _serve(config, listen, max(1, args.workers))
-        if args.command == "rescan":
-            return _rescan(config)
-        if args.command == "prune":
-            return _prune(config)
-        if args.command == "verify":
-            return _verify(config, args.json)
-        return _export(config, args.to, args.force)
-    except ConfigError as e:
-        print(f"mem7: {e}", file=sys.stderr)
-        return 2
-    except Flux7Error as e:
-        print(f"mem7: {e.message}", file=sys.stderr)
-        return 1
+    return run(memory, argv, prog="mem7", env=env)
 
 
 if __name__ == "__main__":

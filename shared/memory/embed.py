@@ -88,7 +88,7 @@ class MiniLMEmbedder:
     name = LOCAL_MODEL_NAME
     # The cosine a memory found by this model alone must reach to be a result: measured on LoCoMo dev by
     # bench/similarity_floor.py (unrelated queries reach it for 3% of conversations, relevant evidence misses
-    # it for 4.5% of questions; recall unchanged). docs/retrieval.md, "Relevance floor".
+    # it for 4.5% of questions; recall unchanged). docs/design/retrieval.md, "Relevance floor".
     relevance_floor = 0.30
 
     def __init__(
@@ -132,7 +132,7 @@ class MiniLMEmbedder:
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
             options = ort.SessionOptions()
-            # Graph optimisation roughly halves single-text latency but costs ~120 MB of RSS (docs/retrieval.md);
+            # Graph optimisation roughly halves single-text latency but costs ~120 MB of RSS (docs/design/retrieval.md);
             # a 256 MB machine can trade it away.
             options.graph_optimization_level = (
                 ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -143,7 +143,7 @@ class MiniLMEmbedder:
             # Idle intra-op threads would otherwise spin on the cores for a while after each run, slowing the
             # numpy and SQLite work that follows a query's embedding: a hybrid search at 100k entries took 46 ms
             # with spinning and 27 ms without. Spinning would make a lone embedding ~1.5 ms and memory_store
-            # ~12% faster; search latency is the target (docs/retrieval.md).
+            # ~12% faster; search latency is the target (docs/design/retrieval.md).
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             if self.threads:
                 options.intra_op_num_threads = self.threads

@@ -103,7 +103,7 @@ def neighbour_keys(key: str, radius: int = 1) -> list[str]:
 
 @dataclass(frozen=True)
 class HybridWeights:
-    """How `hybrid_search` mixes its signals; the defaults are the ones docs/retrieval.md measures."""
+    """How `hybrid_search` mixes its signals; the defaults are the ones docs/design/retrieval.md measures."""
 
     lexical: float = 0.7  # share of the BM25 score (scaled to the best hit); the rest is the cosine's
     previous: float = 0.3  # a memory inherits this share of the score of the one before it in its thread
@@ -114,7 +114,7 @@ class HybridWeights:
     repeat_penalty: float = 0.2  # ... each earlier pick from the same thread costs this share of the best score
     candidates: int = 100  # how deep each retriever is read
     # A memory that only the cosine found must reach this similarity to be a result at all, so a query about
-    # nothing in memory finds nothing (docs/retrieval.md, "Relevance floor"; tuned for the local MiniLM).
+    # nothing in memory finds nothing (docs/design/retrieval.md, "Relevance floor"; tuned for the local MiniLM).
     min_similarity: float = 0.0
 
 

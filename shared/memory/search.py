@@ -1,5 +1,6 @@
 """memory_search's ranking: BM25 (+ recency); with a vector index, BM25 and cosine candidates fused by
-`retrieval.hybrid_search` (docs/retrieval.md); then sequential neighbours woven in beside their hit (CONTRACT 2.3)."""
+`retrieval.hybrid_search` (docs/design/retrieval.md); then sequential neighbours woven in beside their hit
+(CONTRACT 2.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`sup7 -c sup7.yaml start|status [-v]` (also `flux7 supervisor …`).
+"""`sup7 -c sup7.yaml start|status [-v]` (also `flux7 supervisor …`; `-c` and `-v` go before or after the command).
 
 The only place sup7 reads the environment: MESH_ADMIN_TOKEN (the mesh's control-plane token; without it and
 mesh.admin_token, a loopback mesh's generated token file, see shared/admin_token.py), MEM7_TOKEN
@@ -6,22 +6,23 @@ mesh.admin_token, a loopback mesh's generated token file, see shared/admin_token
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 import sys
 from collections.abc import Mapping
+from typing import Any
 
+import click
 import msgspec
 
+from ..clikit import CONTEXT, Fail, LazyGroup, run, runtime
 from ..errors import ConfigError
 from .config import Sup7Config, load_config
 
-__all__ = ["main"]
+__all__ = ["main", "supervisor"]
 
 _KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
@@ -131,28 +132,60 @@ async def _status(config: Sup7Config, verbose: bool) -> int:
     return 0 if healthy else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="sup7", description="flux7 supervisor: level-1 approval reviewer")
-    parser.add_argument("-c", "--config", default="sup7.yaml", help="sup7.yaml (default: ./sup7.yaml)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs / full status")
-    parser.add_argument("command", choices=["start", "status"])
-    args = parser.parse_args(argv)
+def _options(f: Any) -> Any:
+    f = click.option("-v", "--verbose", is_flag=True, default=False, help="debug logs / the full status")(f)
+    return click.option("-c", "--config", default=None, metavar="FILE", help="sup7.yaml (default: ./sup7.yaml)")(f)
+
+
+def _load(config: str | None, verbose: bool) -> tuple[Sup7Config, bool]:
+    """The options given on the command or before it (`sup7 -c x start` and `sup7 start -c x` both work)."""
+    ctx = click.get_current_context()
+    parent = ctx.parent.params if ctx.parent is not None else {}
+    path = config or parent.get("config") or "sup7.yaml"
+    verbose = verbose or bool(parent.get("verbose"))
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+        stream=runtime().err,
     )
-    if not args.verbose:
+    if not verbose:
         logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
-        config = with_environment(load_config(args.config), os.environ)
+        return with_environment(load_config(path), runtime().env), verbose
     except ConfigError as e:
-        print(f"sup7: config error: {e}", file=sys.stderr)
-        return 2
-    if args.command == "status":
-        return asyncio.run(_status(config, args.verbose))
-    return asyncio.run(_start(config))
+        hint = " (pass -c FILE; examples/sup7.yaml is a start)" if e.key == "(file)" else ""
+        raise Fail(f"config error: {e}{hint}", 2) from None
+
+
+@click.group("supervisor", cls=LazyGroup, context_settings=CONTEXT)
+@_options
+def supervisor(config: str | None, verbose: bool) -> None:
+    """sup7, the level-1 approval reviewer: rules, then an LLM (or a Claude Code session), approve or deny the
+    mesh's pending approvals and escalate the rest to a human."""
+
+
+@supervisor.command("start", context_settings=CONTEXT)
+@_options
+def start(config: str | None, verbose: bool) -> int:
+    """Review the mesh's pending approvals until stopped.
+
+    Polls the mesh; stops on Ctrl-C or SIGTERM."""
+    loaded, _ = _load(config, verbose)
+    return asyncio.run(_start(loaded))
+
+
+@supervisor.command("status", context_settings=CONTEXT)
+@_options
+def status(config: str | None, verbose: bool) -> int:
+    """Print the mesh's state and this configuration as JSON.
+
+    Exit 1 when the mesh cannot be reached."""
+    loaded, verbose = _load(config, verbose)
+    return asyncio.run(_status(loaded, verbose))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(supervisor, argv, prog="sup7")
 
 
 if __name__ == "__main__":

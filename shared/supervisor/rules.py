@@ -2,7 +2,8 @@
 
 Comparisons are lower-cased. The value `project_dir` means "inside one of project_dirs"; unlike the reference,
 the path is normalised first and must sit under a directory (not merely share its prefix), so
-`/proj/../etc/passwd` and `/project-other` are not inside `/proj`."""
+`/proj/../etc/passwd` and `/project-other` are not inside `/proj`. A list (a CLI tool's `params.args`) is inside
+when every argument that is not a flag is."""
 
 from __future__ import annotations
 
@@ -30,10 +31,10 @@ class Condition:
         found, left = _resolve(context, self.path)
         if not found or left is None:
             return False  # a missing field never matches, not even `!=`
-        text = _render(left)
         if self.value == "project_dir":
-            inside = _inside_any(text, project_dirs)
+            inside = _all_inside(left, project_dirs)
             return not inside if self.op in _NEGATED else inside
+        text = _render(left)
         left_l, right_l = text.lower(), self.value.lower()
         if self.op in ("equals", "=="):
             return left_l == right_l
@@ -74,6 +75,15 @@ def _resolve(context: Any, path: str) -> tuple[bool, Any]:
 
 def _render(value: Any) -> str:
     return value if isinstance(value, str) else go_v(value)
+
+
+def _all_inside(value: Any, dirs: Sequence[str]) -> bool:
+    """A path inside a project dir; for a list (a CLI tool's `args`), every argument that is not a flag is one
+    such path, and there is at least one: `["-p", "/proj/a"]` is inside, `["/proj/a", "/etc"]` is not."""
+    if isinstance(value, list):
+        paths = [v for v in value if not (isinstance(v, str) and v.startswith("-"))]
+        return bool(paths) and all(isinstance(v, str) and _inside_any(v, dirs) for v in paths)
+    return _inside_any(_render(value), dirs)
 
 
 def _inside_any(path: str, dirs: Sequence[str]) -> bool:
@@ -130,8 +140,11 @@ def _reasoning(rule: RuleConfig, condition: Condition | None, context: dict[str,
     if condition is not None and condition.path.startswith("params."):
         params = context.get("params")
         path = params.get("path") if isinstance(params, dict) else None
+        args = params.get("args") if isinstance(params, dict) else None
         if isinstance(path, str) and path:
             parts.append(f"path={path}")
+        elif isinstance(args, list) and args:
+            parts.append(f"args={' '.join(map(str, args))}")
     if rule.description:
         parts.append(rule.description)
     return "; ".join(parts)

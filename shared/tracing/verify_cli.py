@@ -5,29 +5,35 @@ OUTCOME UNKNOWN; they do not break the chain."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import sys
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
+import click
+
+from ..clikit import CONTEXT, LazyGroup, run, runtime
 from .chain import verify_files
 
-__all__ = ["main"]
+__all__ = ["main", "trace", "verify"]
 
-USAGE = (
-    "usage: mesh7 trace verify [--json] [--key-env NAME] <file>... (oldest first, e.g. traces.jsonl.old traces.jsonl)"
-)
+USAGE = "usage: {prog} [--json] [--key-env NAME] <file>... (oldest first, e.g. traces.jsonl.old traces.jsonl)"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _UsageError(message)
+@click.group("trace", cls=LazyGroup, context_settings=CONTEXT)
+def trace() -> None:
+    """The audit trail's hash chain."""
 
 
-class _UsageError(Exception):
-    pass
+@trace.command("verify", context_settings=CONTEXT)
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+@click.option("--key-env", default="MESH_TRACE_KEY", show_default=True, help="the variable holding the HMAC key")
+@click.argument("files", nargs=-1)
+@click.pass_context
+def verify(ctx: click.Context, as_json: bool, key_env: str, files: tuple[str, ...]) -> int:
+    """Check the hash chain of JSONL trace FILES (oldest first). Exit 0 when it holds, 1 at a break, 2 when a
+    file is missing or is not a trace file."""
+    rt = runtime()
+    return verify_files_command(ctx.command_path, list(files), as_json, key_env, rt.env, rt.out, rt.err)
 
 
 def main(
@@ -37,40 +43,30 @@ def main(
     err: TextIO | None = None,
 ) -> int:
     """argv: the arguments after `mesh7 trace verify`. The HMAC key is MESH_TRACE_KEY's (or --key-env's)."""
-    env = os.environ if env is None else env
-    out = out or sys.stdout
-    err = err or sys.stderr
-    parser = _Parser(prog="mesh7 trace verify", add_help=False)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--key-env", default="MESH_TRACE_KEY")
-    parser.add_argument("-h", "--help", action="store_true")
-    parser.add_argument("files", nargs="*")
-    try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    except _UsageError as e:
-        print(f"mesh7 trace verify: {e}\n{USAGE}", file=err)
+    return run(verify, argv, prog="mesh7 trace verify", env=env, out=out, err=err)
+
+
+def verify_files_command(
+    prog: str, files: list[str], as_json: bool, key_env: str, env: Mapping[str, str], out: TextIO, err: TextIO
+) -> int:
+    if not files:
+        print(f"{prog}: no file given\n{USAGE.format(prog=prog)}", file=err)
         return 2
-    if args.help:
-        print(USAGE, file=out)
-        return 0
-    if not args.files:
-        print(f"mesh7 trace verify: no file given\n{USAGE}", file=err)
-        return 2
-    key = env.get(args.key_env, "").encode() or None
+    key = env.get(key_env, "").encode() or None
     try:
-        for file in args.files:
+        for file in files:
             refused = _not_a_trace_file(file)
             if refused:
-                print(f"mesh7 trace verify: {file}: {refused}", file=err)
+                print(f"{prog}: {file}: {refused}", file=err)
                 return 2
-        v = verify_files(args.files, key)
+        v = verify_files(files, key)
     except OSError as e:
-        print(f"mesh7 trace verify: {e.filename or ''}: {e.strerror or e}", file=err)
+        print(f"{prog}: {e.filename or ''}: {e.strerror or e}", file=err)
         return 2
     if v.brk is None and not v.chained:
         # Nothing sealed to vouch for: an "OK" here would be about nothing (or about the wrong file).
         print(
-            f"mesh7 trace verify: {', '.join(args.files)}: no chained trace lines "
+            f"{prog}: {', '.join(files)}: no chained trace lines "
             f"({v.lines} lines); not a flux7 trace file, or written before the chain",
             file=err,
         )
@@ -82,7 +78,7 @@ def main(
         # stopped during the call).
         report["outcome_unknown"] = len(unknown)
         report["outcome_unknown_calls"] = unknown
-    if args.json:
+    if as_json:
         print(json.dumps(report, indent=2, ensure_ascii=False), file=out)
     else:
         print(f"lines {v.lines} · chained {v.chained} · unchained (before the chain) {v.unchained}", file=out)

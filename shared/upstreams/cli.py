@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
+from pathlib import Path
 from typing import Any
 
 from ..durations import format_duration, parse_duration
@@ -18,7 +20,7 @@ from ..settings import CliCommand, CliTool, Settings
 from .base import CallContext, Param, ToolDef, UpstreamResult
 from .classify import classify
 
-__all__ = ["MAX_OUTPUT_BYTES", "ArgumentRefused", "CliUpstream", "build_argv"]
+__all__ = ["MAX_OUTPUT_BYTES", "ArgumentRefused", "CliUpstream", "build_argv", "missing_binary", "tool_environment"]
 
 MAX_OUTPUT_BYTES = 1 << 20  # per stream; the rest is read and dropped so the child never blocks
 DEFAULT_TIMEOUT = 30.0
@@ -138,6 +140,30 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def tool_environment(cfg: CliTool) -> dict[str, str]:
+    """The binary's whole environment: the mesh's own secrets never reach it."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/"),
+        "LANG": "en_US.UTF-8",
+        **cfg.env,
+    }
+
+
+def missing_binary(cfg: CliTool, settings: Settings) -> str:
+    """Why `cfg.bin` cannot be executed as the tool would run it ("" when it can): looked up on the tool's PATH,
+    or, with a slash, relative to its working directory."""
+    cwd = settings.resolve_path(cfg.working_dir) if cfg.working_dir else Path.cwd()
+    if "/" in cfg.bin:
+        path = cwd / Path(cfg.bin).expanduser()
+        if not path.is_file():
+            return f"{cfg.bin} does not exist"
+        return "" if os.access(path, os.X_OK) else f"{cfg.bin} is not executable"
+    if shutil.which(cfg.bin, path=tool_environment(cfg)["PATH"]) is None:
+        return f"{cfg.bin} is not on the PATH"
+    return ""
+
+
 class CliUpstream:
     """One `cli_tools:` entry."""
 
@@ -145,13 +171,7 @@ class CliUpstream:
         self.cfg = cfg
         self.name = cfg.name
         self._cwd = str(settings.resolve_path(cfg.working_dir)) if cfg.working_dir else None
-        # An isolated environment: the mesh's own secrets never reach the binary.
-        self._env = {
-            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-            "HOME": os.environ.get("HOME", "/"),
-            "LANG": "en_US.UTF-8",
-            **cfg.env,
-        }
+        self._env = tool_environment(cfg)
         self._tools = self._build()
 
     def _meta(self, command: str, cmd: CliCommand | None, catch_all: bool) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import msgspec
@@ -55,3 +56,39 @@ def test_readme_has_one_run_command_and_one_test_command() -> None:
 def test_ci_runs_exactly_the_readme_test_command() -> None:
     lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
     assert lines[-1] == _sh_blocks("Test it")[0]
+
+
+def _docs() -> list[Path]:
+    return sorted((REPO / "docs").rglob("*.md"))
+
+
+def test_the_docs_never_send_readers_outside_the_repository() -> None:
+    """The guides are for users: no design documents or contracts that only the developers have."""
+    forbidden = re.compile(r"CONTRACT|DESIGN\.md|DESIGN decision|DESIGN \"|\bdecision \d+\b|\.\./shared/|seeds/")
+    found = [
+        f"{page.relative_to(REPO)}:{n}: {line.strip()[:80]}"
+        for page in _docs()
+        for n, line in enumerate(page.read_text().splitlines(), 1)
+        if forbidden.search(line)
+    ]
+    assert not found, "docs point outside the repository:\n" + "\n".join(found)
+
+
+def test_every_relative_link_in_the_docs_and_readme_resolves_inside_the_repository() -> None:
+    broken = []
+    for page in [REPO / "README.md", *_docs()]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            resolved = (page.parent / target).resolve()
+            if not resolved.is_relative_to(REPO) or not resolved.exists():
+                broken.append(f"{page.relative_to(REPO)} -> {target}")
+    assert not broken, broken
+
+
+def test_design_rationale_lives_under_docs_design() -> None:
+    design = REPO / "docs" / "design"
+    pages = {p.name for p in design.glob("*.md")}
+    assert {"README.md", "retrieval.md", "memory-write-path.md"} <= pages
+    index = (design / "README.md").read_text()
+    assert all(f"({name})" in index for name in pages - {"README.md"}), "docs/design/README.md must list every page"

@@ -80,4 +80,4 @@ def test_a_root_it_cannot_write_is_a_short_error(tmp_path: Path) -> None:
     blocked = tmp_path / "etc"
     blocked.write_text("not a directory")
     r = token(tmp_path, "enable")
-    assert r.returncode == 1 and r.stderr.startswith("flux7 token: ") and "Traceback" not in r.stderr
+    assert r.returncode == 1 and r.stderr.startswith("flux7 token ") and "Traceback" not in r.stderr

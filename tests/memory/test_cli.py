@@ -72,7 +72,8 @@ def test_rescan_prune_and_export(make_service: Any, tmp_path: Path) -> None:
 
 def test_an_unknown_subcommand_is_refused(tmp_path: Path) -> None:
     result = mem7(tmp_path, "frobnicate")
-    assert result.returncode == 1
-    assert (
-        result.stderr.strip() == 'mem7: unknown subcommand "frobnicate" (valid: serve, rescan, prune, verify, export)'
-    )
+    assert result.returncode == 2  # a usage error, as everywhere in the flux7 tree
+    assert result.stderr.splitlines() == [
+        'mem7: unknown subcommand "frobnicate" (valid: mcp, serve, rescan, prune, verify, export)',
+        "Run 'mem7 --help' for usage.",
+    ]

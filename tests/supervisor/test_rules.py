@@ -88,3 +88,41 @@ def test_an_unparsable_condition_is_refused() -> None:
     for bad in ("tool", "tool is read", "== read", "tool equals"):
         with pytest.raises(ValueError):
             parse_condition(bad)
+
+
+@pytest.mark.parametrize(
+    ("args", "inside"),
+    [
+        (["/home/u/proj/build"], True),
+        (["-p", "/home/u/proj/a/b"], True),  # a flag is not a path
+        (["/home/u/proj/a", "/etc/cron.d"], False),  # every path must be inside
+        (["/home/u/proj/../../etc"], False),
+        (["-p"], False),  # no path at all
+        ([], False),
+    ],
+)
+def test_project_dir_against_a_cli_tools_args_needs_every_path_inside(args: list[str], inside: bool) -> None:
+    ctx = {"params": {"args": args}}
+    assert parse_condition("params.args starts_with project_dir").holds(ctx, ["/home/u/proj"]) is inside
+
+
+def test_the_example_sup7_yaml_approves_the_example_tools_inside_the_project_and_logs_under_data() -> None:
+    from pathlib import Path
+
+    from shared.supervisor.config import load_config
+
+    repo = Path(__file__).resolve().parents[2]
+    config = load_config(repo / "examples" / "sup7.yaml")
+    engine = RuleEngine(config.rules, config.project_dirs)
+    project = config.project_dirs[0]
+
+    def verdict(tool: str, args: list[str]) -> tuple[str, str]:
+        match = engine.evaluate({"tool": tool, "agent_id": "claude", "params": {"args": args, "flags": {}}})
+        assert match is not None
+        return match.rule, match.action
+
+    # dirs.run is the example config's tool that asks a human (config.example.yaml, policies/)
+    assert verdict("dirs.run", ["-p", f"{project}/build"]) == ("dirs-in-project", "approve")
+    assert verdict("dirs.run", [f"{project}/a", "/etc/x"]) == ("default", "escalate")
+    assert verdict("dirs.run", [f"{project}/.ssh/keys"]) == ("secrets", "deny")
+    assert Path(config.decision_log).parts[0] == "data"  # never into the repository root
