@@ -159,7 +159,18 @@ def main() -> None:
         for workers in [int(w) for w in args.workers.split(",")]:
             port, more = free_port(), ["--workers", str(workers)]
             mesh = start(
-                [sys.executable, "-m", "shared.cli", "serve", "--config", str(config), "--port", str(port), *more],
+                [
+                    sys.executable,
+                    "-m",
+                    "shared.cli",
+                    "serve",
+                    "--config",
+                    str(config),
+                    "--port",
+                    str(port),
+                    "--no-access-log",
+                    *more,
+                ],
                 env={**os.environ, "PYTHONPATH": str(ROOT)},
             )
             mesh_url = f"http://127.0.0.1:{port}/mcp"
