@@ -157,7 +157,7 @@ def main() -> None:
         check(direct_url, "echo")
         (tmp / "direct_session.lua").write_text(lua("echo", open_session(direct_url)))
         for workers in [int(w) for w in args.workers.split(",")]:
-            port, more = free_port(), ["--workers", str(workers)]
+            port, more = free_port(), ["--workers", str(workers), "--no-access-log"]
             mesh = start(
                 [
                     sys.executable,
