@@ -24,6 +24,7 @@ __all__ = [
     "Condition",
     "ConsoleSettings",
     "DecisionSettings",
+    "GovernanceSettings",
     "JwtSettings",
     "LoopDetection",
     "McpServer",
@@ -237,6 +238,16 @@ class MetricsSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, k
     max_agents: int = 20
 
 
+class GovernanceSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The governance engine (docs/governance.md): its rules, behaviour window and escalation."""
+
+    rules_file: str = ""  # governance rules YAML; empty: the built-in rules
+    window_days: int = 7  # the behaviour window scores read
+    escalate_after: int = 3  # a finding seen this many periods in a row goes one severity up (0: never)
+    escalation_period_seconds: float = 86400  # at most one occurrence of a finding counted per period
+    refresh_seconds: float = 60  # a read older than this folds in new traces first
+
+
 class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     port: int = 9090
     host: str = "127.0.0.1"
@@ -255,6 +266,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     decisions: DecisionSettings = DecisionSettings()
     policies: tuple[Policy, ...] = ()
     policy_dir: str = ""
+    catalog_dir: str = ""
+    governance: GovernanceSettings = GovernanceSettings()
     mcp_servers: tuple[McpServer, ...] = ()
     cli_tools: tuple[CliTool, ...] = ()
     openapi: tuple[OpenApiSource, ...] = ()
@@ -399,6 +412,13 @@ def _validate(file: str, s: Settings) -> None:
         raise ConfigError(
             file, "decisions.signing_key", f"at least {MIN_SIGNING_KEY} characters (e.g. `openssl rand -hex 32`)"
         )
+    g = s.governance
+    if g.window_days < 1:
+        raise ConfigError(file, "governance.window_days", "must be >= 1")
+    if g.escalate_after < 0:
+        raise ConfigError(file, "governance.escalate_after", "must be >= 0 (0: never escalate)")
+    if g.escalation_period_seconds < 0 or g.refresh_seconds < 0:
+        raise ConfigError(file, "governance", "escalation_period_seconds and refresh_seconds are >= 0")
     if s.decisions.retry_max_seconds <= 0:
         raise ConfigError(file, "decisions.retry_max_seconds", "must be > 0")
 
