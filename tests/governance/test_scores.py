@@ -139,7 +139,7 @@ async def test_behaviour_counts_each_kind_of_event_with_its_traces(tmp_path: Pat
         findings = {f["rule"]: f for f in scored["findings"]}
         assert findings["injection-flagged"]["severity"] == "high"
         assert ids["injection"][0] in findings["injection-flagged"]["evidence"]
-        assert set(findings["declared-drift"]["evidence"]) <= set(sum(ids.values(), [])) | set(ids["calls"])
+        assert set(findings["declared-drift"]["evidence"]) <= {t for kind in ids.values() for t in kind}
         assert scored["verdict"] == "fail"
 
 
@@ -210,7 +210,8 @@ async def test_scores_are_kept_over_time(tmp_path: Path, backend: Backend) -> No
         assert detail["scores"]["behaviour"] == 90
         assert detail["entry"]["owner"] == "alice@example.com"
         listing = (await client.get("/governance/scores", headers=ADMIN)).json()
-        assert [(s["agent"], s["behaviour"], s["verdict"]) for s in listing] == [("claude", 90, "pass")]  # drift alone is info
+        # drift alone is an info finding: the verdict passes
+        assert [(s["agent"], s["behaviour"], s["verdict"]) for s in listing] == [("claude", 90, "pass")]
         assert (await client.get("/governance/agents/nobody", headers=ADMIN)).status_code == 404
 
 
