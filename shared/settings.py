@@ -243,7 +243,7 @@ class GovernanceSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True
 
     rules_file: str = ""  # governance rules YAML; empty: the built-in rules
     window_days: int = 7  # the behaviour window scores read
-    escalate_after: int = 3  # a finding seen this many periods in a row goes one severity up (0: never)
+    escalate_after: int = 3  # a finding repeated this many periods in a row goes one severity up (0: never)
     escalation_period_seconds: float = 86400  # at most one occurrence of a finding counted per period
     refresh_seconds: float = 60  # a read older than this folds in new traces first
 

@@ -143,10 +143,10 @@ def load_rules(settings_path: Path | None) -> tuple[GovRule, ...]:
 
 
 def escalated(base: str, occurrences: int, after: int) -> str:
-    """One severity up for every `after` occurrences in a row, never past critical."""
+    """One severity up for every `after` repeats (occurrences after the first) in a row, never past critical."""
     if after <= 0:
         return base
-    level = SEVERITIES.index(base) + occurrences // after
+    level = SEVERITIES.index(base) + max(0, occurrences - 1) // after
     return SEVERITIES[min(level, len(SEVERITIES) - 1)]
 
 
