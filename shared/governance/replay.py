@@ -1,7 +1,7 @@
 """Policy replay: re-decide the traced calls of the last N days with a proposed policy set, before it ships.
 
 Each call is decided twice by the real engine (`PolicySet.decide` and the pipeline's floors, exactly what
-`Pipeline.evaluate` does live): with the set in force and with the proposed one. Every call whose action would
+`Pipeline.evaluate` does live; an agent the catalog refuses is refused under any set): with the set in force and with the proposed one. Every call whose action would
 change is reported, grouped by agent and tool. Calls are read in trace order and floors are looked up once per
 tool, so a replay is deterministic and fast (bench/governance_replay_bench.py)."""
 
@@ -65,6 +65,7 @@ def replay(
     current = current if current is not None else mesh.policies.current
     pipeline = mesh.pipeline
     floors: dict[str, Decision | None] = {}
+    lifecycle: dict[str, Decision | None] = {}  # the catalog's floor, before policy as live
     calls = 0
     transitions: dict[str, int] = defaultdict(int)
     groups: dict[tuple[str, str, str, str], dict[str, Any]] = {}
@@ -75,6 +76,11 @@ def replay(
         if tool not in floors:
             floors[tool] = pipeline.floor_for(mesh.registry.lookup(tool))
         floor = floors[tool]
+        agent = call.agent_id
+        if agent not in lifecycle:
+            lifecycle[agent] = pipeline.lifecycle_floor(agent)
+        if lifecycle[agent] is not None:
+            continue  # refused before any policy, whatever the set: it cannot change
         before = stricter(current.decide(call.agent_id, tool, call.params), floor)
         after = stricter(proposed.decide(call.agent_id, tool, call.params), floor)
         if before.action == after.action:
