@@ -105,6 +105,7 @@ class PinStore:
                 continue
             row = self._pinned(tool.name)
             current = fingerprint(tool)
+            observe_tool(self._owner, tool, current)
             status = self._status(tool, row, current)
             item: dict[str, Any] = {"tool": tool.name, "server": tool.mcp_server, "status": status}
             if row is not None:

@@ -1,9 +1,10 @@
 """Policy replay: re-decide the traced calls of the last N days with a proposed policy set, before it ships.
 
-Each call is decided twice by the real engine (`PolicySet.decide` and the pipeline's floors, exactly what
-`Pipeline.evaluate` does live; an agent the catalog refuses is refused under any set): with the set in force and with the proposed one. Every call whose action would
-change is reported, grouped by agent and tool. Calls are read in trace order and floors are looked up once per
-tool, so a replay is deterministic and fast (bench/governance_replay_bench.py)."""
+Each call is decided twice by the real engine, `PolicySet.decide` and the pipeline's floors (what
+`Pipeline.evaluate` does live): with the set in force and with the proposed one. An agent the catalog refuses
+is refused under any set, so its calls never change. Every call whose action would change is reported, grouped
+by agent and tool. Calls are read in trace order and floors are looked up once per tool, so a replay is
+deterministic and fast (bench/governance_replay_bench.py)."""
 
 from __future__ import annotations
 
