@@ -31,6 +31,7 @@ _DELEGATED = {
     "supervisor": "shared.supervisor.cli",
     "agent": "shared.agent.cli",
     "token": "shared.token_cli",
+    "governance": "shared.governance_cli",
 }
 
 
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="flux7",
         description="Govern agents' tool calls and remember them.",
         epilog="Also: flux7 agent, flux7 trace verify FILE..., flux7 supervisor -c sup7.yaml start|status, "
-        "flux7 doctor, flux7 backup, flux7 restore, flux7 token … (each has --help).",
+        "flux7 doctor, flux7 backup, flux7 restore, flux7 token …, flux7 governance … (each has --help).",
     )
     parser.add_argument("--version", action="version", version=f"flux7 {__version__}")
     sub = parser.add_subparsers(dest="command")

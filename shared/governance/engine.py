@@ -424,7 +424,7 @@ class Governance:
                     self.mesh.policies.reload_if_changed(force=True)
                 written.append({"name": fname, "removed": True})
             else:
-                written.append(editor.write(fname, text))
+                written.append(editor.write(fname.removesuffix(".yaml"), text))
         self.mesh.db.execute("UPDATE governance_drafts SET applied_at = ? WHERE name = ?", (time.time(), name))
         return {"name": name, "applied": written, "by": by, "policy_version": self.mesh.policies.current.version}
 
