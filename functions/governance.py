@@ -49,7 +49,7 @@ def _event(request: Request[Any, Any, Any], tool: str, by: str, params: Any, rul
 @get("/governance/catalog", guards=[control_plane])
 async def catalog(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Declared agents with their lifecycle state, and agents seen in traces but never declared (flagged)."""
-    return _json(await asyncio.to_thread(mesh_of(request).catalog.listing))
+    return _json(await asyncio.to_thread(_gov(request).catalog))
 
 
 @get("/governance/catalog/files", guards=[control_plane])
@@ -62,7 +62,7 @@ async def catalog_file(request: Request[Any, Any, Any], name: FromPath[str]) -> 
     return _json(mesh_of(request).catalog.read_file(name))
 
 
-class _FileBody(msgspec.Struct):
+class CatalogFileBody(msgspec.Struct):
     text: str
     by: str = ""
 
@@ -70,7 +70,7 @@ class _FileBody(msgspec.Struct):
 @put("/governance/catalog/files/{name:str}", guards=[control_plane])
 async def write_catalog_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     """Write one catalog file (`{"text": "<yaml>"}`): validated, written, reloaded, versioned."""
-    body = await _body(request, _FileBody)
+    body = await _body(request, CatalogFileBody)
     by = _by(request, body.by)
     result = await asyncio.to_thread(mesh_of(request).catalog.write_file, name, body.text, by=by)
     _event(request, "mesh.catalog_edit", by, {"file": name}, "catalog_edit")
@@ -85,7 +85,7 @@ async def delete_catalog_file(request: Request[Any, Any, Any], name: FromPath[st
     return _json(result)
 
 
-class _Transition(msgspec.Struct):
+class LifecycleBody(msgspec.Struct):
     state: str
     reason: str = ""
     by: str = ""
@@ -94,7 +94,7 @@ class _Transition(msgspec.Struct):
 @post("/governance/catalog/{entry:str}/lifecycle", guards=[control_plane], status_code=200)
 async def transition(request: Request[Any, Any, Any], entry: FromPath[str]) -> Response[bytes]:
     """Move an entry through proposed -> active -> suspended -> retired (who, when and why recorded)."""
-    body = await _body(request, _Transition)
+    body = await _body(request, LifecycleBody)
     by = _by(request, body.by)
     result = mesh_of(request).catalog.transition(entry, body.state, by=by, reason=body.reason)
     _event(request, "mesh.agent_lifecycle", by, result, f"lifecycle:{body.state}")
@@ -209,7 +209,7 @@ async def pin_diff(request: Request[Any, Any, Any], tool: FromPath[str]) -> Resp
 # -- drafts and replay -------------------------------------------------------------------------------------------
 
 
-class _Draft(msgspec.Struct):
+class DraftBody(msgspec.Struct):
     files: dict[str, str | None]
     by: str = ""
 
@@ -222,7 +222,7 @@ async def drafts(request: Request[Any, Any, Any]) -> Response[bytes]:
 @put("/governance/drafts/{name:str}", guards=[control_plane])
 async def save_draft(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     """A proposed policy set: `{"files": {"<file>.yaml": "<text>" | null}}` over the files in force."""
-    body = await _body(request, _Draft)
+    body = await _body(request, DraftBody)
     by = _by(request, body.by)
     result = await asyncio.to_thread(_gov(request).save_draft, name, body.files, by)
     _event(request, "mesh.policy_draft", by, {"draft": name, "files": sorted(body.files)}, "policy_draft")
@@ -234,20 +234,20 @@ async def get_draft(request: Request[Any, Any, Any], name: FromPath[str]) -> Res
     return _json(_gov(request).draft(name))
 
 
-class _Apply(msgspec.Struct):
+class ApplyBody(msgspec.Struct):
     by: str = ""
 
 
 @post("/governance/drafts/{name:str}/apply", guards=[control_plane], status_code=200)
 async def apply_draft(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
-    body = await _body(request, _Apply)
+    body = await _body(request, ApplyBody)
     by = _by(request, body.by)
     result = await asyncio.to_thread(_gov(request).apply_draft, name, by)
     _event(request, "mesh.policy_edit", by, {"draft": name}, "policy_edit")
     return _json(result)
 
 
-class _Replay(msgspec.Struct):
+class ReplayBody(msgspec.Struct):
     files: dict[str, str | None] = {}
     draft: str = ""
     days: float = 7
@@ -256,10 +256,20 @@ class _Replay(msgspec.Struct):
 @post("/governance/replay", guards=[control_plane], status_code=200)
 async def replay(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Re-decide the last `days` of traced calls with a proposed set; every decision that would change."""
-    body = await _body(request, _Replay)
+    body = await _body(request, ReplayBody)
     gov = _gov(request)
     return _json(await asyncio.to_thread(lambda: gov.replay(files=body.files, draft=body.draft, days=body.days)))
 
+
+# The JSON bodies each route reads (bodies are decoded by hand, so Litestar's schema does not see them):
+# functions/governance_openapi.py puts them into the OpenAPI document.
+BODIES: dict[tuple[str, str], type[msgspec.Struct]] = {
+    ("put", "/governance/catalog/files/{name}"): CatalogFileBody,
+    ("post", "/governance/catalog/{entry}/lifecycle"): LifecycleBody,
+    ("put", "/governance/drafts/{name}"): DraftBody,
+    ("post", "/governance/drafts/{name}/apply"): ApplyBody,
+    ("post", "/governance/replay"): ReplayBody,
+}
 
 ROUTES = [
     catalog,

@@ -27,7 +27,6 @@ EVENTS = (
     "injection",
     "upstream_errors",
 )
-EVIDENCE_KEPT = 20  # per agent and kind
 
 
 class _Line(msgspec.Struct, kw_only=True):
@@ -145,6 +144,10 @@ class Activity:
         for r in rows:
             out[str(r["agent_id"])][str(r["tool"])] = {k: int(r[k]) for k in (*columns, "last_ns")}
         return out
+
+    def agents(self) -> list[str]:
+        """Every agent with folded activity (kept for the longest window anything reads)."""
+        return [str(r[0]) for r in self._db.query("SELECT DISTINCT agent_id FROM governance_activity ORDER BY 1")]
 
     def evidence(self, agent: str, kind: str, since_ns: int, limit: int = 5) -> list[str]:
         rows = self._db.query(

@@ -255,12 +255,8 @@ class Catalog:
 
     # -- views ---------------------------------------------------------------------------------------------
 
-    def seen_agents(self) -> list[str]:
-        """Every agent id in the trace (control-plane events excluded)."""
-        rows = self._db.query("SELECT DISTINCT agent_id FROM traces WHERE agent_id != '' AND tool NOT LIKE 'mesh.%'")
-        return sorted(str(r[0]) for r in rows)
-
-    def listing(self) -> dict[str, Any]:
+    def listing(self, seen: list[str]) -> dict[str, Any]:
+        """Declared entries with their state, and the `seen` agents no entry matches (discovered, flagged)."""
         declared = []
         for e in self.entries:
             item = e.view()
@@ -268,7 +264,7 @@ class Catalog:
             declared.append(item)
         discovered = [
             {"id": a, "discovered": True, "flag": "seen in traces, not declared in the catalog"}
-            for a in self.seen_agents()
+            for a in sorted(seen)
             if self.match(a) is None
         ]
         return {"agents": declared, "discovered": discovered, "error": self.last_error}

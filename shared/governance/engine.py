@@ -51,6 +51,12 @@ class Governance:
         self.axes = Axes(mesh)
         self._lock = threading.Lock()
 
+    def catalog(self) -> dict[str, Any]:
+        """The catalog listing, with the agents seen in the folded activity (the last 30 days) that no entry
+        declares: folding reads only the trace lines written since the last fold."""
+        self.activity.fold()
+        return self.mesh.catalog.listing(self.activity.agents())
+
     # -- evaluation ----------------------------------------------------------------------------------------
 
     def _evaluated_at(self) -> float:
