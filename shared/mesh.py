@@ -134,9 +134,11 @@ class Mesh:
         """GET /tools/decisions: the effective action of every tool for one agent, with empty arguments."""
         current = self.policies.current
         pins = getattr(self, "pins", None)
+        lifecycle = self.pipeline.lifecycle_floor(agent)
         out: list[dict[str, Any]] = []
         for tool in self.registry.tools():
-            decision = self.pipeline.evaluate(agent, tool.name, {}, tool)
+            # a suspended or retired agent is refused before any policy (the catalog's lifecycle floor)
+            decision = lifecycle or self.pipeline.evaluate(agent, tool.name, {}, tool)
             where = current.deciding_rule(agent, tool.name, {})
             item: dict[str, Any] = {
                 "name": tool.name,

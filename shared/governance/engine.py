@@ -16,7 +16,7 @@ from ..audit import rfc3339
 from ..errors import BadRequest, ConfigError, NotFound
 from ..pins import observe_tool
 from ..policy import PolicySet
-from .activity import Activity
+from .activity import EVENTS, Activity
 from .diff import catalog_changes, ordered, policy_changes, policy_set_of, text_diff, tool_changes
 from .graph import Graph
 from .replay import replay
@@ -122,7 +122,8 @@ class Governance:
         }
         scores = {"capability": capability, "behaviour": behaviour, "hygiene": hygiene}
         behaviour_ids = sorted({t for ids in beh_ev["traces"].values() for t in ids})
-        evidence_ids = {
+        evidence_ids: dict[str, list[str]] = {
+            **{kind: evidence_of(kind) for kind in EVENTS},
             "capability": [],
             "behaviour": behaviour_ids,
             "hygiene": evidence_of("approvals_timed_out"),

@@ -9,7 +9,7 @@ keeps holding, and the agent's verdict.
           - {field: scores.behaviour, operator: "<", value: 60}
         message: behaviour below 60 over the window
         remediation: read the evidence traces; tighten the policy or fix the agent
-        evidence: behaviour                 # trace ids to attach: capability | behaviour | hygiene | calls | drift
+        evidence: behaviour                 # trace ids to attach: an axis, calls, drift or one event kind
         escalate: true                      # false: the severity stays as written
 """
 
@@ -31,8 +31,23 @@ from ..settings import Condition, GovernanceSettings
 __all__ = ["BUILTIN_RULES", "SEVERITIES", "Finding", "GovRule", "Rules", "load_rules", "parse_rules", "verdict_of"]
 
 SEVERITIES = ("info", "low", "medium", "high", "critical")
-# the trace ids a finding can carry: each axis' evidence, the agent's latest calls, its calls outside its tools
-EVIDENCE = ("", "capability", "behaviour", "hygiene", "calls", "drift")
+# the trace ids a finding can carry: each axis' evidence, one kind of behaviour event, the agent's latest calls,
+# its calls outside its declared tools
+EVIDENCE = (
+    "",
+    "capability",
+    "behaviour",
+    "hygiene",
+    "calls",
+    "drift",
+    "denials",
+    "approvals_refused",
+    "approvals_timed_out",
+    "rate_limited",
+    "loops",
+    "injection",
+    "upstream_errors",
+)
 
 
 class GovRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -75,7 +90,7 @@ rules:
     when: [{field: counts.injection, operator: ">", value: 0}]
     message: arguments that read like prompt injection were sent
     remediation: inspect the evidence traces; suspend the agent if its input is compromised
-    evidence: behaviour
+    evidence: injection
   - id: destructive-without-approval
     severity: high
     when: [{field: facts.destructive_allowed, operator: ">", value: 0}]

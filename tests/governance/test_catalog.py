@@ -99,6 +99,10 @@ async def test_a_suspended_agent_is_refused_on_rest_decide_and_mcp_before_policy
         ).json()
         assert mcp_traces[0]["policy_rule"] == "lifecycle:suspended"
 
+        # the effective actions the console shows say so too
+        decisions = (await client.get("/tools/decisions", params={"agent": "claude"}, headers=ADMIN)).json()
+        assert {(d["action"], d["rule"]) for d in decisions} == {("deny", "lifecycle:suspended")}
+
         # other agents are untouched; the agent is back once active again
         assert (await call(client, "stranger", "list_pets")).status_code == 200
         assert (await _transition(client, "claude", "active", "cleared")).status_code == 200

@@ -138,7 +138,7 @@ async def test_behaviour_counts_each_kind_of_event_with_its_traces(tmp_path: Pat
         assert scored["scores"]["behaviour"] == 100 - sum(penalties.values())
         findings = {f["rule"]: f for f in scored["findings"]}
         assert findings["injection-flagged"]["severity"] == "high"
-        assert ids["injection"][0] in findings["injection-flagged"]["evidence"]
+        assert findings["injection-flagged"]["evidence"] == ids["injection"]
         assert set(findings["declared-drift"]["evidence"]) <= {t for kind in ids.values() for t in kind}
         assert scored["verdict"] == "fail"
 
