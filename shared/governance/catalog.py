@@ -303,13 +303,24 @@ class Catalog:
         dup = next((e.id for e in entries if e.id in others), None)
         if dup is not None:
             raise BadRequest(f"duplicate catalog entry {dup!r}", extra={"key": "id"})
-        tmp = path.with_suffix(".yaml.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        before = path.read_bytes() if path.is_file() else None
+        self._replace(path, text.encode())
         self.reload_if_changed(force=True, by=by)
         if self.last_error:
-            raise BadRequest(self.last_error)
+            error = self.last_error  # the catalog as a whole did not load: the file goes back to what it was
+            if before is None:
+                path.unlink(missing_ok=True)
+            else:
+                self._replace(path, before)
+            self.reload_if_changed(force=True, by=by)
+            raise BadRequest(error)
         return {"name": path.stem, "reloaded": True, "entries": [e.id for e in entries]}
+
+    @staticmethod
+    def _replace(path: Path, data: bytes) -> None:
+        tmp = path.with_name(f".{path.name}.tmp")  # not *.yaml: a concurrent reload never reads half a file
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
 
     def delete_file(self, name: str, *, by: str) -> dict[str, Any]:
         path = self._path(name)

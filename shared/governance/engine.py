@@ -411,7 +411,7 @@ class Governance:
         if bool(files) == bool(draft):
             raise BadRequest("give exactly one of `files` (a proposed policy set) and `draft`")
         overlay = self.draft(draft)["files"] if draft else dict(files or {})
-        result = replay(self.mesh, self._policy_set(overlay), days, current=self._policy_set({}))
+        result = replay(self.mesh, self._policy_set(overlay), days)  # against the set in force
         result["draft"] = draft
         result["files"] = sorted(overlay)
         return result

@@ -198,3 +198,18 @@ async def test_a_catalog_dir_is_required_for_editing(tmp_path: Path, backend: Ba
         r = await client.put("/governance/catalog/files/a", json={"text": CATALOG}, headers=ADMIN)
         assert r.status_code == 501
         assert (await client.get("/governance/catalog", headers=ADMIN)).json()["agents"] == []
+
+
+async def test_a_write_the_whole_catalog_cannot_load_with_is_undone(tmp_path: Path, backend: Backend) -> None:
+    async with mesh_client(governed_mesh(tmp_path, backend)) as client:
+        (tmp_path / "catalog" / "broken.yaml").write_text("id: [broken\n")  # another file, broken on disk
+        r = await client.put("/governance/catalog/files/fresh", json={"text": "id: fresh\n"}, headers=ADMIN)
+        assert r.status_code == 400 and "broken.yaml" in r.json()["error"]
+        assert not (tmp_path / "catalog" / "fresh.yaml").exists()
+        ids = [a["id"] for a in (await client.get("/governance/catalog", headers=ADMIN)).json()["agents"]]
+        assert ids == ["claude", "batch-*"]  # the last good catalog is still in force
+        # the same for a file that existed: its old content comes back
+        before = (tmp_path / "catalog" / "agents.yaml").read_text()
+        r = await client.put("/governance/catalog/files/agents", json={"text": "id: other\n"}, headers=ADMIN)
+        assert r.status_code == 400
+        assert (tmp_path / "catalog" / "agents.yaml").read_text() == before
