@@ -488,6 +488,12 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None,
         extra = load_policy_dir(directory)
         settings = msgspec.structs.replace(settings, policies=(*settings.policies, *extra))
         _validate(file, settings)
+    if settings.catalog_dir and not settings.resolve_path(settings.catalog_dir).is_dir():
+        raise ConfigError(file, "catalog_dir", f"not a directory: {settings.resolve_path(settings.catalog_dir)}")
+    if settings.governance.rules_file and not settings.resolve_path(settings.governance.rules_file).is_file():
+        raise ConfigError(
+            file, "governance.rules_file", f"not a file: {settings.resolve_path(settings.governance.rules_file)}"
+        )
     return settings
 
 

@@ -213,3 +213,41 @@ async def test_a_write_the_whole_catalog_cannot_load_with_is_undone(tmp_path: Pa
         r = await client.put("/governance/catalog/files/agents", json={"text": "id: other\n"}, headers=ADMIN)
         assert r.status_code == 400
         assert (tmp_path / "catalog" / "agents.yaml").read_text() == before
+
+
+def test_a_missing_catalog_dir_or_rules_file_stops_the_start(tmp_path: Path, backend: Backend) -> None:
+    import pytest
+
+    from shared.errors import ConfigError
+    from shared.settings import load_settings
+    from tests.governance.support import governed_config
+
+    config = governed_config(tmp_path, backend)
+    text = config.read_text()
+    config.write_text(text.replace("catalog_dir: catalog", "catalog_dir: nowhere"))
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config, env={})
+    assert caught.value.key == "catalog_dir"
+    config.write_text(text + "governance: {rules_file: missing.yaml}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config, env={})
+    assert caught.value.key == "governance.rules_file"
+    config.write_text(text + "governance: {window_days: 0}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config, env={})
+    assert caught.value.key == "governance.window_days"
+
+
+async def test_a_transition_on_one_worker_is_enforced_by_another(tmp_path: Path, backend: Backend) -> None:
+    from shared.mesh import Mesh
+
+    first = governed_mesh(tmp_path, backend)
+    second = Mesh(first.settings)  # another worker over the same database
+    try:
+        assert second.pipeline.lifecycle_floor("claude") is None
+        first.catalog.transition("claude", "suspended", by="bob", reason="incident")
+        floor = second.pipeline.lifecycle_floor("claude")
+        assert floor is not None and floor.rule == "lifecycle:suspended"
+    finally:
+        first.db.close()
+        second.db.close()
