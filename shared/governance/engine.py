@@ -55,7 +55,13 @@ class Governance:
         """The catalog listing, with the agents seen in the folded activity (the last 30 days) that no entry
         declares: folding reads only the trace lines written since the last fold."""
         self.activity.fold()
-        return self.mesh.catalog.listing(self.activity.agents())
+        listing = self.mesh.catalog.listing(self.activity.agents())
+        latest = {s["agent"]: s for s in self.scores()}  # verdict badges: the latest evaluation's, if any
+        for item in (*listing["agents"], *listing["discovered"]):
+            scored = latest.get(item["id"])
+            item["verdict"] = scored["verdict"] if scored else ""
+            item["scores"] = {k: scored[k] for k in ("capability", "behaviour", "hygiene")} if scored else None
+        return listing
 
     # -- evaluation ----------------------------------------------------------------------------------------
 

@@ -39,6 +39,12 @@ async def test_declared_agents_and_a_discovered_one_flagged(tmp_path: Path, back
         # batch-7 is covered by the glob entry; only `stranger` was never declared
         assert [d["id"] for d in listing["discovered"]] == ["stranger"]
         assert listing["discovered"][0]["discovered"] is True
+        assert declared["claude"]["verdict"] == "" and declared["claude"]["scores"] is None  # not evaluated yet
+        assert (await client.post("/governance/evaluate", headers=ADMIN)).status_code == 200
+        listing = (await client.get("/governance/catalog", headers=ADMIN)).json()
+        assert listing["discovered"][0]["verdict"] == "fail"  # undeclared-agent
+        assert {a["id"]: a["verdict"] for a in listing["agents"]} == {"claude": "pass", "batch-*": ""}
+        assert listing["agents"][0]["scores"]["behaviour"] == 100
         assert (await client.get("/governance/catalog")).status_code == 401  # control plane only
 
 
