@@ -13,8 +13,6 @@ import msgspec
 from litestar import Litestar
 from litestar.openapi import OpenAPIConfig
 
-from shared import __version__
-
 from . import governance
 
 __all__ = ["document"]
@@ -25,7 +23,7 @@ def document() -> dict[str, Any]:
         route_handlers=governance.ROUTES,
         openapi_config=OpenAPIConfig(
             title="flux7 governance",
-            version=__version__,
+            version="1",  # the API's version, not flux7's: a release does not change this document
             description="The governance engine on the control plane (docs/governance.md). Every route needs "
             "the admin token (Authorization: Bearer <token>).",
         ),
