@@ -7,6 +7,7 @@ export PYTHONPATH=.
 python3 bench/decide_bench.py
 python3 bench/rest_overhead_bench.py
 python3 bench/limits_bench.py
+python3 bench/governance_replay_bench.py
 python3 bench/approvals_bench.py
 python3 bench/mcp_bench.py
 python3 bench/upstreams_bench.py

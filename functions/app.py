@@ -33,6 +33,7 @@ _ROUTE_MODULES = (
     "functions.halts",
     "functions.mcp",
     "functions.pins",
+    "functions.governance",
     "functions.memory",
     "functions.tokens",
     "functions.wellknown",

@@ -22,6 +22,7 @@ _ROOT_LAZY = {
     "supervisor": ("shared.supervisor.cli:supervisor", "sup7, the level-1 approval reviewer (alias: sup7)."),
     "token": ("shared.token_cli:token", "Per-agent tokens, and the machine's admin and memory tokens."),
     "agent": ("shared.cli:agent", "A terminal agent whose every tool call goes through the mesh."),
+    "governance": ("shared.cli:governance", "Agent catalog, scores, verdicts, dependency graph, diffs, replay."),
     "doctor": ("shared.doctor:doctor", "Check a deployment and say what to fix."),
     "backup": ("shared.backup:backup", "Push the database to its Litestream replica now."),
     "restore": ("shared.backup:restore", "Restore the database from its Litestream replica."),
@@ -31,6 +32,11 @@ agent = delegate(
     "shared.agent.cli:main",
     "A terminal agent whose every tool call goes through the mesh (flux7 agent --help).",
     "agent",
+)
+governance = delegate(
+    "shared.governance_cli:main",
+    "Agent catalog, scores, verdicts, dependency graph, diffs and policy replay (flux7 governance --help).",
+    "governance",
 )
 
 

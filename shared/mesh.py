@@ -11,6 +11,9 @@ import msgspec
 from .approvals import ApprovalQueue
 from .callbacks import Notifier
 from .db import Database
+from .governance.catalog import Catalog
+from .governance.engine import Governance
+from .governance.versions import Versions
 from .grants import GrantStore
 from .halts import HaltRegistry
 from .identity import IdentityResolver
@@ -42,7 +45,9 @@ class Mesh:
         self.db = db or Database(settings.resolve_path(settings.storage_path))
         self.tokens = TokenStore(self.db)  # per-agent bearer tokens (flux7 token …)
         self.identity = IdentityResolver(settings, self.tokens)
-        self.policies = PolicyStore(settings, self.db)
+        self.versions = Versions(self.db)  # every policy, catalog and tool definition version seen
+        self.policies = PolicyStore(settings, self.db, on_loaded=self.versions.sync)
+        self.catalog = Catalog(settings, self.db, self.versions)
         self.registry = Registry(settings)
         self.pipeline = Pipeline(self)
         self.tracer = Tracer(settings, self.db)
@@ -64,6 +69,7 @@ class Mesh:
         self.halts = HaltRegistry(self.db, self.grants, self.approvals, owner=self)
         self.limits = RateLimiter(self.db, settings)
         self.pins = PinStore(self.db, enabled=settings.pin_tools, owner=self)
+        self.governance = Governance(self)
         self.mcp_sessions = SessionStore(self.db)
         self.mcp = McpServer(self)
         self.extras: dict[str, Any] = {}
@@ -128,9 +134,11 @@ class Mesh:
         """GET /tools/decisions: the effective action of every tool for one agent, with empty arguments."""
         current = self.policies.current
         pins = getattr(self, "pins", None)
+        lifecycle = self.pipeline.lifecycle_floor(agent)
         out: list[dict[str, Any]] = []
         for tool in self.registry.tools():
-            decision = self.pipeline.evaluate(agent, tool.name, {}, tool)
+            # a suspended or retired agent is refused before any policy (the catalog's lifecycle floor)
+            decision = lifecycle or self.pipeline.evaluate(agent, tool.name, {}, tool)
             where = current.deciding_rule(agent, tool.name, {})
             item: dict[str, Any] = {
                 "name": tool.name,

@@ -14,6 +14,7 @@ output schema flags the tool like any other change."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from typing import Any
 
@@ -23,11 +24,27 @@ from .errors import BadRequest
 from .policy import Decision
 from .upstreams.base import ToolDef
 
-__all__ = ["PinStore", "fingerprint"]
+__all__ = ["PinStore", "fingerprint", "observe_tool"]
 
 
 def fingerprint(tool: ToolDef) -> str:
     return hashlib.sha256(tool.fingerprint_text().encode()).hexdigest()
+
+
+def observe_tool(owner: Any, tool: ToolDef, current: str = "") -> None:
+    """Keep the definition as a version for the diff engine (shared/governance/versions.py), once per
+    fingerprint per process: a version's sha256 is the pin fingerprint, so a pin mismatch finds its text."""
+    versions = getattr(owner, "versions", None) if owner is not None else None
+    if versions is None:
+        return
+    current = current or fingerprint(tool)
+    if current in versions.observed:
+        return
+    try:
+        versions.record("tool", tool.name, tool.fingerprint_text(), by="observed")
+        versions.observed.add(current)
+    except Exception:  # a version not kept never changes a pin's status
+        logging.getLogger("flux7.pins").exception("tool version of %s not recorded", tool.name)
 
 
 def legacy_fingerprint(tool: ToolDef) -> str:
@@ -66,7 +83,9 @@ class PinStore:
         """pinned | new | changed; None when pinning is off or the tool is not an upstream MCP tool."""
         if not self.enabled or not pinnable(tool):
             return None
-        return self._status(tool, self._pinned(tool.name), fingerprint(tool))
+        current = fingerprint(tool)
+        observe_tool(self._owner, tool, current)
+        return self._status(tool, self._pinned(tool.name), current)
 
     def floor_for(self, tool: ToolDef) -> Decision | None:
         status = self.status_of(tool)
@@ -86,6 +105,7 @@ class PinStore:
                 continue
             row = self._pinned(tool.name)
             current = fingerprint(tool)
+            observe_tool(self._owner, tool, current)
             status = self._status(tool, row, current)
             item: dict[str, Any] = {"tool": tool.name, "server": tool.mcp_server, "status": status}
             if row is not None:
@@ -114,6 +134,8 @@ class PinStore:
             chosen = list(offered.values())
         now = time.time()
         accepted: list[str] = []
+        for tool in chosen:
+            observe_tool(self._owner, tool)
         with self._db.write() as conn:
             for tool in chosen:
                 current = fingerprint(tool)

@@ -1,6 +1,7 @@
 """The one pipeline every transport enters (DESIGN "One pipeline for every transport").
 
-halt -> lookup -> rate limit / loop -> policy + floors -> grant -> precedents -> approval queue -> upstream -> trace.
+halt -> lifecycle (catalog) -> lookup -> rate limit / loop -> policy + floors -> grant -> precedents -> approval queue
+-> upstream -> trace.
 REST, /decide and MCP (HTTP and stdio) build a `Call` and get an `Outcome`; only the approval step differs by mode.
 
 The audit trail fails closed: a call that reaches its upstream has a durable trace row first (an intent, status_code
@@ -120,6 +121,11 @@ class Pipeline:
             best = f if best is None else stricter(best, f)
         return best
 
+    def lifecycle_floor(self, agent: str) -> Decision | None:
+        """The catalog's floor for this agent (deny when suspended or retired), None without a catalog."""
+        catalog = getattr(self.mesh, "catalog", None)
+        return catalog.floor(agent) if catalog is not None else None
+
     def evaluate(self, agent: str, tool_name: str, arguments: Any, tool: ToolDef | None) -> Decision:
         decision = self.mesh.policies.current.decide(agent, tool_name, arguments)
         return stricter(decision, self.floor_for(tool))
@@ -147,6 +153,12 @@ class Pipeline:
             return self._stop_here(
                 call, start, 403, "halted", f"halt:{halt.id}", msg, error=msg, halted=True, halt_message=msg
             )
+
+        # 1b. the catalog's lifecycle (shared/governance/catalog.py): a suspended or retired agent is refused
+        # before any policy, traced with rule lifecycle:<state>
+        refusal = self.lifecycle_floor(agent)
+        if refusal is not None:
+            return self._stop_here(call, start, 403, "deny", refusal.rule, refusal.reason, error=refusal.reason)
 
         # 2. lookup (no trace for an unknown tool); /decide governs tools the caller runs itself
         tool = mesh.registry.lookup(call.tool)

@@ -8,6 +8,7 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .db import Database
@@ -24,9 +25,15 @@ log = logging.getLogger("flux7.policy")
 class PolicyStore:
     CHECK_INTERVAL = 1.0
 
-    def __init__(self, settings: Settings, db: Database | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database | None = None,
+        on_loaded: Callable[[str, dict[str, str]], object] | None = None,
+    ) -> None:
         self._settings = settings
         self._db = db
+        self._on_loaded = on_loaded  # told each set of policy files in force (the diff engine's versions)
         self._lock = threading.Lock()
         self._fingerprint = self._files_fingerprint()
         self._current = PolicySet(settings.policies, version=self._fingerprint)
@@ -105,6 +112,14 @@ class PolicyStore:
             snapshot(self._db, directory)
         except Exception:
             log.exception("policy files not recorded in the database")
+        if self._on_loaded is not None:
+            try:
+                texts = {
+                    p.name: p.read_bytes().decode("utf-8", errors="replace") for p in sorted(directory.glob("*.yaml"))
+                }
+                self._on_loaded("policy", texts)
+            except Exception:
+                log.exception("policy versions not recorded")
 
     def validate_text(self, text: str | bytes, name: str) -> Policy:
         """Validate one policy file's text as the loader would; raises ConfigError."""

@@ -25,6 +25,7 @@ __all__ = [
     "Condition",
     "ConsoleSettings",
     "DecisionSettings",
+    "GovernanceSettings",
     "JwtSettings",
     "LoopDetection",
     "McpServer",
@@ -238,6 +239,16 @@ class MetricsSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, k
     max_agents: int = 20
 
 
+class GovernanceSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The governance engine (docs/governance.md): its rules, behaviour window and escalation."""
+
+    rules_file: str = ""  # governance rules YAML; empty: the built-in rules
+    window_days: int = 7  # the behaviour window scores read
+    escalate_after: int = 3  # a finding repeated this many periods in a row goes one severity up (0: never)
+    escalation_period_seconds: float = 86400  # at most one occurrence of a finding counted per period
+    refresh_seconds: float = 60  # a read older than this folds in new traces first
+
+
 class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     port: int = 9090
     host: str = "127.0.0.1"
@@ -261,6 +272,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     decisions: DecisionSettings = DecisionSettings()
     policies: tuple[Policy, ...] = ()
     policy_dir: str = ""
+    catalog_dir: str = ""
+    governance: GovernanceSettings = GovernanceSettings()
     mcp_servers: tuple[McpServer, ...] = ()
     cli_tools: tuple[CliTool, ...] = ()
     openapi: tuple[OpenApiSource, ...] = ()
@@ -408,6 +421,13 @@ def _validate(file: str, s: Settings) -> None:
         raise ConfigError(
             file, "decisions.signing_key", f"at least {MIN_SIGNING_KEY} characters (e.g. `openssl rand -hex 32`)"
         )
+    g = s.governance
+    if g.window_days < 1:
+        raise ConfigError(file, "governance.window_days", "must be >= 1")
+    if g.escalate_after < 0:
+        raise ConfigError(file, "governance.escalate_after", "must be >= 0 (0: never escalate)")
+    if g.escalation_period_seconds < 0 or g.refresh_seconds < 0:
+        raise ConfigError(file, "governance", "escalation_period_seconds and refresh_seconds are >= 0")
     if s.decisions.retry_max_seconds <= 0:
         raise ConfigError(file, "decisions.retry_max_seconds", "must be > 0")
 
@@ -548,6 +568,12 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None,
         extra = load_policy_dir(directory)
         settings = msgspec.structs.replace(settings, policies=(*settings.policies, *extra))
         _validate(file, settings)
+    if settings.catalog_dir and not settings.resolve_path(settings.catalog_dir).is_dir():
+        raise ConfigError(file, "catalog_dir", f"not a directory: {settings.resolve_path(settings.catalog_dir)}")
+    if settings.governance.rules_file and not settings.resolve_path(settings.governance.rules_file).is_file():
+        raise ConfigError(
+            file, "governance.rules_file", f"not a file: {settings.resolve_path(settings.governance.rules_file)}"
+        )
     return settings
 
 

@@ -1,0 +1,298 @@
+"""The governance engine on the control plane (docs/governance.md): the agent catalog and its lifecycle,
+scores, findings and verdicts, the dependency graph and impact, versions and diffs, drafts and policy replay."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, delete, get, post, put
+from litestar.params import FromPath, FromQuery
+
+from shared.audit import record_event
+from shared.errors import BadRequest
+from shared.json_depth import decode
+
+from .auth import control_plane, mesh_of, peer_of
+
+__all__ = ["ROUTES"]
+
+
+def _json(body: Any, status: int = 200) -> Response[bytes]:
+    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
+
+
+async def _body(request: Request[Any, Any, Any], kind: type[Any]) -> Any:
+    raw = await request.body()
+    try:
+        return decode(raw or b"{}", type=kind)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise BadRequest(f"invalid JSON body: {e}") from None
+
+
+def _by(request: Request[Any, Any, Any], given: str) -> str:
+    return given or request.headers.get("x-flux7-by", "") or f"http:{peer_of(request)}"
+
+
+def _gov(request: Request[Any, Any, Any]) -> Any:
+    return mesh_of(request).governance
+
+
+def _event(request: Request[Any, Any, Any], tool: str, by: str, params: Any, rule: str) -> None:
+    record_event(mesh_of(request), tool=tool, agent_id=by, params=params, policy_rule=rule)
+
+
+# -- catalog -----------------------------------------------------------------------------------------------------
+
+
+@get("/governance/catalog", guards=[control_plane])
+async def catalog(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Declared agents with their lifecycle state, and agents seen in traces but never declared (flagged)."""
+    return _json(await asyncio.to_thread(_gov(request).catalog))
+
+
+@get("/governance/catalog/files", guards=[control_plane])
+async def catalog_files(request: Request[Any, Any, Any]) -> Response[bytes]:
+    return _json(mesh_of(request).catalog.files())
+
+
+@get("/governance/catalog/files/{name:str}", guards=[control_plane])
+async def catalog_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
+    return _json(mesh_of(request).catalog.read_file(name))
+
+
+class CatalogFileBody(msgspec.Struct):
+    text: str
+    by: str = ""
+
+
+@put("/governance/catalog/files/{name:str}", guards=[control_plane])
+async def write_catalog_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
+    """Write one catalog file (`{"text": "<yaml>"}`): validated, written, reloaded, versioned."""
+    body = await _body(request, CatalogFileBody)
+    by = _by(request, body.by)
+    result = await asyncio.to_thread(mesh_of(request).catalog.write_file, name, body.text, by=by)
+    _event(request, "mesh.catalog_edit", by, {"file": name}, "catalog_edit")
+    return _json(result)
+
+
+@delete("/governance/catalog/files/{name:str}", guards=[control_plane], status_code=200)
+async def delete_catalog_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
+    by = _by(request, "")
+    result = await asyncio.to_thread(mesh_of(request).catalog.delete_file, name, by=by)
+    _event(request, "mesh.catalog_edit", by, {"file": name, "deleted": True}, "catalog_edit")
+    return _json(result)
+
+
+class LifecycleBody(msgspec.Struct):
+    state: str
+    reason: str = ""
+    by: str = ""
+
+
+@post("/governance/catalog/{entry:str}/lifecycle", guards=[control_plane], status_code=200)
+async def transition(request: Request[Any, Any, Any], entry: FromPath[str]) -> Response[bytes]:
+    """Move an entry through proposed -> active -> suspended -> retired (who, when and why recorded)."""
+    body = await _body(request, LifecycleBody)
+    by = _by(request, body.by)
+    result = mesh_of(request).catalog.transition(entry, body.state, by=by, reason=body.reason)
+    _event(request, "mesh.agent_lifecycle", by, result, f"lifecycle:{body.state}")
+    return _json(result)
+
+
+@get("/governance/catalog/{entry:str}/lifecycle", guards=[control_plane])
+async def lifecycle(request: Request[Any, Any, Any], entry: FromPath[str]) -> Response[bytes]:
+    cat = mesh_of(request).catalog
+    found = cat.entry(entry)
+    return _json({"id": found.id, "state": cat.state_of(found), "history": cat.history(found.id)})
+
+
+# -- scores, findings, verdicts ------------------------------------------------------------------------------------
+
+
+@post("/governance/evaluate", guards=[control_plane], status_code=200)
+async def evaluate(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Fold in new traces and score every agent now (reads do this on their own every refresh_seconds)."""
+    return _json(await asyncio.to_thread(_gov(request).evaluate))
+
+
+@get("/governance/scores", guards=[control_plane])
+async def scores(request: Request[Any, Any, Any]) -> Response[bytes]:
+    gov = _gov(request)
+    await asyncio.to_thread(gov.refresh)
+    return _json(gov.scores())
+
+
+@get("/governance/agents/{agent:str}", guards=[control_plane])
+async def agent(
+    request: Request[Any, Any, Any], agent: FromPath[str], history: FromQuery[int] = 100
+) -> Response[bytes]:
+    """One agent: catalog entry, lifecycle, scores over time, findings with their evidence trace ids."""
+    gov = _gov(request)
+    await asyncio.to_thread(gov.refresh)
+    return _json(gov.agent(agent, max(1, min(history, 1000))))
+
+
+@get("/governance/findings", guards=[control_plane])
+async def findings(request: Request[Any, Any, Any], severity: FromQuery[str] = "") -> Response[bytes]:
+    gov = _gov(request)
+    await asyncio.to_thread(gov.refresh)
+    return _json(gov.findings(severity))
+
+
+@get("/governance/verdicts", guards=[control_plane])
+async def verdicts(request: Request[Any, Any, Any]) -> Response[bytes]:
+    gov = _gov(request)
+    await asyncio.to_thread(gov.refresh)
+    return _json(gov.verdicts())
+
+
+# -- graph and impact --------------------------------------------------------------------------------------------
+
+
+@get("/governance/graph", guards=[control_plane])
+async def graph(request: Request[Any, Any, Any], days: FromQuery[int] = 30) -> Response[bytes]:
+    if not 1 <= days <= 365:
+        raise BadRequest("days is between 1 and 365")
+    built = await asyncio.to_thread(lambda: _gov(request).graph(days).build())
+    return _json(built)
+
+
+@get("/governance/impact", guards=[control_plane])
+async def impact(
+    request: Request[Any, Any, Any], kind: FromQuery[str] = "", name: FromQuery[str] = "", days: FromQuery[int] = 30
+) -> Response[bytes]:
+    """What breaks if upstream X goes away, tool Y changes or agent Z is suspended (?kind=&name=&days=)."""
+    if not name:
+        raise BadRequest("name is required")
+    return _json(await asyncio.to_thread(_gov(request).impact, kind, name, days))
+
+
+# -- versions and diffs ------------------------------------------------------------------------------------------
+
+
+@get("/governance/versions", guards=[control_plane])
+async def versions(request: Request[Any, Any, Any], kind: FromQuery[str] = "policy") -> Response[bytes]:
+    if kind not in ("policy", "catalog", "tool"):
+        raise BadRequest("kind is policy, catalog or tool")
+    return _json(mesh_of(request).versions.names(kind))
+
+
+@get("/governance/versions/{kind:str}/{name:str}", guards=[control_plane])
+async def version_history(request: Request[Any, Any, Any], kind: FromPath[str], name: FromPath[str]) -> Response[bytes]:
+    if kind not in ("policy", "catalog", "tool"):
+        raise BadRequest("kind is policy, catalog or tool")
+    return _json(mesh_of(request).versions.history(kind, name))
+
+
+@get("/governance/diff", guards=[control_plane])
+async def diff(
+    request: Request[Any, Any, Any],
+    kind: FromQuery[str] = "",
+    name: FromQuery[str] = "",
+    old: FromQuery[int | None] = None,
+    new: FromQuery[int | None] = None,
+) -> Response[bytes]:
+    """Classified changes between two versions (?kind=policy|catalog|tool&name=&old=&new=; default: newest two)."""
+    if not name:
+        raise BadRequest("name is required")
+    return _json(await asyncio.to_thread(_gov(request).diff, kind, name, old, new))
+
+
+@get("/governance/pins/{tool:str}/diff", guards=[control_plane])
+async def pin_diff(request: Request[Any, Any, Any], tool: FromPath[str]) -> Response[bytes]:
+    """A pinned tool against its current definition: the exact diff of a changed (rug-pulled) definition."""
+    return _json(await asyncio.to_thread(_gov(request).pin_diff, tool))
+
+
+# -- drafts and replay -------------------------------------------------------------------------------------------
+
+
+class DraftBody(msgspec.Struct):
+    files: dict[str, str | None]
+    by: str = ""
+
+
+@get("/governance/drafts", guards=[control_plane])
+async def drafts(request: Request[Any, Any, Any]) -> Response[bytes]:
+    return _json(_gov(request).drafts())
+
+
+@put("/governance/drafts/{name:str}", guards=[control_plane])
+async def save_draft(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
+    """A proposed policy set: `{"files": {"<file>.yaml": "<text>" | null}}` over the files in force."""
+    body = await _body(request, DraftBody)
+    by = _by(request, body.by)
+    result = await asyncio.to_thread(_gov(request).save_draft, name, body.files, by)
+    _event(request, "mesh.policy_draft", by, {"draft": name, "files": sorted(body.files)}, "policy_draft")
+    return _json(result)
+
+
+@get("/governance/drafts/{name:str}", guards=[control_plane])
+async def get_draft(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
+    return _json(_gov(request).draft(name))
+
+
+class ApplyBody(msgspec.Struct):
+    by: str = ""
+
+
+@post("/governance/drafts/{name:str}/apply", guards=[control_plane], status_code=200)
+async def apply_draft(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
+    body = await _body(request, ApplyBody)
+    by = _by(request, body.by)
+    result = await asyncio.to_thread(_gov(request).apply_draft, name, by)
+    _event(request, "mesh.policy_edit", by, {"draft": name}, "policy_edit")
+    return _json(result)
+
+
+class ReplayBody(msgspec.Struct):
+    files: dict[str, str | None] = {}
+    draft: str = ""
+    days: float = 7
+
+
+@post("/governance/replay", guards=[control_plane], status_code=200)
+async def replay(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Re-decide the last `days` of traced calls with a proposed set; every decision that would change."""
+    body = await _body(request, ReplayBody)
+    gov = _gov(request)
+    return _json(await asyncio.to_thread(lambda: gov.replay(files=body.files, draft=body.draft, days=body.days)))
+
+
+# The JSON bodies each route reads (bodies are decoded by hand, so Litestar's schema does not see them):
+# functions/governance_openapi.py puts them into the OpenAPI document.
+BODIES: dict[tuple[str, str], type[msgspec.Struct]] = {
+    ("put", "/governance/catalog/files/{name}"): CatalogFileBody,
+    ("post", "/governance/catalog/{entry}/lifecycle"): LifecycleBody,
+    ("put", "/governance/drafts/{name}"): DraftBody,
+    ("post", "/governance/drafts/{name}/apply"): ApplyBody,
+    ("post", "/governance/replay"): ReplayBody,
+}
+
+ROUTES = [
+    catalog,
+    catalog_files,
+    catalog_file,
+    write_catalog_file,
+    delete_catalog_file,
+    transition,
+    lifecycle,
+    evaluate,
+    scores,
+    agent,
+    findings,
+    verdicts,
+    graph,
+    impact,
+    versions,
+    version_history,
+    diff,
+    pin_diff,
+    drafts,
+    save_draft,
+    get_draft,
+    apply_draft,
+    replay,
+]

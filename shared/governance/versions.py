@@ -1,0 +1,110 @@
+"""Every version of a policy file, a catalog file or an upstream tool definition the server has seen.
+
+Recorded on each control-plane write and hot reload (policies, catalog) and each time pinning looks at a tool
+(shared/pins.py), so the diff engine can compare any two. An unchanged content is never written twice."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..db import Database
+
+__all__ = ["KINDS", "Versions"]
+
+KINDS = ("policy", "catalog", "tool")
+
+
+class Versions:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self.observed: set[str] = set()  # tool fingerprints already recorded by this process
+
+    def record(self, kind: str, name: str, content: str, by: str = "") -> int:
+        """Record `content` as the newest version unless it already is; the version number in force."""
+        return self.record_many(kind, {name: content}, by).get(name, 0)
+
+    def record_many(self, kind: str, contents: Mapping[str, str], by: str = "") -> dict[str, int]:
+        digests = {n: hashlib.sha256(c.encode()).hexdigest() for n, c in contents.items()}
+        out: dict[str, int] = {}
+        now = time.time()
+        with self._db.write() as conn:
+            for name, content in contents.items():
+                row = conn.execute(
+                    "SELECT version, sha256 FROM governance_versions WHERE kind = ? AND name = ? "
+                    "ORDER BY version DESC LIMIT 1",
+                    (kind, name),
+                ).fetchone()
+                if row is not None and row[1] == digests[name]:
+                    out[name] = int(row[0])
+                    continue
+                if row is None and content == "":
+                    continue  # a removal of something never seen
+                version = int(row[0]) + 1 if row is not None else 1
+                conn.execute(
+                    "INSERT INTO governance_versions (kind, name, version, content, sha256, at, by) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (kind, name, version, content, digests[name], now, by),
+                )
+                out[name] = version
+        return out
+
+    def sync(self, kind: str, contents: Mapping[str, str], by: str = "") -> dict[str, int]:
+        """Record a whole set (a directory's files): the given contents, and a removal for each known name that
+        is no longer in it."""
+        known = {
+            str(r[0]) for r in self._db.query("SELECT DISTINCT name FROM governance_versions WHERE kind = ?", (kind,))
+        }
+        full = dict(contents)
+        for gone in known - full.keys():
+            if self.latest(kind, gone) not in (None, ""):
+                full[gone] = ""
+        return self.record_many(kind, full, by)
+
+    def latest(self, kind: str, name: str) -> str | None:
+        row = self._db.query_one(
+            "SELECT content FROM governance_versions WHERE kind = ? AND name = ? ORDER BY version DESC LIMIT 1",
+            (kind, name),
+        )
+        return str(row[0]) if row is not None else None
+
+    def get(self, kind: str, name: str, version: int) -> dict[str, Any] | None:
+        row = self._db.query_one(
+            "SELECT version, content, sha256, at, by FROM governance_versions WHERE kind = ? AND name = ? "
+            "AND version = ?",
+            (kind, name, version),
+        )
+        return _view(kind, name, row) if row is not None else None
+
+    def history(self, kind: str, name: str) -> list[dict[str, Any]]:
+        rows = self._db.query(
+            "SELECT version, content, sha256, at, by FROM governance_versions WHERE kind = ? AND name = ? "
+            "ORDER BY version",
+            (kind, name),
+        )
+        return [_view(kind, name, r, content=False) for r in rows]
+
+    def names(self, kind: str) -> list[dict[str, Any]]:
+        rows = self._db.query(
+            "SELECT name, max(version) AS v, max(at) AS at FROM governance_versions WHERE kind = ? "
+            "GROUP BY name ORDER BY name",
+            (kind,),
+        )
+        return [{"kind": kind, "name": str(r["name"]), "versions": int(r["v"]), "at": float(r["at"])} for r in rows]
+
+
+def _view(kind: str, name: str, row: Any, *, content: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "kind": kind,
+        "name": name,
+        "version": int(row["version"]),
+        "sha256": str(row["sha256"]),
+        "at": float(row["at"]),
+        "by": str(row["by"]),
+        "removed": str(row["content"]) == "",
+    }
+    if content:
+        out["content"] = str(row["content"])
+    return out
