@@ -36,7 +36,7 @@ async def test_the_rerun_of_an_approved_claim_is_its_own_span_under_the_queued_o
         # the request waits up to wait_seconds for a decision
         [pending] = await eventually(lambda: mesh.approvals.query("pending"), what="the queued approval")
         assert not call.done()
-        mesh.approvals.resolve(pending.id, "approve", resolved_by="ann")
+        mesh.approvals.resolve(pending.id, "approve", resolved_by="ann", resolver="")
         result = await asyncio.wait_for(call, 30)
         assert result.get("isError") is not True and "hi" in str(result), result
         export = mesh.tracer.otlp(tool="say.run")
