@@ -59,11 +59,14 @@ async def _load(url: str, clients: int, seconds: float) -> tuple[list[str], dict
 
 
 async def _load_until_killed(url: str, proc: subprocess.Popen[bytes], after: float) -> list[str]:
-    """32 clients until SIGKILL lands `after` seconds in; the calls answered 200 before it."""
+    """32 clients until SIGKILL lands `after` seconds after the first acknowledged call; the calls answered 200."""
     acked: list[str] = []
     failures: dict[str, int] = {}
-    tasks = [asyncio.create_task(_client(url, time.monotonic() + after + 30, acked, failures)) for _ in range(32)]
-    await asyncio.sleep(after)  # the kill's random moment, not a wait for a condition
+    tasks = [asyncio.create_task(_client(url, time.monotonic() + after + 60, acked, failures)) for _ in range(32)]
+    deadline = time.monotonic() + 30
+    while not acked and time.monotonic() < deadline:  # the load is on: calls are being acknowledged
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(after)  # then the kill lands at a random moment
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(10)
     await asyncio.gather(*tasks)
@@ -96,7 +99,7 @@ def main() -> None:
     try:
         for n in range(args.rounds):
             mesh, port = start_mesh(tmp / "config.yaml", workers=2)
-            acked = asyncio.run(_load_until_killed(f"http://127.0.0.1:{port}/tool/ping", mesh, rng.uniform(1.5, 4.0)))
+            acked = asyncio.run(_load_until_killed(f"http://127.0.0.1:{port}/tool/ping", mesh, rng.uniform(0.5, 3.0)))
             lost = set(acked) - _stored_trace_ids(tmp / "flux7.db")
             rounds.append({"acknowledged": len(acked), "lost": len(lost)})
             print(f"round {n + 1}: {len(acked)} acknowledged, {len(lost)} lost", flush=True)
