@@ -24,8 +24,9 @@ __all__ = ["ApprovalMode", "Call", "Outcome", "Pipeline"]
 log = logging.getLogger("flux7.pipeline")
 
 # block: wait for the resolution (REST, MCP with supervisor.enabled); claim: MCP's non-blocking claim flow;
-# decide: /decide, which never queues or forwards.
-ApprovalMode = Literal["block", "claim", "decide"]
+# decide: /decide, which never queues or forwards; decide_wait: /decide with `wait`, which queues a human_approval
+# and waits for its resolution like block, but still never forwards (the caller runs the tool, then reports).
+ApprovalMode = Literal["block", "claim", "decide", "decide_wait"]
 
 
 class Call(msgspec.Struct, kw_only=True):
@@ -138,7 +139,7 @@ class Pipeline:
 
         # 2. lookup (no trace for an unknown tool); /decide governs tools the caller runs itself
         tool = mesh.registry.lookup(call.tool)
-        if tool is None and mode != "decide":
+        if tool is None and mode not in ("decide", "decide_wait"):
             return Outcome(
                 status=404,
                 policy="error",
@@ -165,7 +166,25 @@ class Pipeline:
         if decision.action == "human_approval":
             decision, grant = await self._lift(call, decision, tool)
 
-        if mode == "decide":
+        if mode == "decide_wait" and decision.action == "human_approval" and getattr(mesh, "approvals", None):
+            resolved, refused = await self._block_flow(call, decision, tool, start)
+            if refused is not None:
+                return refused
+            if limits is not None:
+                limits.record(agent, policy, call.tool, call.arguments)
+            out = Outcome(
+                status=200,
+                policy="human_approval",
+                trace_id=call.trace.trace_id,
+                rule=decision.rule,
+                reason=decision.reason,
+                approval_id=resolved.id,
+                approval_status="approved",
+                resolved_by=resolved.resolved_by,
+            )
+            self._trace_update_after_approval(call, out, resolved, None, start, tool=tool)
+            return out
+        if mode in ("decide", "decide_wait"):
             if limits is not None and decision.action == "allow":
                 limits.record(agent, policy, call.tool, call.arguments)
             out = Outcome(
@@ -279,7 +298,7 @@ class Pipeline:
         return float(getattr(runtime, name, getattr(self.mesh.settings.approval, name)))
 
     async def _block_flow(
-        self, call: Call, decision: Decision, tool: ToolDef, start: float
+        self, call: Call, decision: Decision, tool: ToolDef | None, start: float
     ) -> tuple[Any, Outcome | None]:
         """REST (and MCP with supervisor.enabled): queue the call and wait for its resolution."""
         approval = self._submit(call, decision)

@@ -5,8 +5,12 @@ until it answers without a tool call (or `max_turns` runs out).
 `tool_call_start` / `tool_call_complete` around each governed call, then `text_complete` and `agent_end` (or
 `agent_error`). The conversation is kept between runs, so a REPL is a loop over `run`.
 
-Nothing runs outside the mesh: a tool name the model made up, or arguments that are not a JSON object, are
-answered with an error result without calling anything.
+The model is offered the mesh's tools and, given a `Workspace`, the built-in tools (shared/agent/builtin_tools.py)
+that run here, in the working directory. Every built-in call passes two gates before it runs: the local safety
+layer (shared/agent/safety.py: refuse, ask the user, or allow), then the mesh (`POST /decide`: policy, halts,
+grants, limits, approvals); it runs only when both allow, and what it did is reported back to the mesh so the
+trace shows one call. A mesh tool goes through `POST /tool/{name}` as before. A tool name the model made up, or
+arguments that do not fit the tool's schema, are answered with an error result without calling anything.
 """
 
 from __future__ import annotations
@@ -14,15 +18,41 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from . import safety
+from .builtin_tools import BUILTINS, Builtin, ShellLimits, ToolRun, validation_error
 from .conversation import Message, ToolCall, ToolResult, ToolSpec
 from .events import AgentEvent
-from .llm import Chat, Finished, LLMError, TextDelta, ToolCallDone
-from .mesh_tools import MeshTool, MeshTools, MeshUnavailable, ToolOutcome
+from .llm import Chat, Finished, LLMError, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStart
+from .mesh_tools import Decision, MeshTool, MeshTools, MeshUnavailable, ToolOutcome
+from .sessions import Session, SessionStore
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "Agent"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "Agent", "Confirm", "Workspace"]
+
+# Asks the user whether a call the local safety layer flagged may run: (tool, arguments, why) -> yes?
+Confirm = Callable[[str, dict[str, Any], str], Awaitable[bool]]
+
+
+async def _nobody(_tool: str, _arguments: dict[str, Any], _why: str) -> bool:
+    return False  # nobody to ask: a call that needs a confirmation does not run (fail closed)
+
+
+@dataclass
+class Workspace:
+    """Where and how the built-in tools run."""
+
+    cwd: Path
+    home: Path
+    mode: str = "on-request"
+    offline: bool = False  # the user chose to run without the mesh: calls are not governed nor traced
+    confirm: Confirm = _nobody
+    shell: ShellLimits = field(default_factory=ShellLimits)
+
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant working in a terminal. You can use tools; every tool call goes through a "
@@ -41,23 +71,46 @@ class Agent:
         max_turns: int = 20,
         keep_messages: int = 200,
         wait_notice: float = 2.0,
+        workspace: Workspace | None = None,
+        store: SessionStore | None = None,
+        session: Session | None = None,
     ) -> None:
         self.chat = chat
         self.mesh = mesh
+        self.workspace = workspace
+        self.store = store
+        self.session = session
         self.system_prompt = system_prompt
         self.max_turns = max(1, max_turns)
         self.keep_messages = max(2, keep_messages)
         self.wait_notice = wait_notice  # seconds without an answer before saying the call is waiting
-        self.messages: list[Message] = []
+        self.messages: list[Message] = session.messages if session is not None else []
         self.tools: list[MeshTool] | None = None
-        self.usage = {"input_tokens": 0, "output_tokens": 0}
+        self.usage = session.usage if session is not None else {"input_tokens": 0, "output_tokens": 0}
+        self._builtin_specs: dict[str, Builtin] = dict(BUILTINS) if workspace is not None else {}
 
     def clear(self) -> None:
         self.messages.clear()
+        self._save()
+
+    def _save(self) -> None:
+        """Write the session as it is now; a session that cannot be saved is said once per failure, not fatal."""
+        if self.store is not None and self.session is not None:
+            self.store.save(self.session)
 
     async def refresh_tools(self) -> list[MeshTool]:
-        self.tools = await self.mesh.list()
+        if self.workspace is not None and self.workspace.offline:
+            self.tools = []  # offline: the mesh is not asked, its tools are not offered
+            return self.tools
+        tools = await self.mesh.list()
+        # A built-in keeps its name; a mesh tool of the same name is not offered (the mesh's policy for that name
+        # applies to the built-in, which /decide asks about under it).
+        self.tools = [t for t in tools if t.spec.name not in self._builtin_specs]
         return self.tools
+
+    def specs(self) -> list[ToolSpec]:
+        builtins = [ToolSpec(b.name, b.description, b.parameters) for b in self._builtin_specs.values()]
+        return builtins + [t.spec for t in self.tools or []]
 
     async def run(self, prompt: str) -> AsyncIterator[AgentEvent]:
         yield AgentEvent("agent_start", text=prompt)
@@ -65,11 +118,15 @@ class Agent:
             try:
                 await self.refresh_tools()
             except MeshUnavailable as e:
-                yield AgentEvent("agent_error", text=f"cannot list the mesh's tools: {e}", is_error=True)
-                return
+                if self.workspace is None:
+                    yield AgentEvent("agent_error", text=f"cannot list the mesh's tools: {e}", is_error=True)
+                    return
+                # The built-ins stay: reads run untraced, anything that changes things is refused (fail closed).
+                yield AgentEvent("notice", text=f"the mesh is unreachable ({e}): changes are refused until it is back")
         start = len(self.messages)
         self.messages.append(Message("user", prompt))
-        specs: list[ToolSpec] = [t.spec for t in self.tools or []]
+        self._save()
+        specs = self.specs()
         for _ in range(self.max_turns):
             self._trim()
             text: list[str] = []
@@ -79,6 +136,10 @@ class Agent:
                     if isinstance(piece, TextDelta):
                         text.append(piece.text)
                         yield AgentEvent("text_delta", text=piece.text)
+                    elif isinstance(piece, ToolCallStart):
+                        yield AgentEvent("tool_call_streaming", tool=piece.name, call_id=piece.id)
+                    elif isinstance(piece, ToolCallDelta):
+                        yield AgentEvent("tool_call_delta", text=piece.arguments, call_id=str(piece.index))
                     elif isinstance(piece, ToolCallDone):
                         calls.append(piece.call)
                     elif isinstance(piece, Finished):
@@ -87,9 +148,11 @@ class Agent:
             except LLMError as e:
                 # The next prompt starts from before this run (calls it already made stay in the mesh's traces).
                 del self.messages[start:]
+                self._save()
                 yield AgentEvent("agent_error", text=str(e), is_error=True)
                 return
             self.messages.append(Message("assistant", "".join(text), tool_calls=calls))
+            self._save()
             if not calls:
                 yield AgentEvent("text_complete", text="".join(text))
                 yield AgentEvent("agent_end", usage=dict(self.usage))
@@ -99,11 +162,18 @@ class Agent:
                 async for event in self._run_call(call, results):
                     yield event
             self.messages.append(Message("tool", results=results))
+            self._save()
         stopped = f"stopped after {self.max_turns} model turns"
         self.messages.append(Message("assistant", f"({stopped})"))  # the conversation stays well formed
+        self._save()
         yield AgentEvent("agent_error", text=stopped, is_error=True)
 
     async def _run_call(self, call: ToolCall, results: list[ToolResult]) -> AsyncIterator[AgentEvent]:
+        builtin = self._builtin_specs.get(call.name)
+        if builtin is not None:
+            async for event in self._run_builtin(builtin, call, results):
+                yield event
+            return
         name = self.mesh.mesh_name(call.name)
         arguments = _arguments(call.arguments)
         shown = name or call.name
@@ -126,7 +196,7 @@ class Agent:
                     with contextlib.suppress(asyncio.CancelledError):
                         await pending
         results.append(ToolResult(call.id, outcome.content, outcome.is_error))
-        yield AgentEvent(
+        complete = AgentEvent(
             "tool_call_complete",
             text=outcome.content,
             tool=shown,
@@ -136,6 +206,126 @@ class Agent:
             trace_id=outcome.trace_id,
             approval_id=outcome.approval_id,
             is_error=outcome.is_error,
+            gate="mesh" if name else "",
+        )
+        self._log(complete)
+        yield complete
+
+    def _log(self, done: AgentEvent) -> None:
+        if self.session is not None:
+            self.session.tool_calls.append(
+                {
+                    "tool": done.tool,
+                    "arguments": done.arguments,
+                    "gate": done.gate,
+                    "policy": done.policy,
+                    "trace_id": done.trace_id,
+                    "approval_id": done.approval_id,
+                    "is_error": done.is_error,
+                    "exit_code": done.exit_code,
+                }
+            )
+
+    async def _run_builtin(self, tool: Builtin, call: ToolCall, results: list[ToolResult]) -> AsyncIterator[AgentEvent]:
+        """Validate, the local gate, the mesh gate, run, report: the built-in call's whole life."""
+        ws = self.workspace
+        assert ws is not None  # built-ins are offered only with a workspace
+        arguments = _arguments(call.arguments)
+        yield AgentEvent("tool_call_start", tool=tool.name, call_id=call.id, arguments=arguments or {})
+
+        def finish(text: str, policy: str, gate: str, *, error: bool, **kw: Any) -> AgentEvent:
+            results.append(ToolResult(call.id, text, error))
+            done = AgentEvent(
+                "tool_call_complete",
+                text=text,
+                tool=tool.name,
+                call_id=call.id,
+                arguments=arguments or {},
+                policy=policy,
+                gate=gate,
+                is_error=error,
+                **kw,
+            )
+            self._log(done)
+            return done
+
+        if arguments is None:
+            yield finish("error: the arguments must be a JSON object; nothing was called", "error", "", error=True)
+            return
+        invalid = validation_error(tool.parameters, arguments)
+        if invalid:
+            why = f"error: invalid arguments for {tool.name}: {invalid}; nothing was called"
+            yield finish(why, "error", "", error=True)
+            return
+        # Gate 1: the local safety layer. A refusal never reaches the mesh.
+        verdict = safety.check(tool.name, arguments, mutating=tool.mutating, mode=ws.mode, cwd=ws.cwd, home=ws.home)
+        if verdict.action == "refuse":
+            yield finish(f"refused: {verdict.reason}. Do not retry; tell the user.", "refused", "local", error=True)
+            return
+        if verdict.action == "ask":
+            yield AgentEvent(
+                "tool_call_confirm", tool=tool.name, call_id=call.id, arguments=arguments, text=verdict.reason
+            )
+            if not await ws.confirm(tool.name, arguments, verdict.reason):
+                why = f"refused: the user did not confirm it ({verdict.reason}). Ask the user how to proceed."
+                yield finish(why, "refused", "local", error=True)
+                return
+        # Gate 2: the mesh. Its approvals are resolved only in the mesh, never by the confirmation above.
+        decision: Decision | None = None
+        if not ws.offline:
+            pending = asyncio.ensure_future(self.mesh.decide(tool.name, arguments))
+            try:
+                done, _ = await asyncio.wait({pending}, timeout=self.wait_notice)
+                if not done:  # held for a human's approval in the mesh: say so, and which one when visible
+                    approval = await self.mesh.pending_approval(tool.name)
+                    yield AgentEvent("tool_call_waiting", tool=tool.name, call_id=call.id, approval_id=approval)
+                decision = await pending
+            except MeshUnavailable as e:
+                if tool.mutating and not safety.is_safe_command(str(arguments.get("command") or "")):
+                    why = f"refused: the mesh cannot be asked ({e}); nothing that changes things runs without it"
+                    yield finish(why + " (fail closed). Tell the user.", "error", "mesh", error=True)
+                    return
+                decision = None  # a read: it runs, untraced, and the terminal says so
+            finally:
+                if not pending.done():
+                    pending.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, MeshUnavailable):
+                        await pending
+            if decision is not None and decision.action != "allow":
+                yield finish(
+                    _mesh_refusal(decision),
+                    "human_approval" if decision.approval_id else decision.action,
+                    "mesh",
+                    error=True,
+                    trace_id=decision.trace_id,
+                    approval_id=decision.approval_id,
+                )
+                return
+        started = time.perf_counter()
+        run: ToolRun = await tool.run(arguments, ws.cwd, ws.shell)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        if decision is not None and decision.trace_id:
+            await self.mesh.report(
+                decision.trace_id,
+                ok=not run.is_error,
+                exit_code=run.exit_code,
+                size=len(run.content.encode()),
+                duration_ms=elapsed_ms,
+                error=run.content[:500] if run.is_error else "",
+            )
+        if decision is None:
+            policy, gate = ("offline", "offline") if ws.offline else ("ungoverned", "local")
+        else:
+            policy, gate = ("human_approval" if decision.approval_id else "allow"), "mesh"
+        yield finish(
+            run.content,
+            policy,
+            gate,
+            error=run.is_error,
+            trace_id=decision.trace_id if decision else "",
+            approval_id=decision.approval_id if decision else "",
+            diff=run.diff,
+            exit_code=run.exit_code,
         )
 
     def _trim(self) -> None:
@@ -144,6 +334,20 @@ class Agent:
             del self.messages[0]
             while self.messages and self.messages[0].role != "user":
                 del self.messages[0]
+
+
+def _mesh_refusal(d: Decision) -> str:
+    """What the model reads when the mesh did not let a built-in call run."""
+    why = d.reason or d.rule or f"HTTP {d.status}"
+    if d.status == 408:
+        return "refused: the approval request timed out without an answer in the mesh. Tell the user."
+    if d.approval_status == "denied":
+        return f"refused: approval denied ({why}). Do not retry this call; tell the user."
+    if d.status == 429:
+        return f"refused: {why} (rate limit or loop detection). Wait or change approach."
+    if d.action == "human_approval":
+        return "refused: the mesh wants a human's approval and could not queue the call. Tell the user."
+    return f"refused by policy: {why}. Do not retry this call; tell the user."
 
 
 def _arguments(raw: str) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ import httpx
 from .. import __version__
 from .conversation import ToolSpec
 
-__all__ = ["MeshTool", "MeshTools", "MeshUnavailable", "ToolOutcome", "schema_of"]
+__all__ = ["Decision", "MeshTool", "MeshTools", "MeshUnavailable", "ToolOutcome", "schema_of"]
 
 _JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -49,6 +49,19 @@ class ToolOutcome:
     status: int
     trace_id: str = ""
     approval_id: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The mesh's answer to `POST /decide` for a call the agent runs itself."""
+
+    action: str  # allow | deny (human_approval only when the mesh could not queue it)
+    trace_id: str
+    rule: str = ""
+    reason: str = ""
+    approval_id: str = ""
+    approval_status: str = ""
+    status: int = 200
 
 
 def schema_of(params: list[dict[str, Any]]) -> dict[str, Any]:
@@ -175,6 +188,46 @@ class MeshTools:
             return ""
         mine = [a for a in listed if isinstance(a, dict) and a.get("agent_id") == self.agent_id]
         return str(mine[0].get("id") or "") if mine else ""
+
+    async def decide(self, name: str, arguments: dict[str, Any]) -> Decision:
+        """Ask the mesh whether this agent may run `name` itself. A call held for a human's approval waits in the
+        mesh's queue (`wait`) until someone resolves it there. Raises MeshUnavailable when the mesh cannot be
+        asked, so the caller can fail closed."""
+        body = {"tool": name, "arguments": arguments, "wait": True}
+        try:
+            resp = await self._client.post("/decide", json=body)
+            answer = resp.json()
+        except httpx.HTTPError as e:
+            raise MeshUnavailable(f"{self.url}/decide: {e.__class__.__name__}: {e}") from e
+        except ValueError as e:
+            raise MeshUnavailable(f"{self.url}/decide: HTTP {resp.status_code}, not JSON") from e
+        if not isinstance(answer, dict) or resp.status_code not in (200, 403, 408, 429):
+            raise MeshUnavailable(f"{self.url}/decide: HTTP {resp.status_code}: {str(answer)[:200]}")
+        action = str(answer.get("action") or "deny")
+        reason = str(answer.get("error") or answer.get("reason") or "")
+        return Decision(
+            action if resp.status_code == 200 else "deny",
+            str(answer.get("trace_id") or ""),
+            str(answer.get("rule") or ""),
+            reason,
+            str(answer.get("approval_id") or ""),
+            str(answer.get("approval_status") or ""),
+            resp.status_code,
+        )
+
+    async def report(
+        self, trace_id: str, *, ok: bool, exit_code: int | None, size: int, duration_ms: float, error: str
+    ) -> bool:
+        """Complete the /decide'd call's trace with what running it did; False when the mesh did not take it
+        (the tool already ran: the result stands, the trace keeps the decision only)."""
+        body: dict[str, Any] = {"ok": ok, "bytes": size, "duration_ms": round(duration_ms, 3), "error": error}
+        if exit_code is not None:
+            body["exit_code"] = exit_code
+        try:
+            resp = await self._client.post(f"/decide/{trace_id}/outcome", json=body, timeout=10.0)
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """One governed call. Never raises for what the mesh decides; a mesh that does not answer is an error
