@@ -1,12 +1,12 @@
 """`flux7 agent`: the terminal agent. One prompt with `-p`, otherwise a REPL.
 
-    flux7 agent --provider anthropic --model claude-sonnet-4-5 [--mesh http://127.0.0.1:9090] [-p "..."]
+    flux7 agent --model claude-sonnet-4-5 [--mesh http://127.0.0.1:9090] [--mode on-request] [-p "..."]
 
-The model's text goes to stdout as it streams; each governed tool call is shown on stderr (`→ tool {args}`, then
-`← policy · trace id` and the start of the result), so `-p` output stays scriptable. Settings come from the flags,
-else the environment (read here and nowhere below): MESH_URL, MESH_AGENT_TOKEN, FLUX7_AGENT_ID,
-FLUX7_LLM_PROVIDER, FLUX7_LLM_MODEL, FLUX7_LLM_URL, FLUX7_LLM_API_KEY (else ANTHROPIC_API_KEY / OPENAI_API_KEY).
-Exit status: 0 when the agent answered, 1 when it stopped on an error, 2 for bad usage.
+The model's text goes to stdout as it streams; each tool call is shown on stderr (`→ tool {args}`, then
+`← policy · trace id` and the start of the result, an edit's diff), so `-p` output stays scriptable. Settings are
+layered (shared/agent/config.py): `~/.config/flux7/agent.toml`, the project's `.flux7/agent.toml`, the
+environment (read here and nowhere below), then these flags. Exit status: 0 when the agent answered, 1 when it
+stopped on an error, 2 for bad usage or configuration.
 """
 
 from __future__ import annotations
@@ -18,41 +18,35 @@ import os
 import secrets
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TextIO
+from pathlib import Path
+from typing import Any, TextIO
 
-from .agent import DEFAULT_SYSTEM_PROMPT, Agent
+from .agent import DEFAULT_SYSTEM_PROMPT, Agent, Confirm, Workspace
+from .builtin_tools import ShellLimits
+from .config import AgentConfig, ConfigError, agent_md_files, load_config
 from .events import AgentEvent
 from .llm import DEFAULT_URLS, make_chat
 from .mesh_tools import MeshTools, MeshUnavailable
+from .safety import MODES
+from .sessions import Session, SessionError, SessionStore
 
-__all__ = ["AgentSettings", "main", "settings_from"]
+__all__ = ["main", "system_prompt"]
 
 _HELP = """commands:
-  /tools     the mesh's tools this agent is offered
+  /tools     the tools this agent is offered (built-in and the mesh's)
+  /mode [M]  the approval mode, or switch to M (read-only always-ask on-request auto-edit auto yolo)
   /clear     forget the conversation
-  /session   this session's id (the console's Sessions page shows its calls)
+  /save      save the session now (it is saved after every message anyway)
+  /sessions  saved sessions, newest first
+  /session   this session's id (also the mesh session id: the console's Sessions page shows its calls)
+  /config    each setting and where it came from
   /usage     tokens used so far
   /exit      leave (also /quit, or end of input)"""
 
 
-@dataclass(frozen=True)
-class AgentSettings:
-    mesh_url: str
-    agent_id: str
-    token: str
-    provider: str
-    model: str
-    llm_url: str
-    api_key: str
-    session_id: str
-    max_turns: int
-    system_prompt: str
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="flux7 agent", description="A terminal agent whose every tool call goes through the flux7 mesh."
+        prog="flux7 agent", description="A terminal coding agent whose every tool call is governed by the flux7 mesh."
     )
     p.add_argument("-p", "--prompt", default=None, help="answer one prompt and exit (default: a REPL)")
     p.add_argument("--mesh", default=None, help="the mesh's URL (MESH_URL, default http://127.0.0.1:9090)")
@@ -61,50 +55,58 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--provider", default=None, choices=sorted(DEFAULT_URLS), help="LLM API (FLUX7_LLM_PROVIDER)")
     p.add_argument("--model", default=None, help="model name (FLUX7_LLM_MODEL)")
     p.add_argument("--llm-url", default=None, help="LLM API base URL (FLUX7_LLM_URL; default: the provider's)")
-    p.add_argument("--session", default=None, help="session id sent as X-Session-Id (default: a new one)")
-    p.add_argument("--max-turns", type=int, default=20, help="model turns per prompt (default 20)")
+    p.add_argument("--temperature", type=float, default=None, help="sampling temperature, 0..2")
+    p.add_argument("--mode", default=None, choices=MODES, help="approval mode (FLUX7_AGENT_MODE, default on-request)")
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        default=None,
+        help="run without the mesh: nothing is governed or traced (the banner says so)",
+    )
+    p.add_argument("--session", default=None, help="id of a new session, also its X-Session-Id (default: a new one)")
+    p.add_argument("--resume", nargs="?", const="", default=None, metavar="ID", help="resume a saved session (newest)")
+    p.add_argument("-c", "--continue", dest="cont", action="store_true", help="resume the newest session started here")
+    p.add_argument("--max-turns", type=int, default=None, help="model turns per prompt (default 20)")
     p.add_argument("--system", default=None, help="a file whose text replaces the default system prompt")
     return p
 
 
-def settings_from(args: argparse.Namespace, env: Mapping[str, str]) -> AgentSettings:
-    """Flags first, then the environment; raises ValueError with a message for the user when something is missing."""
-    provider = args.provider or env.get("FLUX7_LLM_PROVIDER") or ""
-    if not provider:
-        if env.get("ANTHROPIC_API_KEY"):
-            provider = "anthropic"
-        elif env.get("OPENAI_API_KEY"):
-            provider = "openai"
-        else:
-            provider = "ollama"
-    if provider not in DEFAULT_URLS:
-        raise ValueError(f"unknown provider {provider!r} (known: {', '.join(sorted(DEFAULT_URLS))})")
-    model = args.model or env.get("FLUX7_LLM_MODEL") or ""
-    if not model:
-        raise ValueError("no model: pass --model or set FLUX7_LLM_MODEL")
-    standard_key = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}.get(provider, "")
-    api_key = env.get("FLUX7_LLM_API_KEY") or (env.get(standard_key, "") if standard_key else "")
-    system_prompt = DEFAULT_SYSTEM_PROMPT
-    if args.system:
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "provider": args.provider,
+        "model": args.model,
+        "llm_url": args.llm_url,
+        "temperature": args.temperature,
+        "approval_mode": args.mode,
+        "max_turns": args.max_turns,
+        "system_prompt_file": args.system,
+        "mesh.url": args.mesh,
+        "mesh.agent_id": args.agent_id,
+        "mesh.offline": args.offline,
+        "token": args.token,
+    }
+
+
+def system_prompt(config: AgentConfig, cwd: Path, env: Mapping[str, str], home: Path) -> str:
+    """The default prompt (or `system_prompt_file`), where the agent works, then every AGENT.md that applies."""
+    base = DEFAULT_SYSTEM_PROMPT
+    if config.system_prompt_file:
         try:
-            with open(args.system, encoding="utf-8") as f:
-                system_prompt = f.read()
+            base = Path(config.system_prompt_file).expanduser().read_text(encoding="utf-8")
         except OSError as e:
-            raise ValueError(f"cannot read the system prompt file: {e}") from e
-    if args.max_turns < 1:
-        raise ValueError("--max-turns must be at least 1")
-    return AgentSettings(
-        mesh_url=args.mesh or env.get("MESH_URL") or "http://127.0.0.1:9090",
-        agent_id=args.agent_id or env.get("FLUX7_AGENT_ID") or "flux7-agent",
-        token=args.token or env.get("MESH_AGENT_TOKEN") or "",
-        provider=provider,
-        model=model,
-        llm_url=args.llm_url or env.get("FLUX7_LLM_URL") or "",
-        api_key=api_key,
-        session_id=args.session or secrets.token_hex(16),
-        max_turns=args.max_turns,
-        system_prompt=system_prompt,
-    )
+            raise ConfigError(f"cannot read the system prompt file {config.system_prompt_file}: {e.strerror}") from e
+    parts = [
+        base,
+        f"You work in the directory {cwd}. Your built-in tools (read_file, write_file, edit_file, list_dir, glob, "
+        "grep, shell) run there, on the user's machine; each call is checked by a local safety layer and then "
+        "decided by the mesh before it runs.",
+    ]
+    for path in agent_md_files(cwd, env, home):
+        try:
+            parts.append(f"# Instructions from {path}\n\n{path.read_text(encoding='utf-8').strip()}")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read {path}: {e}") from e
+    return "\n\n".join(parts)
 
 
 class Renderer:
@@ -119,36 +121,63 @@ class Renderer:
             self.out.write(event.text)
             self.out.flush()
             self._mid_line = not event.text.endswith("\n")
+        elif event.type == "notice":
+            self._end_line()
+            self._say(f"note: {event.text}")
         elif event.type == "tool_call_start":
             self._end_line()
-            self.err.write(f"→ {event.tool} {json.dumps(event.arguments, ensure_ascii=False)}\n")
-            self.err.flush()
+            self._say(f"→ {event.tool} {json.dumps(event.arguments, ensure_ascii=False)}")
+        elif event.type == "tool_call_confirm":
+            self._say(f"? {event.tool} needs your confirmation: {event.text}")
         elif event.type == "tool_call_waiting":
             if event.approval_id:
-                self.err.write(
-                    f"… waiting: approval {event.approval_id[:8]} is pending (mesh approve {event.approval_id[:8]})\n"
-                )
+                held = event.approval_id
+                self._say(f"… waiting: approval {held} is pending in the mesh (mesh approve {held[:8]})")
             else:
-                self.err.write("… waiting for the mesh (a call held for a human's approval waits until resolved)\n")
-            self.err.flush()
+                self._say("… waiting for the mesh (a call held for a human's approval waits until resolved there)")
         elif event.type == "tool_call_complete":
-            where = f" · trace {event.trace_id[:12]}" if event.trace_id else ""
-            approval = f" · approval {event.approval_id[:8]}" if event.approval_id else ""
-            first = event.text.strip().splitlines()[0][:160] if event.text.strip() else ""
-            self.err.write(f"← {event.policy}{approval}{where}: {first}\n")
-            self.err.flush()
+            self._complete(event)
         elif event.type == "text_complete":
             self._end_line()
         elif event.type == "agent_error":
             self._end_line()
-            self.err.write(f"error: {event.text}\n")
+            self._say(f"error: {event.text}")
+
+    def _complete(self, event: AgentEvent) -> None:
+        where = f" · trace {event.trace_id[:12]}" if event.trace_id else ""
+        approval = f" · approval {event.approval_id[:8]}" if event.approval_id else ""
+        gate = {"local": "local ", "offline": "offline ", "mesh": ""}.get(event.gate, "")
+        code = f" · exit {event.exit_code}" if event.exit_code is not None else ""
+        first = event.text.strip().splitlines()[0][:160] if event.text.strip() else ""
+        self._say(f"← {gate}{event.policy}{approval}{where}{code}: {first}")
+        if event.diff:
+            self.err.write(event.diff)
             self.err.flush()
+
+    def _say(self, line: str) -> None:
+        self.err.write(line + "\n")
+        self.err.flush()
 
     def _end_line(self) -> None:
         if self._mid_line:
             self.out.write("\n")
             self.out.flush()
             self._mid_line = False
+
+
+def _terminal_confirm(err: TextIO) -> Confirm:
+    """Asks on the terminal (a line of input: y or yes runs it). A local yes never resolves a mesh approval."""
+
+    async def confirm(tool: str, arguments: dict[str, Any], why: str) -> bool:
+        err.write(f"  run {tool}? [y/N] ")
+        err.flush()
+        try:
+            answer = await asyncio.to_thread(input)
+        except EOFError:
+            return False
+        return answer.strip().lower() in ("y", "yes")
+
+    return confirm
 
 
 async def _one(agent: Agent, prompt: str, render: Renderer) -> bool:
@@ -159,12 +188,24 @@ async def _one(agent: Agent, prompt: str, render: Renderer) -> bool:
     return ok
 
 
-async def _repl(agent: Agent, settings: AgentSettings, render: Renderer) -> int:
-    render.err.write(
-        f"flux7 agent · {settings.provider}:{settings.model} · mesh {settings.mesh_url} as {settings.agent_id} · "
-        f"session {settings.session_id}\n/help for commands\n"
+def _banner(config: AgentConfig, session: Session, resumed: bool) -> str:
+    governed = (
+        "OFFLINE: tool calls are NOT governed by a mesh nor traced"
+        if config.offline
+        else f"mesh {config.mesh_url} as {config.agent_id}"
     )
+    again = " (resumed)" if resumed else ""
+    return (
+        f"flux7 agent · {config.provider}:{config.model} · {governed} · mode {config.approval_mode} · "
+        f"session {session.id}{again}\n"
+    )
+
+
+async def _repl(agent: Agent, config: AgentConfig, store: SessionStore, render: Renderer) -> int:
+    render.err.write("/help for commands\n")
     prompt = "flux7> " if sys.stdin.isatty() else ""  # piped input gets no prompts in its output
+    session = agent.session
+    assert session is not None
     while True:
         try:
             line = await asyncio.to_thread(input, prompt)
@@ -174,45 +215,107 @@ async def _repl(agent: Agent, settings: AgentSettings, render: Renderer) -> int:
         line = line.strip()
         if not line:
             continue
-        if line in ("/exit", "/quit"):
+        word, _, rest = line.partition(" ")
+        if word in ("/exit", "/quit"):
             return 0
-        if line == "/help":
+        if word == "/help":
             render.out.write(_HELP + "\n")
-        elif line == "/clear":
+        elif word == "/clear":
             agent.clear()
             render.out.write("conversation cleared\n")
-        elif line == "/session":
-            render.out.write(settings.session_id + "\n")
-        elif line == "/usage":
+        elif word == "/session":
+            render.out.write(session.id + "\n")
+        elif word == "/save":
+            store.save(session)
+            render.out.write(f"saved {store.path(session.id)}\n")
+        elif word == "/sessions":
+            for s in store.list()[:20]:
+                mark = "*" if s.id == session.id else " "
+                render.out.write(f"{mark} {s.id}  {s.updated}  {s.cwd}  {s.preview()}\n")
+        elif word == "/mode":
+            if rest.strip():
+                if rest.strip() not in MODES:
+                    render.err.write(f"unknown mode {rest.strip()!r} (modes: {', '.join(MODES)})\n")
+                    continue
+                assert agent.workspace is not None
+                agent.workspace.mode = rest.strip()
+            render.out.write(f"approval mode: {agent.workspace.mode if agent.workspace else config.approval_mode}\n")
+        elif word == "/config":
+            for key, origin in sorted(config.origins.items()):
+                render.out.write(f"{key:<20} {origin}\n")
+        elif word == "/usage":
             render.out.write(
                 f"input tokens {agent.usage['input_tokens']}, output tokens {agent.usage['output_tokens']}\n"
             )
-        elif line == "/tools":
+        elif word == "/tools":
             try:
-                tools = await agent.refresh_tools()
+                await agent.refresh_tools()
             except MeshUnavailable as e:
                 render.err.write(f"error: {e}\n")
-                continue
-            for tool in tools:
-                render.out.write(f"{tool.name:<32} {tool.spec.description}\n")
-            if not tools:
-                render.out.write("the mesh offers no tools\n")
-        elif line.startswith("/"):
-            render.err.write(f"unknown command {line.split()[0]} (/help lists them)\n")
+            for spec in agent.specs():
+                render.out.write(f"{spec.name:<32} {spec.description.splitlines()[0][:80]}\n")
+        elif word.startswith("/"):
+            render.err.write(f"unknown command {word} (/help lists them)\n")
         else:
             await _one(agent, line, render)
         render.out.flush()
 
 
-async def _main(settings: AgentSettings, prompt: str | None) -> int:
-    chat = make_chat(settings.provider, settings.model, url=settings.llm_url, api_key=settings.api_key)
-    mesh = MeshTools(settings.mesh_url, settings.agent_id, token=settings.token, session_id=settings.session_id)
-    agent = Agent(chat, mesh, system_prompt=settings.system_prompt, max_turns=settings.max_turns)
+def _session(args: argparse.Namespace, config: AgentConfig, store: SessionStore, cwd: Path) -> tuple[Session, bool]:
+    """The session to run: resumed (--resume, --continue) or new."""
+    if args.resume is not None:
+        if args.resume:
+            return store.load(args.resume), True
+        newest = store.latest()
+        if newest is None:
+            raise SessionError(f"no saved sessions in {store.folder}")
+        return newest, True
+    if args.cont:
+        here = store.latest(cwd)
+        if here is None:
+            raise SessionError(f"no saved session started in {cwd} (--resume ID picks any)")
+        return here, True
+    session_id = args.session or secrets.token_hex(16)
+    if args.session and store.path(session_id).exists():
+        raise SessionError(f"session {session_id} is saved already: --resume {session_id} continues it")
+    return Session(session_id, str(cwd), config.provider, config.model), False
+
+
+async def _main(args: argparse.Namespace, config: AgentConfig, env: Mapping[str, str], cwd: Path, home: Path) -> int:
+    store = SessionStore(config.sessions_dir)
+    session, resumed = _session(args, config, store, cwd)
+    prompt_text = system_prompt(config, cwd, env, home)
+    chat = make_chat(
+        config.provider, config.model, url=config.llm_url, api_key=config.api_key, temperature=config.temperature
+    )
+    mesh = MeshTools(config.mesh_url, config.agent_id, token=config.token, session_id=session.id)
     render = Renderer(sys.stdout, sys.stderr)
+    interactive = args.prompt is None or sys.stdin.isatty()
+    workspace = Workspace(
+        cwd=cwd,
+        home=home,
+        mode=config.approval_mode,
+        offline=config.offline,
+        shell=ShellLimits(config.shell_timeout, config.shell_output_limit),
+    )
+    if interactive:
+        workspace.confirm = _terminal_confirm(sys.stderr)
+    agent = Agent(
+        chat,
+        mesh,
+        system_prompt=prompt_text,
+        max_turns=config.max_turns,
+        workspace=workspace,
+        store=store,
+        session=session,
+    )
+    if config.offline or args.prompt is None:
+        render.err.write(_banner(config, session, resumed))
+    store.save(session)
     try:
-        if prompt is not None:
-            return 0 if await _one(agent, prompt, render) else 1
-        return await _repl(agent, settings, render)
+        if args.prompt is not None:
+            return 0 if await _one(agent, args.prompt, render) else 1
+        return await _repl(agent, config, store, render)
     finally:
         await chat.aclose()
         await mesh.aclose()
@@ -221,12 +324,19 @@ async def _main(settings: AgentSettings, prompt: str | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    env = os.environ
+    home = Path(env.get("HOME") or Path.home())
+    cwd = Path.cwd().resolve()
     try:
-        settings = settings_from(args, os.environ)
-    except ValueError as e:
-        parser.error(str(e))
+        config = load_config(_flags(args), env, cwd=cwd, home=home)
+    except ConfigError as e:
+        print(f"flux7 agent: config error: {e}", file=sys.stderr)
+        return 2
     try:
-        return asyncio.run(_main(settings, args.prompt))
+        return asyncio.run(_main(args, config, env, cwd, home))
+    except (ConfigError, SessionError) as e:
+        print(f"flux7 agent: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 
