@@ -153,9 +153,11 @@ async def decide_outcome(request: Request[Any, Any, Any], trace_id: FromPath[str
         return _json({"error": f"invalid outcome: {e}"}, 400)
     except TooDeep as e:
         return _json({"error": e.message}, 400)
-    caller = caller_or_admin(request)  # None: the admin
     mesh = mesh_of(request)
-    entry = await asyncio.to_thread(report_outcome, mesh, trace_id, caller.agent_id if caller else None, report)
+    # The admin token may report for any agent; everyone else (loopback included) only for its own calls.
+    admin = mesh.identity.is_admin(request.headers.get("authorization"), None)
+    agent_id = None if admin else caller_of(request).agent_id
+    entry = await asyncio.to_thread(report_outcome, mesh, trace_id, agent_id, report)
     return _json(entry_to_wire(entry) if entry is not None else {"trace_id": trace_id})
 
 

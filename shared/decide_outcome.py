@@ -41,12 +41,12 @@ def report_outcome(mesh: Any, trace_id: str, agent_id: str | None, report: Outco
         raise Forbidden(f"trace {trace_id} is another agent's call")
     if mesh.registry.lookup(entry.tool) is not None:
         raise Conflict(f"{entry.tool} is a mesh tool: the mesh ran it and knows its outcome")
-    allowed = entry.policy == "allow" or (entry.policy == "human_approval" and entry.approval_status == "approved")
-    if not allowed or entry.status_code != 200:
-        raise Conflict(f"trace {trace_id} was not allowed to run ({entry.policy}): there is no outcome to report")
     # A /decide row is revision 0 (or 1 once its approval was resolved); a higher one already has its outcome.
     if entry.revision > (1 if entry.approval_id else 0):
         raise Conflict(f"trace {trace_id} already has its outcome")
+    allowed = entry.policy == "allow" or (entry.policy == "human_approval" and entry.approval_status == "approved")
+    if not allowed or entry.status_code != 200:
+        raise Conflict(f"trace {trace_id} was not allowed to run ({entry.policy}): there is no outcome to report")
     changes: dict[str, Any] = {
         "status_code": 200 if report.ok else 500,
         "latency_ms": entry.latency_ms + round(report.duration_ms),
