@@ -105,7 +105,8 @@ def test_decide_with_wait_holds_the_call_until_a_human_resolves_it(client: TestC
     thread.join(15)
     answer = answers[0]
     body = answer.json()
-    assert (body["approval_id"], body["approval_status"]) == (held[0]["id"], {"approve": "approved", "deny": "denied"}[verdict])
+    status = {"approve": "approved", "deny": "denied"}[verdict]
+    assert (body["approval_id"], body["approval_status"]) == (held[0]["id"], status)
     row = trace(client, body["trace_id"])
     assert (row["policy"], row["approval_id"], row["approved_by"]) == ("human_approval", held[0]["id"], "ops")
     outcome = client.post(f"/decide/{body['trace_id']}/outcome", json={"ok": True, "bytes": 4}, headers=CODER)
