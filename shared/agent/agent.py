@@ -178,23 +178,38 @@ class Agent:
         arguments = _arguments(call.arguments)
         shown = name or call.name
         yield AgentEvent("tool_call_start", tool=shown, call_id=call.id, arguments=arguments or {})
+        gate = "mesh"
         if name is None:
-            outcome = ToolOutcome(f"error: there is no tool named {call.name!r}", True, "error", 0)
+            outcome, gate = ToolOutcome(f"error: there is no tool named {call.name!r}", True, "error", 0), ""
         elif arguments is None:
             outcome = ToolOutcome("error: the arguments must be a JSON object; nothing was called", True, "error", 0)
+            gate = ""
         else:
-            pending = asyncio.ensure_future(self.mesh.call(name, arguments))
-            try:
-                done, _ = await asyncio.wait({pending}, timeout=self.wait_notice)
-                if not done:  # most likely held for a human's approval: say so, and which one when visible
-                    approval = await self.mesh.pending_approval(name)
-                    yield AgentEvent("tool_call_waiting", tool=shown, call_id=call.id, approval_id=approval)
-                outcome = await pending
-            finally:
-                if not pending.done():  # the run was abandoned: do not leave the request behind
-                    pending.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await pending
+            # Gate 1, locally: the approval mode (the mesh's policy, approvals and limits are gate 2).
+            mode = self.workspace.mode if self.workspace is not None else "on-request"
+            local = safety.check_mesh_tool(name, self.mesh.access(name), mode)
+            confirmed = local.action == "allow"
+            if local.action == "ask":
+                yield AgentEvent(
+                    "tool_call_confirm", tool=name, call_id=call.id, arguments=arguments, text=local.reason
+                )
+                confirmed = await self.workspace.confirm(name, arguments, local.reason) if self.workspace else False
+            if not confirmed:
+                why = local.reason if local.action == "refuse" else f"the user did not confirm it ({local.reason})"
+                outcome, gate = ToolOutcome(f"refused: {why}. Tell the user.", True, "refused", 0), "local"
+            else:
+                pending = asyncio.ensure_future(self.mesh.call(name, arguments))
+                try:
+                    done, _ = await asyncio.wait({pending}, timeout=self.wait_notice)
+                    if not done:  # most likely held for a human's approval: say so, and which one when visible
+                        approval = await self.mesh.pending_approval(name)
+                        yield AgentEvent("tool_call_waiting", tool=shown, call_id=call.id, approval_id=approval)
+                    outcome = await pending
+                finally:
+                    if not pending.done():  # the run was abandoned: do not leave the request behind
+                        pending.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await pending
         results.append(ToolResult(call.id, outcome.content, outcome.is_error))
         complete = AgentEvent(
             "tool_call_complete",
@@ -206,7 +221,7 @@ class Agent:
             trace_id=outcome.trace_id,
             approval_id=outcome.approval_id,
             is_error=outcome.is_error,
-            gate="mesh" if name else "",
+            gate=gate,
         )
         self._log(complete)
         yield complete

@@ -39,6 +39,7 @@ class MeshUnavailable(Exception):
 class MeshTool:
     name: str  # the mesh's name, e.g. `github.create_issue`
     spec: ToolSpec  # as the model sees it, under a provider-safe name
+    access: str = "unknown"  # the mesh's classification: read | write | unknown
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class MeshTools:
             transport=transport,
         )
         self._by_spec_name: dict[str, str] = {}
+        self._access: dict[str, str] = {}
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -142,7 +144,9 @@ class MeshTools:
             self._by_spec_name[safe] = name
             description = str(item.get("description") or name)
             schema = (schemas or {}).get(name) or schema_of(list(item.get("params") or []))
-            tools.append(MeshTool(name, ToolSpec(safe, description, schema)))
+            access = str((item.get("classification") or {}).get("access") or "unknown")
+            self._access[name] = access
+            tools.append(MeshTool(name, ToolSpec(safe, description, schema), access))
         return tools
 
     async def _mcp_schemas(self) -> dict[str, dict[str, Any]] | None:
@@ -173,6 +177,10 @@ class MeshTools:
             if cursor is None:
                 break
         return schemas
+
+    def access(self, name: str) -> str:
+        """The mesh's classification of a listed tool: read | write | unknown."""
+        return self._access.get(name, "unknown")
 
     def mesh_name(self, spec_name: str) -> str | None:
         """The mesh's tool behind a name the model used; None for a name that was never offered."""

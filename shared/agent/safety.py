@@ -12,7 +12,9 @@ confirms at the terminal) or `allow`, from the tool, its arguments, the working 
 | `auto`        | run   | run              | run                     | ask                    |
 | `yolo`        | run   | run              | run                     | run                    |
 
-Dangerous patterns are refused in every mode, yolo included; whitelisted shell commands run like reads.
+Dangerous patterns are refused in every mode, yolo included; whitelisted shell commands run like reads. A mesh
+tool (`check_mesh_tool`) is the mesh's to decide: locally, `read-only` refuses one the mesh does not classify as
+a read, `always-ask` asks, and every other mode lets it through to the mesh.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["MODES", "Verdict", "check", "dangerous", "escapes", "is_safe_command"]
+__all__ = ["MODES", "Verdict", "check", "check_mesh_tool", "dangerous", "escapes", "is_safe_command"]
 
 MODES = ("read-only", "always-ask", "on-request", "auto-edit", "auto", "yolo")
 Mode = Literal["read-only", "always-ask", "on-request", "auto-edit", "auto", "yolo"]
@@ -125,3 +127,14 @@ def check(tool: str, arguments: dict[str, Any], *, mutating: bool, mode: str, cw
     if mode == "auto" or (mode == "auto-edit" and tool != "shell"):
         return Verdict("allow", f"{mode} mode")
     return Verdict("ask", f"{tool} changes things ({mode} mode asks)")
+
+
+def check_mesh_tool(tool: str, access: str, mode: str) -> Verdict:
+    """The local gate's verdict on a mesh tool, whose policy, approvals and limits the mesh applies next."""
+    if mode == "read-only" and access != "read":
+        return Verdict(
+            "refuse", f"{tool} is not a read ({access}, as the mesh classifies it) and the mode is read-only"
+        )
+    if mode == "always-ask":
+        return Verdict("ask", "always-ask mode")
+    return Verdict("allow", "the mesh decides")
