@@ -354,6 +354,8 @@ class Agent:
 def _mesh_refusal(d: Decision) -> str:
     """What the model reads when the mesh did not let a built-in call run."""
     why = d.reason or d.rule or f"HTTP {d.status}"
+    if d.halted:
+        return f"refused: the mesh is halted for this agent ({why}). Do not retry; tell the user."
     if d.status == 408:
         return "refused: the approval request timed out without an answer in the mesh. Tell the user."
     if d.approval_status == "denied":

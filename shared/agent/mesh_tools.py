@@ -63,6 +63,7 @@ class Decision:
     approval_id: str = ""
     approval_status: str = ""
     status: int = 200
+    halted: bool = False
 
 
 def schema_of(params: list[dict[str, Any]]) -> dict[str, Any]:
@@ -221,6 +222,7 @@ class MeshTools:
             str(answer.get("approval_id") or ""),
             str(answer.get("approval_status") or ""),
             resp.status_code,
+            bool(answer.get("halted")),
         )
 
     async def report(
