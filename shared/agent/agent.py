@@ -30,7 +30,7 @@ from .conversation import Message, ToolCall, ToolResult, ToolSpec
 from .events import AgentEvent
 from .llm import Chat, Finished, LLMError, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStart
 from .mesh_tools import Decision, MeshTool, MeshTools, MeshUnavailable, ToolOutcome
-from .sessions import Session, SessionStore
+from .sessions import Session, SessionError, SessionStore
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "Agent", "Confirm", "Workspace"]
 
@@ -88,15 +88,19 @@ class Agent:
         self.tools: list[MeshTool] | None = None
         self.usage = session.usage if session is not None else {"input_tokens": 0, "output_tokens": 0}
         self._builtin_specs: dict[str, Builtin] = dict(BUILTINS) if workspace is not None else {}
+        self._unsaved = ""  # why the last save failed, until it is said
 
     def clear(self) -> None:
         self.messages.clear()
         self._save()
 
     def _save(self) -> None:
-        """Write the session as it is now; a session that cannot be saved is said once per failure, not fatal."""
+        """Write the session as it is now. A save that fails does not stop the run: the next event says so."""
         if self.store is not None and self.session is not None:
-            self.store.save(self.session)
+            try:
+                self.store.save(self.session)
+            except SessionError as e:
+                self._unsaved = str(e)
 
     async def refresh_tools(self) -> list[MeshTool]:
         if self.workspace is not None and self.workspace.offline:
@@ -113,6 +117,13 @@ class Agent:
         return builtins + [t.spec for t in self.tools or []]
 
     async def run(self, prompt: str) -> AsyncIterator[AgentEvent]:
+        async for event in self._run(prompt):
+            if self._unsaved:
+                yield AgentEvent("notice", text=f"the session is not saved: {self._unsaved}")
+                self._unsaved = ""
+            yield event
+
+    async def _run(self, prompt: str) -> AsyncIterator[AgentEvent]:
         yield AgentEvent("agent_start", text=prompt)
         if self.tools is None:
             try:

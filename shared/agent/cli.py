@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import secrets
@@ -67,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", nargs="?", const="", default=None, metavar="ID", help="resume a saved session (newest)")
     p.add_argument("-c", "--continue", dest="cont", action="store_true", help="resume the newest session started here")
     p.add_argument("--max-turns", type=int, default=None, help="model turns per prompt (default 20)")
+    p.add_argument("--json", action="store_true", help="write every event as a JSON line on stdout (for scripts)")
     p.add_argument("--system", default=None, help="a file whose text replaces the default system prompt")
     return p
 
@@ -107,6 +109,18 @@ def system_prompt(config: AgentConfig, cwd: Path, env: Mapping[str, str], home: 
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"cannot read {path}: {e}") from e
     return "\n\n".join(parts)
+
+
+class JsonRenderer:
+    """Every event as one JSON object a line on `out`, fields at their zero value left out."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out, self.err = out, err
+
+    def show(self, event: AgentEvent) -> None:
+        fields = {k: v for k, v in dataclasses.asdict(event).items() if v not in ("", {}, None, False)}
+        self.out.write(json.dumps(fields, ensure_ascii=False) + "\n")
+        self.out.flush()
 
 
 class Renderer:
@@ -180,7 +194,7 @@ def _terminal_confirm(err: TextIO) -> Confirm:
     return confirm
 
 
-async def _one(agent: Agent, prompt: str, render: Renderer) -> bool:
+async def _one(agent: Agent, prompt: str, render: Renderer | JsonRenderer) -> bool:
     ok = False
     async for event in agent.run(prompt):
         render.show(event)
@@ -201,7 +215,7 @@ def _banner(config: AgentConfig, session: Session, resumed: bool) -> str:
     )
 
 
-async def _repl(agent: Agent, config: AgentConfig, store: SessionStore, render: Renderer) -> int:
+async def _repl(agent: Agent, config: AgentConfig, store: SessionStore, render: Renderer | JsonRenderer) -> int:
     render.err.write("/help for commands\n")
     prompt = "flux7> " if sys.stdin.isatty() else ""  # piped input gets no prompts in its output
     session = agent.session
@@ -289,7 +303,7 @@ async def _main(args: argparse.Namespace, config: AgentConfig, env: Mapping[str,
         config.provider, config.model, url=config.llm_url, api_key=config.api_key, temperature=config.temperature
     )
     mesh = MeshTools(config.mesh_url, config.agent_id, token=config.token, session_id=session.id)
-    render = Renderer(sys.stdout, sys.stderr)
+    render: Renderer | JsonRenderer = (JsonRenderer if args.json else Renderer)(sys.stdout, sys.stderr)
     interactive = args.prompt is None or sys.stdin.isatty()
     workspace = Workspace(
         cwd=cwd,

@@ -148,7 +148,8 @@ def test_a_mutating_call_the_mesh_denies_leaves_the_file_untouched(mesh: Server,
     (work / "secrets" / "keys.txt").write_text("original\n")
     script = turns(tool("write_file", path="secrets/keys.txt", content="leaked\n"), [])
     with openai_stream(script) as llm:
-        done = run_agent(mesh, tmp_path, llm.url, ["-p", "rotate", "--mode", "yolo", "--session", "deny-1"], work)
+        args = ["-p", "rotate", "--mode", "yolo", "--session", "deny-1", "--json"]
+        done = run_agent(mesh, tmp_path, llm.url, args, work)
     assert done.returncode == 0, done.stderr
     assert (work / "secrets" / "keys.txt").read_text() == "original\n"
     assert last_tool_results(llm.bodies[1])[0].startswith("refused by policy:")
@@ -157,6 +158,21 @@ def test_a_mutating_call_the_mesh_denies_leaves_the_file_untouched(mesh: Server,
         ("write_file", "deny", "coders", 403)
     ]
     assert rows[0]["params"] == {"path": "secrets/keys.txt", "content": "leaked\n"}
+    # --json: the event stream, one object a line: the call streamed in (name, then argument pieces), then decided.
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "agent_start" and kinds[-1] == "agent_end"
+    assert kinds.index("tool_call_streaming") < kinds.index("tool_call_delta") < kinds.index("tool_call_complete")
+    assert "".join(e["text"] for e in events if e["type"] == "tool_call_delta") == json.dumps(
+        {"path": "secrets/keys.txt", "content": "leaked\n"}
+    )
+    complete = next(e for e in events if e["type"] == "tool_call_complete")
+    assert (complete["tool"], complete["policy"], complete["gate"], complete["trace_id"]) == (
+        "write_file",
+        "deny",
+        "mesh",
+        rows[0]["trace_id"],
+    )
 
 
 def test_a_call_held_for_approval_waits_and_runs_once_released_through_the_mesh(mesh: Server, tmp_path: Path) -> None:
