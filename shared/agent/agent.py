@@ -28,6 +28,7 @@ from . import safety
 from .builtin_tools import BUILTINS, Builtin, ShellLimits, ToolRun, validation_error
 from .conversation import Message, ToolCall, ToolResult, ToolSpec
 from .events import AgentEvent
+from .hooks import Hooks
 from .llm import Chat, Finished, LLMError, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStart
 from .mesh_tools import Decision, MeshTool, MeshTools, MeshUnavailable, ToolOutcome
 from .sessions import Session, SessionError, SessionStore
@@ -74,8 +75,10 @@ class Agent:
         workspace: Workspace | None = None,
         store: SessionStore | None = None,
         session: Session | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self.chat = chat
+        self.hooks = hooks
         self.mesh = mesh
         self.workspace = workspace
         self.store = store
@@ -122,6 +125,18 @@ class Agent:
                 yield AgentEvent("notice", text=f"the session is not saved: {self._unsaved}")
                 self._unsaved = ""
             yield event
+            hook = _HOOK_OF.get(event.type)
+            if hook is not None and self.hooks is not None and self.hooks.has(hook):
+                fired = await self.hooks.fire(hook, _hook_payload(event))
+                for problem in fired.problems:
+                    yield AgentEvent("notice", text=problem)
+
+    async def _before_tool(self, tool: str, arguments: dict[str, Any]) -> tuple[str, list[str]]:
+        """Why a before_tool hook blocks this call ("" when none does), and the hooks' problems to tell."""
+        if self.hooks is None or not self.hooks.has("before_tool"):
+            return "", []
+        fired = await self.hooks.fire("before_tool", {"tool": tool, "arguments": arguments})
+        return (fired.reason if fired.blocked else ""), fired.problems
 
     async def _run(self, prompt: str) -> AsyncIterator[AgentEvent]:
         yield AgentEvent("agent_start", text=prompt)
@@ -195,7 +210,11 @@ class Agent:
         elif arguments is None:
             outcome = ToolOutcome("error: the arguments must be a JSON object; nothing was called", True, "error", 0)
             gate = ""
+        elif (blocked := await self._before_tool(name, arguments))[0]:
+            outcome, gate = ToolOutcome(f"refused by a before_tool hook: {blocked[0]}", True, "refused", 0), "hook"
         else:
+            for problem in blocked[1]:
+                yield AgentEvent("notice", text=problem)
             # Gate 1, locally: the approval mode (the mesh's policy, approvals and limits are gate 2).
             mode = self.workspace.mode if self.workspace is not None else "on-request"
             local = safety.check_mesh_tool(name, self.mesh.access(name), mode)
@@ -283,6 +302,12 @@ class Agent:
             why = f"error: invalid arguments for {tool.name}: {invalid}; nothing was called"
             yield finish(why, "error", "", error=True)
             return
+        blocked, problems = await self._before_tool(tool.name, arguments)
+        for problem in problems:
+            yield AgentEvent("notice", text=problem)
+        if blocked:
+            yield finish(f"refused by a before_tool hook: {blocked}", "refused", "hook", error=True)
+            return
         # Gate 1: the local safety layer. A refusal never reaches the mesh.
         verdict = safety.check(tool.name, arguments, mutating=tool.mutating, mode=ws.mode, cwd=ws.cwd, home=ws.home)
         if verdict.action == "refuse":
@@ -360,6 +385,34 @@ class Agent:
             del self.messages[0]
             while self.messages and self.messages[0].role != "user":
                 del self.messages[0]
+
+
+_HOOK_OF = {
+    "agent_start": "user_prompt",
+    "tool_call_complete": "after_tool",
+    "agent_end": "agent_end",
+    "agent_error": "error",
+}
+
+
+def _hook_payload(event: AgentEvent) -> dict[str, Any]:
+    """What a hook reads on stdin besides the event's name, the session and the working directory."""
+    if event.type == "agent_start":
+        return {"prompt": event.text}
+    if event.type == "tool_call_complete":
+        return {
+            "tool": event.tool,
+            "arguments": event.arguments,
+            "result": event.text[:4000],
+            "is_error": event.is_error,
+            "policy": event.policy,
+            "gate": event.gate,
+            "trace_id": event.trace_id,
+            "exit_code": event.exit_code,
+        }
+    if event.type == "agent_end":
+        return {"usage": event.usage}
+    return {"error": event.text}
 
 
 def _mesh_refusal(d: Decision) -> str:

@@ -26,6 +26,7 @@ from .agent import DEFAULT_SYSTEM_PROMPT, Agent, Confirm, Workspace
 from .builtin_tools import ShellLimits
 from .config import AgentConfig, ConfigError, agent_md_files, load_config
 from .events import AgentEvent
+from .hooks import Hooks
 from .llm import DEFAULT_URLS, make_chat
 from .mesh_tools import MeshTools, MeshUnavailable
 from .safety import MODES
@@ -160,7 +161,7 @@ class Renderer:
     def _complete(self, event: AgentEvent) -> None:
         where = f" · trace {event.trace_id[:12]}" if event.trace_id else ""
         approval = f" · approval {event.approval_id[:8]}" if event.approval_id else ""
-        gate = {"local": "local ", "offline": "offline ", "mesh": ""}.get(event.gate, "")
+        gate = {"local": "local ", "offline": "offline ", "hook": "hook ", "mesh": ""}.get(event.gate, "")
         code = f" · exit {event.exit_code}" if event.exit_code is not None else ""
         first = event.text.strip().splitlines()[0][:160] if event.text.strip() else ""
         self._say(f"← {gate}{event.policy}{approval}{where}{code}: {first}")
@@ -314,6 +315,7 @@ async def _main(args: argparse.Namespace, config: AgentConfig, env: Mapping[str,
     )
     if interactive:
         workspace.confirm = _terminal_confirm(sys.stderr)
+    hooks = Hooks(config.hooks, cwd, session.id)
     agent = Agent(
         chat,
         mesh,
@@ -322,10 +324,15 @@ async def _main(args: argparse.Namespace, config: AgentConfig, env: Mapping[str,
         workspace=workspace,
         store=store,
         session=session,
+        hooks=hooks,
     )
     if config.offline or args.prompt is None:
         render.err.write(_banner(config, session, resumed))
     store.save(session)
+    if hooks.has("session_start"):
+        started = await hooks.fire("session_start", {"resumed": resumed, "agent_id": config.agent_id})
+        for problem in started.problems:
+            render.show(AgentEvent("notice", text=problem))
     try:
         if args.prompt is not None:
             return 0 if await _one(agent, args.prompt, render) else 1

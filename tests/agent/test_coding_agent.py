@@ -361,3 +361,54 @@ def test_configuration_layers_and_one_line_errors(mesh: Server, tmp_path: Path) 
     )
     assert len(llm.bodies) == 2  # the good run's two turns: no bad configuration reached the model
     assert session_rows(mesh, "cfg-2") == []  # nor the mesh
+
+
+HOOK = """
+import json, os, sys
+event = json.load(sys.stdin)
+with open(os.environ["HOOK_LOG"], "a") as log:
+    log.write(json.dumps(event) + "\\n")
+if event["event"] == "before_tool" and "deploy" in event["arguments"].get("command", ""):
+    print("deploys go through CI", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def test_hooks_see_each_event_and_a_before_tool_hook_blocks_a_call(mesh: Server, tmp_path: Path) -> None:
+    work = project(tmp_path)
+    log = tmp_path / "hooks.jsonl"
+    (tmp_path / "hook.py").write_text(HOOK)
+    command = f"{sys.executable} {tmp_path / 'hook.py'}"
+    events = ["session_start", "user_prompt", "before_tool", "after_tool", "agent_end"]
+    (work / ".flux7").mkdir()
+    (work / ".flux7" / "agent.toml").write_text(
+        "".join(f'[[hooks]]\nevent = "{e}"\ncommand = "{command}"\n' for e in events)
+    )
+    script = turns(tool("shell", command="./deploy.sh prod"), tool("shell", command="echo built"), [])
+    with openai_stream(script) as llm:
+        done = agent_cli(
+            ["--mesh", mesh.url, "-p", "ship it", "--mode", "auto", "--session", "hooks-1"],
+            llm.url,
+            tmp_path / "home",
+            cwd=work,
+            extra_env={**openai_env(), "HOOK_LOG": str(log)},
+        )
+    assert done.returncode == 0, done.stderr
+    assert last_tool_results(llm.bodies[1]) == ["refused by a before_tool hook: deploys go through CI"]
+    assert "← hook refused" in done.stderr
+    seen = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(e["event"], e.get("tool"), e.get("policy")) for e in seen] == [
+        ("session_start", None, None),
+        ("user_prompt", None, None),
+        ("before_tool", "shell", None),
+        ("after_tool", "shell", "refused"),
+        ("before_tool", "shell", None),
+        ("after_tool", "shell", "allow"),
+        ("agent_end", None, None),
+    ]
+    assert seen[1]["prompt"] == "ship it" and seen[0]["session_id"] == "hooks-1" and seen[0]["cwd"] == str(work)
+    assert seen[5]["exit_code"] == 0 and seen[5]["result"] == "exit code 0\nbuilt\n"
+    # The blocked call reached neither gate: the mesh traced only the one that ran, with the trace id hooks saw.
+    rows = session_rows(mesh, "hooks-1")
+    assert [(r["tool"], r["params"]["command"]) for r in rows] == [("shell", "echo built")]
+    assert seen[5]["trace_id"] == rows[0]["trace_id"]
