@@ -30,6 +30,7 @@ from .conversation import Message, ToolCall, ToolResult, ToolSpec
 from .events import AgentEvent
 from .hooks import Hooks
 from .llm import Chat, Finished, LLMError, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStart
+from .loop_detector import LoopDetector
 from .mesh_tools import Decision, MeshTool, MeshTools, MeshUnavailable, ToolOutcome
 from .sessions import Session, SessionError, SessionStore
 
@@ -76,9 +77,11 @@ class Agent:
         store: SessionStore | None = None,
         session: Session | None = None,
         hooks: Hooks | None = None,
+        loop_repeats: int = 3,
     ) -> None:
         self.chat = chat
         self.hooks = hooks
+        self.loops = LoopDetector(loop_repeats)
         self.mesh = mesh
         self.workspace = workspace
         self.store = store
@@ -150,6 +153,7 @@ class Agent:
                 # The built-ins stay: reads run untraced, anything that changes things is refused (fail closed).
                 yield AgentEvent("notice", text=f"the mesh is unreachable ({e}): changes are refused until it is back")
         start = len(self.messages)
+        self.loops.reset()
         self.messages.append(Message("user", prompt))
         self._save()
         specs = self.specs()
@@ -178,6 +182,16 @@ class Agent:
                 yield AgentEvent("agent_error", text=str(e), is_error=True)
                 return
             self.messages.append(Message("assistant", "".join(text), tool_calls=calls))
+            looping = self.loops.check("".join(text), calls)
+            if looping:
+                # Nothing of this turn runs; the conversation stays well formed for the next prompt.
+                skipped = [ToolResult(c.id, f"not run: {looping}", True) for c in calls]
+                if skipped:
+                    self.messages.append(Message("tool", results=skipped))
+                self.messages.append(Message("assistant", f"(stopped: {looping})"))
+                self._save()
+                yield AgentEvent("agent_error", text=f"stopped: {looping}", is_error=True)
+                return
             self._save()
             if not calls:
                 yield AgentEvent("text_complete", text="".join(text))

@@ -167,7 +167,10 @@ async def test_made_up_tools_and_bad_arguments_are_answered_without_calling_anyt
 
 
 async def test_a_model_that_never_stops_calling_tools_is_stopped(tmp_path: Path, backend: Backend) -> None:
-    with openai_stream(lambda _b: [("tool", "list_pets", "{}")]) as llm:
+    def script(body: dict[str, Any]) -> Steps:  # a new call each turn: no loop, just no end
+        return [("tool", "list_pets", json.dumps({"limit": len(body["messages"])}))]
+
+    with openai_stream(script) as llm:
         async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
             agent = agent_for(world, "openai", llm.url, max_turns=3)
             events = await run(agent, "loop forever")
@@ -195,3 +198,33 @@ async def test_a_mesh_that_does_not_answer_stops_the_run_before_the_model_is_ask
         events = await run(agent, "hi")
     assert events[-1].type == "agent_error" and events[-1].text.startswith("cannot list the mesh's tools")
     assert llm.bodies == []
+
+
+async def test_the_same_call_asked_for_again_and_again_stops_the_run_and_says_why(
+    tmp_path: Path, backend: Backend
+) -> None:
+    with openai_stream(lambda _b: [("text", "Checking."), ("tool", "list_pets", '{"limit": 2}')]) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            agent = agent_for(world, "openai", llm.url, max_turns=10)
+            events = await run(agent, "loop")
+            traces = (await world.admin.get("/sessions/sess-7")).json()
+    assert events[-1].type == "agent_error"
+    assert events[-1].text == (
+        'stopped: loop detected: the model asked for list_pets with the same arguments 3 times in a row ({"limit": 2})'
+    )
+    assert len(llm.bodies) == 3 and len(traces) == 2  # the third call was not made
+    assert [m.role for m in agent.messages][-3:] == ["assistant", "tool", "assistant"]  # well formed for what's next
+
+
+async def test_the_same_text_written_again_and_again_stops_the_run(tmp_path: Path, backend: Backend) -> None:
+    def script(body: dict[str, Any]) -> Steps:
+        text = "Let me think about the pets again."
+        return [("text", text), ("tool", "list_pets", json.dumps({"limit": len(body["messages"])}))]
+
+    with openai_stream(script) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            events = await run(agent_for(world, "openai", llm.url, max_turns=10), "think")
+    assert events[-1].text == (
+        "stopped: loop detected: the model wrote the same text 3 times in a row ('Let me think about the pets again.')"
+    )
+    assert len(llm.bodies) == 3
