@@ -96,6 +96,15 @@ class Agent:
         self._builtin_specs: dict[str, Builtin] = dict(BUILTINS) if workspace is not None else {}
         self._unsaved = ""  # why the last save failed, until it is said
 
+    def switch(self, session: Session) -> None:
+        """Continue `session` from here: its conversation, usage and mesh session id."""
+        self.session = session
+        self.messages = session.messages
+        self.usage = session.usage
+        self.mesh.set_session(session.id)
+        if self.hooks is not None:
+            self.hooks.session_id = session.id
+
     def clear(self) -> None:
         self.messages.clear()
         self._save()

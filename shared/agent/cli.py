@@ -40,6 +40,8 @@ _HELP = """commands:
   /clear     forget the conversation
   /save      save the session now (it is saved after every message anyway)
   /sessions  saved sessions, newest first
+  /resume ID continue a saved session (its conversation and mesh session id)
+  /model [M] the model, or switch to M (same provider)
   /session   this session's id (also the mesh session id: the console's Sessions page shows its calls)
   /config    each setting and where it came from
   /usage     tokens used so far
@@ -243,6 +245,23 @@ async def _repl(agent: Agent, config: AgentConfig, store: SessionStore, render: 
         elif word == "/save":
             store.save(session)
             render.out.write(f"saved {store.path(session.id)}\n")
+        elif word == "/resume":
+            if not rest.strip():
+                render.err.write("usage: /resume ID (/sessions lists them)\n")
+                continue
+            try:
+                chosen = store.load(rest.strip())
+            except SessionError as e:
+                render.err.write(f"error: {e}\n")
+                continue
+            agent.switch(chosen)
+            session = chosen
+            render.out.write(f"resumed {chosen.id} ({len(chosen.messages)} messages)\n")
+        elif word == "/model":
+            if rest.strip():
+                agent.chat.model = rest.strip()
+                session.model = rest.strip()
+            render.out.write(f"model: {agent.chat.model}\n")
         elif word == "/sessions":
             for s in store.list()[:20]:
                 mark = "*" if s.id == session.id else " "

@@ -179,6 +179,11 @@ class MeshTools:
                 break
         return schemas
 
+    def set_session(self, session_id: str) -> None:
+        """Carry another session's id from now on (a resumed session keeps its mesh session id)."""
+        self.session_id = session_id
+        self._client.headers["X-Session-Id"] = session_id
+
     def access(self, name: str) -> str:
         """The mesh's classification of a listed tool: read | write | unknown."""
         return self._access.get(name, "unknown")

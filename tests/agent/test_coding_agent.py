@@ -249,19 +249,32 @@ def test_a_session_is_saved_quit_resumed_and_continued_under_the_same_mesh_sessi
     with openai_stream(second) as llm:
         again = run_agent(mesh, tmp_path, llm.url, ["--continue", "-p", "and app.py?"], work)
         resumed = run_agent(mesh, tmp_path, llm.url, ["--resume", "keep-1"], work, stdin="/session\nthanks\n")
+        switched = run_agent(
+            mesh, tmp_path, llm.url, ["--session", "other-1"], work, stdin="/resume keep\n/model fake-2\nlast one\n"
+        )
+    assert switched.returncode == 0, switched.stderr
+    assert "resumed keep-1 (" in switched.stdout and "model: fake-2" in switched.stdout
+    assert llm.bodies[-1]["model"] == "fake-2"
+    assert [m.get("content") for m in llm.bodies[-1]["messages"] if m["role"] == "user"] == [
+        "what is in src?",
+        "and app.py?",
+        "thanks",
+        "last one",
+    ]
     assert again.returncode == 0, again.stderr
     assert resumed.returncode == 0, resumed.stderr
     # The model saw the first run's exchange before the new prompt.
     texts = [m.get("content") for m in llm.bodies[0]["messages"] if m["role"] == "user"]
     assert texts == ["what is in src?", "and app.py?"]
     assert "keep-1" in resumed.stdout and "(resumed)" in resumed.stderr
-    assert [m.get("content") for m in llm.bodies[-1]["messages"] if m["role"] == "user"][-1] == "thanks"
     rows = session_rows(mesh, "keep-1")
     assert [(r["tool"], r["policy"]) for r in rows] == [
         ("list_dir", "allow"),
         ("read_file", "allow"),  # --continue
         ("read_file", "allow"),  # --resume keep-1
+        ("read_file", "allow"),  # /resume keep (a unique prefix) in another session's REPL
     ]
+    assert session_rows(mesh, "other-1") == []
     assert saved["tool_calls"][0]["trace_id"] == rows[0]["trace_id"]
 
 
