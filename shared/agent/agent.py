@@ -26,6 +26,7 @@ from typing import Any
 
 from . import safety
 from .builtin_tools import BUILTINS, Builtin, ShellLimits, ToolRun, validation_error
+from .context import Compaction, ContextEngine
 from .conversation import Message, ToolCall, ToolResult, ToolSpec
 from .events import AgentEvent
 from .hooks import Hooks
@@ -78,8 +79,10 @@ class Agent:
         session: Session | None = None,
         hooks: Hooks | None = None,
         loop_repeats: int = 3,
+        context: ContextEngine | None = None,
     ) -> None:
         self.chat = chat
+        self.context = context
         self.hooks = hooks
         self.loops = LoopDetector(loop_repeats)
         self.mesh = mesh
@@ -104,6 +107,16 @@ class Agent:
         self.mesh.set_session(session.id)
         if self.hooks is not None:
             self.hooks.session_id = session.id
+
+    async def compact(self) -> Compaction | None:
+        """`/compact`: the whole conversation so far replaced by the model's summary of it."""
+        if self.context is None or not self.messages:
+            return None
+        done = await self.context.compact(
+            self.chat, self.messages, len(self.messages), self.system_prompt, self.specs(), force=True
+        )
+        self._save()
+        return done
 
     def clear(self) -> None:
         self.messages.clear()
@@ -168,6 +181,17 @@ class Agent:
         specs = self.specs()
         for _ in range(self.max_turns):
             self._trim()
+            if self.context is not None and self.context.over(self.messages, self.system_prompt, specs):
+                try:
+                    compacted = await self.context.compact(self.chat, self.messages, start, self.system_prompt, specs)
+                except LLMError as e:
+                    compacted = None
+                    yield AgentEvent("notice", text=f"compaction failed, going on without it: {e}")
+                if compacted is not None:
+                    if compacted.summarized:
+                        start = 2  # the summary and its acknowledgement, then this prompt
+                    self._save()
+                    yield AgentEvent("notice", text=_compacted(compacted))
             text: list[str] = []
             calls: list[ToolCall] = []
             try:
@@ -436,6 +460,13 @@ def _hook_payload(event: AgentEvent) -> dict[str, Any]:
     if event.type == "agent_end":
         return {"usage": event.usage}
     return {"error": event.text}
+
+
+def _compacted(c: Compaction) -> str:
+    what = [f"pruned {c.pruned} large tool outputs"] if c.pruned else []
+    if c.summarized:
+        what.append(f"summarized {c.summarized} messages")
+    return f"context compacted: {' and '.join(what)} (~{c.before} → ~{c.after} tokens)"
 
 
 def _mesh_refusal(d: Decision) -> str:

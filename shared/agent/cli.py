@@ -25,9 +25,10 @@ from typing import Any, TextIO
 from .agent import DEFAULT_SYSTEM_PROMPT, Agent, Confirm, Workspace
 from .builtin_tools import ShellLimits
 from .config import AgentConfig, ConfigError, agent_md_files, load_config
+from .context import ContextEngine
 from .events import AgentEvent
 from .hooks import Hooks
-from .llm import DEFAULT_URLS, make_chat
+from .llm import DEFAULT_URLS, LLMError, make_chat
 from .mesh_tools import MeshTools, MeshUnavailable
 from .safety import MODES
 from .sessions import Session, SessionError, SessionStore
@@ -37,6 +38,7 @@ __all__ = ["main", "system_prompt"]
 _HELP = """commands:
   /tools     the tools this agent is offered (built-in and the mesh's)
   /mode [M]  the approval mode, or switch to M (read-only always-ask on-request auto-edit auto yolo)
+  /compact   replace the conversation so far by the model's summary of it
   /clear     forget the conversation
   /save      save the session now (it is saved after every message anyway)
   /sessions  saved sessions, newest first
@@ -257,6 +259,17 @@ async def _repl(agent: Agent, config: AgentConfig, store: SessionStore, render: 
             agent.switch(chosen)
             session = chosen
             render.out.write(f"resumed {chosen.id} ({len(chosen.messages)} messages)\n")
+        elif word == "/compact":
+            try:
+                compacted = await agent.compact()
+            except LLMError as e:
+                render.err.write(f"error: compaction failed: {e}\n")
+                continue
+            if compacted is None:
+                render.out.write("nothing to compact\n")
+            else:
+                sizes = f"~{compacted.before} → ~{compacted.after} tokens"
+                render.out.write(f"compacted {compacted.summarized} messages ({sizes})\n")
         elif word == "/model":
             if rest.strip():
                 agent.chat.model = rest.strip()
@@ -344,6 +357,7 @@ async def _main(args: argparse.Namespace, config: AgentConfig, env: Mapping[str,
         store=store,
         session=session,
         hooks=hooks,
+        context=ContextEngine(config.context_window, config.compact_at),
     )
     if config.offline or args.prompt is None:
         render.err.write(_banner(config, session, resumed))

@@ -61,6 +61,8 @@ class AgentConfig:
     shell_output_limit: int
     sessions_dir: Path
     system_prompt_file: str
+    context_window: int = 128_000
+    compact_at: float = 0.8
     mcp_servers: tuple[McpServerConfig, ...] = ()
     hooks: tuple[HookConfig, ...] = ()
     origins: dict[str, str] = field(default_factory=dict)  # key -> "default" | a file | "env NAME" | "flag --x"
@@ -83,6 +85,8 @@ _SCALARS: dict[str, tuple[type | tuple[type, ...], Any]] = {
     "shell.timeout": ((int, float), 120.0),
     "shell.output_limit": (int, 30_000),
     "sessions.dir": (str, ""),
+    "context.window": (int, 128_000),
+    "context.compact_at": ((int, float), 0.8),
 }
 _LISTS = ("mcp_servers", "hooks")
 
@@ -273,6 +277,10 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str], *, cwd: Path, 
         raise ConfigError(f"{at('shell.timeout')}: shell.timeout must be a positive number of seconds")
     if values["shell.output_limit"] < 1000:
         raise ConfigError(f"{at('shell.output_limit')}: shell.output_limit must be at least 1000 characters")
+    if values["context.window"] < 1000:
+        raise ConfigError(f"{at('context.window')}: context.window must be at least 1000 tokens")
+    if not 0.1 <= float(values["context.compact_at"]) <= 0.95:
+        raise ConfigError(f"{at('context.compact_at')}: context.compact_at must be between 0.1 and 0.95")
     if not str(values["mesh.url"]).startswith(("http://", "https://")):
         raise ConfigError(f"{at('mesh.url')}: mesh.url must be an http(s) URL (got {values['mesh.url']!r})")
     mcp = _mcp_servers(*lists["mcp_servers"]) if "mcp_servers" in lists else ()
@@ -300,6 +308,8 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str], *, cwd: Path, 
         shell_output_limit=int(values["shell.output_limit"]),
         sessions_dir=sessions,
         system_prompt_file=values["system_prompt_file"],
+        context_window=int(values["context.window"]),
+        compact_at=float(values["context.compact_at"]),
         mcp_servers=mcp,
         hooks=hooks,
         origins=origins,

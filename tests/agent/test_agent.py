@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from shared.agent.agent import Agent
+from shared.agent.context import SUMMARY_PROMPT, ContextEngine
 from shared.agent.events import AgentEvent
 from shared.agent.llm import make_chat
 from shared.agent.mesh_tools import MeshTools
@@ -228,3 +229,40 @@ async def test_the_same_text_written_again_and_again_stops_the_run(tmp_path: Pat
         "stopped: loop detected: the model wrote the same text 3 times in a row ('Let me think about the pets again.')"
     )
     assert len(llm.bodies) == 3
+
+
+async def test_a_full_context_is_compacted_by_a_summary_and_the_task_finishes_after_it(
+    tmp_path: Path, backend: Backend
+) -> None:
+    def script(body: dict[str, Any]) -> Steps:
+        messages = body["messages"]
+        if messages[0]["content"] == SUMMARY_PROMPT:
+            assert "list_pets" in messages[1]["content"] and "Rex" in messages[1]["content"]  # the transcript
+            return [("text", "SUMMARY: the user asked which pets there are; list_pets answered Rex and Tom.")]
+        if last_tool_results(body):
+            return [("text", "Done: " + last_tool_results(body)[0][:40])]
+        return [("tool", "list_pets", json.dumps({"limit": len(messages)}))]
+
+    with openai_stream(script) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            # A window so small that every turn is over it: the first prompt has nothing before it to compact, the
+            # second's first turn compacts the first exchange, its second turn has only the summary before it.
+            agent = agent_for(world, "openai", llm.url, context=ContextEngine(window=1000, compact_at=0.1))
+            first = await run(agent, "Which pets are there?")
+            second = await run(agent, "And again, with one fewer?")
+            traces = (await world.admin.get("/sessions/sess-7")).json()
+    assert first[-1].type == "agent_end" and not any(e.type == "notice" for e in first)
+    notices = [e.text for e in second if e.type == "notice"]
+    assert len(notices) == 1 and notices[0].startswith("context compacted: summarized 4 messages (~")
+    assert second[-1].type == "agent_end"  # the task finished after the compaction
+    summary_requests = [b for b in llm.bodies if b["messages"][0]["content"] == SUMMARY_PROMPT]
+    assert len(summary_requests) == 1 and "tools" not in summary_requests[0]
+    after = llm.bodies[llm.bodies.index(summary_requests[0]) + 1]["messages"]
+    assert [m["role"] for m in after] == ["system", "user", "assistant", "user"]
+    assert after[1]["content"].endswith("list_pets answered Rex and Tom.")
+    assert after[3]["content"] == "And again, with one fewer?"
+    assert [m.role for m in agent.messages] == ["user", "assistant", "user", "assistant", "tool", "assistant"]
+    assert [(t["tool"], t["params"]) for t in sorted(traces, key=lambda t: t["timestamp"])] == [
+        ("list_pets", {"limit": 2}),
+        ("list_pets", {"limit": 4}),
+    ]
