@@ -177,7 +177,12 @@ class OpenAIChat(_StreamingClient):
                 turn: dict[str, Any] = {"role": "assistant", "content": m.text or None}
                 if m.tool_calls:
                     turn["tool_calls"] = [
-                        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments},
+                            **c.extra,
+                        }
                         for c in m.tool_calls
                     ]
                 wire.append(turn)
@@ -201,6 +206,7 @@ class OpenAIChat(_StreamingClient):
     ) -> AsyncIterator[StreamEvent]:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         calls: dict[int, dict[str, str]] = {}
+        extras: dict[int, dict[str, Any]] = {}
         stop, usage = "stop", {}
         async for chunk in _sse_data(self._lines(self._endpoint(), self._body(system, messages, tools), headers)):
             if isinstance(chunk, dict) and "error" in chunk:
@@ -218,6 +224,8 @@ class OpenAIChat(_StreamingClient):
                 for part in delta.get("tool_calls") or []:
                     index = _call_index(part, calls)
                     slot = calls.setdefault(index, {"id": "", "name": "", "arguments": "", "started": ""})
+                    if isinstance(part.get("extra_content"), dict):  # kept whole, sent back with the call
+                        extras.setdefault(index, {})["extra_content"] = part["extra_content"]
                     fn = part.get("function") or {}
                     slot["id"] = part.get("id") or slot["id"]
                     slot["name"] += fn.get("name") or ""
@@ -231,7 +239,8 @@ class OpenAIChat(_StreamingClient):
                     stop = str(choice["finish_reason"])
         for index in sorted(calls):
             slot = calls[index]
-            yield ToolCallDone(ToolCall(slot["id"] or f"call_{index}", slot["name"], slot["arguments"] or "{}"))
+            arguments = slot["arguments"] or "{}"
+            yield ToolCallDone(ToolCall(slot["id"] or f"call_{index}", slot["name"], arguments, extras.get(index, {})))
         yield Finished(stop, usage)
 
 

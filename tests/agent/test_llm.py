@@ -165,3 +165,19 @@ async def test_an_unreachable_model_is_an_error_not_a_hang() -> None:
 def test_an_unknown_provider_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown LLM provider 'gemini'"):
         make_chat("gemini", "m")
+
+
+async def test_gemini_thought_signatures_go_back_with_their_calls() -> None:
+    with openai_stream(two_steps) as llm:
+        llm.signatures = True
+        events = await collect(make_chat("openai", "m", url=llm.url, api_key="sk-test"), [Message("user", "hi")], [])
+        calls = [e.call for e in events if isinstance(e, ToolCallDone)]
+        assert [c.extra for c in calls] == [
+            {"extra_content": {"google": {"thought_signature": "sig-0"}}},
+            {"extra_content": {"google": {"thought_signature": "sig-1"}}},
+        ]
+        history = [Message("user", "hi"), Message("assistant", "", tool_calls=calls)]
+        history.append(Message("tool", results=[ToolResult(c.id, "ok") for c in calls]))
+        await collect(make_chat("openai", "m", url=llm.url, api_key="sk-test"), history, [])
+    sent = llm.bodies[-1]["messages"][2]["tool_calls"]  # after the system prompt and the user's message
+    assert [c["extra_content"]["google"]["thought_signature"] for c in sent] == ["sig-0", "sig-1"]
