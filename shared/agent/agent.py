@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,7 @@ class Agent:
         hooks: Hooks | None = None,
         loop_repeats: int = 3,
         context: ContextEngine | None = None,
+        custom_tools: Sequence[Builtin] = (),
     ) -> None:
         self.chat = chat
         self.context = context
@@ -97,6 +98,8 @@ class Agent:
         self.tools: list[MeshTool] | None = None
         self.usage = session.usage if session is not None else {"input_tokens": 0, "output_tokens": 0}
         self._builtin_specs: dict[str, Builtin] = dict(BUILTINS) if workspace is not None else {}
+        if workspace is not None:  # custom tools run here, like the built-ins, through the same gates
+            self._builtin_specs.update({t.name: t for t in custom_tools})
         self._unsaved = ""  # why the last save failed, until it is said
 
     def switch(self, session: Session) -> None:

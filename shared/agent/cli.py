@@ -26,6 +26,7 @@ from .agent import DEFAULT_SYSTEM_PROMPT, Agent, Confirm, Workspace
 from .builtin_tools import ShellLimits
 from .config import AgentConfig, ConfigError, agent_md_files, load_config
 from .context import ContextEngine
+from .custom_tools import load_custom_tools
 from .events import AgentEvent
 from .hooks import Hooks
 from .llm import DEFAULT_URLS, LLMError, make_chat
@@ -347,6 +348,7 @@ async def _main(args: argparse.Namespace, config: AgentConfig, env: Mapping[str,
     )
     if interactive:
         workspace.confirm = _terminal_confirm(sys.stderr)
+    custom = load_custom_tools(list(config.tool_folders))
     hooks = Hooks(config.hooks, cwd, session.id)
     agent = Agent(
         chat,
@@ -358,9 +360,12 @@ async def _main(args: argparse.Namespace, config: AgentConfig, env: Mapping[str,
         session=session,
         hooks=hooks,
         context=ContextEngine(config.context_window, config.compact_at),
+        custom_tools=custom,
     )
     if config.offline or args.prompt is None:
         render.err.write(_banner(config, session, resumed))
+    if custom:
+        render.show(AgentEvent("notice", text=f"custom tools: {', '.join(t.name for t in custom)}"))
     store.save(session)
     if hooks.has("session_start"):
         started = await hooks.fire("session_start", {"resumed": resumed, "agent_id": config.agent_id})
@@ -388,7 +393,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return asyncio.run(_main(args, config, env, cwd, home))
-    except (ConfigError, SessionError) as e:
+    except ConfigError as e:
+        print(f"flux7 agent: config error: {e}", file=sys.stderr)
+        return 2
+    except SessionError as e:
         print(f"flux7 agent: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -63,6 +63,7 @@ class AgentConfig:
     system_prompt_file: str
     context_window: int = 128_000
     compact_at: float = 0.8
+    tool_folders: tuple[Path, ...] = ()  # where custom tools are loaded from, in order
     mcp_servers: tuple[McpServerConfig, ...] = ()
     hooks: tuple[HookConfig, ...] = ()
     origins: dict[str, str] = field(default_factory=dict)  # key -> "default" | a file | "env NAME" | "flag --x"
@@ -87,6 +88,7 @@ _SCALARS: dict[str, tuple[type | tuple[type, ...], Any]] = {
     "sessions.dir": (str, ""),
     "context.window": (int, 128_000),
     "context.compact_at": ((int, float), 0.8),
+    "tools.trust_project": (bool, False),
 }
 _LISTS = ("mcp_servers", "hooks")
 
@@ -113,16 +115,21 @@ def repo_root(cwd: Path) -> Path | None:
     return None
 
 
-def project_config(cwd: Path) -> Path | None:
-    """`.flux7/agent.toml` in cwd or a parent, up to the repository root."""
+def project_dir(cwd: Path) -> Path | None:
+    """The nearest `.flux7` folder at or above cwd, up to the repository root."""
     root = repo_root(cwd)
     for folder in [cwd, *cwd.parents]:
-        candidate = folder / ".flux7" / "agent.toml"
-        if candidate.is_file():
-            return candidate
+        if (folder / ".flux7").is_dir():
+            return folder / ".flux7"
         if folder == root:
             break
     return None
+
+
+def project_config(cwd: Path) -> Path | None:
+    """`.flux7/agent.toml` in the project's `.flux7` folder."""
+    folder = project_dir(cwd)
+    return folder / "agent.toml" if folder is not None and (folder / "agent.toml").is_file() else None
 
 
 def agent_md_files(cwd: Path, env: Mapping[str, str], home: Path) -> list[Path]:
@@ -236,6 +243,8 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str], *, cwd: Path, 
             continue
         files.append(path)
         for key, value in _read_toml(path).items():
+            if key == "tools.trust_project" and path != user_file:
+                raise ConfigError(f"{path}: tools.trust_project can only be set in the user's own {user_file}")
             if key in _LISTS:
                 lists[key] = (value, str(path))
                 continue
@@ -292,6 +301,10 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str], *, cwd: Path, 
         data = env.get("XDG_DATA_HOME") or str(home / ".local" / "share")
         sessions = Path(data) / "flux7" / "agent" / "sessions"
     token = str(flags.get("token") or env.get("MESH_AGENT_TOKEN") or "")
+    folders = [user_config_dir(env, home) / "tools"]
+    project = project_dir(cwd)
+    if values["tools.trust_project"] and project is not None:
+        folders.append(project / "tools")
     return AgentConfig(
         provider=provider,
         model=values["model"],
@@ -310,6 +323,7 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str], *, cwd: Path, 
         system_prompt_file=values["system_prompt_file"],
         context_window=int(values["context.window"]),
         compact_at=float(values["context.compact_at"]),
+        tool_folders=tuple(folders),
         mcp_servers=mcp,
         hooks=hooks,
         origins=origins,

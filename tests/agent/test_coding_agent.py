@@ -425,3 +425,67 @@ def test_hooks_see_each_event_and_a_before_tool_hook_blocks_a_call(mesh: Server,
     rows = session_rows(mesh, "hooks-1")
     assert [(r["tool"], r["params"]["command"]) for r in rows] == [("shell", "echo built")]
     assert seen[5]["trace_id"] == rows[0]["trace_id"]
+
+
+WORD_COUNT = """
+DESCRIPTION = "Count the words of a file."
+PARAMETERS = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+MUTATING = False
+
+def run(arguments, cwd):
+    return str(len((cwd / arguments["path"]).read_text().split()))
+"""
+
+STAMP = """
+NAME = "stamp"
+DESCRIPTION = "Write a stamp file."
+PARAMETERS = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+async def run(arguments, cwd):
+    (cwd / "STAMP").write_text(arguments["text"])
+    return "stamped"
+"""
+
+
+def test_custom_tools_from_the_user_and_a_trusted_project_pass_both_gates(mesh: Server, tmp_path: Path) -> None:
+    work = project(tmp_path)
+    home = tmp_path / "home"
+    (home / ".config" / "flux7" / "tools").mkdir(parents=True)
+    (home / ".config" / "flux7" / "tools" / "word_count.py").write_text(WORD_COUNT)
+    (work / ".flux7" / "tools").mkdir(parents=True)
+    (work / ".flux7" / "tools" / "stamp.py").write_text(STAMP)
+    script = turns(tool("word_count", path="src/app.py"), tool("stamp", text="v1"), [])
+
+    def offered(body: dict[str, Any]) -> list[str]:
+        return [t["function"]["name"] for t in body["tools"]]
+
+    with openai_stream(script) as llm:
+        untrusted = run_agent(mesh, tmp_path, llm.url, ["-p", "count", "--session", "custom-1"], work)
+        assert untrusted.returncode == 0, untrusted.stderr
+        assert "word_count" in offered(llm.bodies[0]) and "stamp" not in offered(llm.bodies[0])  # not trusted
+        (home / ".config" / "flux7" / "agent.toml").write_text("[tools]\ntrust_project = true\n")
+        trusted = run_agent(mesh, tmp_path, llm.url, ["-p", "count", "--session", "custom-2", "--mode", "auto"], work)
+        assert trusted.returncode == 0, trusted.stderr
+        assert "note: custom tools: word_count, stamp" in trusted.stderr
+        assert last_tool_results(llm.bodies[-2]) == ["6"] and last_tool_results(llm.bodies[-1]) == ["stamped"]
+        assert (work / "STAMP").read_text() == "v1"
+        # A project cannot trust itself, and a broken tool stops the agent at start with one line.
+        (work / ".flux7" / "agent.toml").write_text("[tools]\ntrust_project = true\n")
+        self_trusted = run_agent(mesh, tmp_path, llm.url, ["-p", "x"], work)
+        (work / ".flux7" / "agent.toml").unlink()
+        broken_tool = "DESCRIPTION = 'no run'\nPARAMETERS = {'type': 'object'}\n"
+        (work / ".flux7" / "tools" / "broken.py").write_text(broken_tool)
+        broken = run_agent(mesh, tmp_path, llm.url, ["-p", "x"], work)
+    assert self_trusted.returncode == 2
+    assert "tools.trust_project can only be set in the user's own" in self_trusted.stderr
+    assert broken.returncode == 2
+    assert broken.stderr.strip() == (
+        f"flux7 agent: config error: custom tool {work / '.flux7/tools/broken.py'}: it must define run(arguments, cwd)"
+    )
+    assert [(r["tool"], r["policy"]) for r in session_rows(mesh, "custom-1")] == [("word_count", "allow")]
+    rows = session_rows(mesh, "custom-2")
+    assert [(r["tool"], r["policy"], r["params"]) for r in rows] == [
+        ("word_count", "allow", {"path": "src/app.py"}),
+        ("stamp", "allow", {"text": "v1"}),
+    ]
+    assert all(r["revision"] == 1 for r in rows)  # each completed by its outcome
