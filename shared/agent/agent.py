@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -25,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from . import safety
-from .builtin_tools import BUILTINS, Builtin, ShellLimits, ToolRun, validation_error
+from .builtin_tools import (
+    BUILTINS,
+    SUBAGENT_DEFAULT_TOOLS,
+    SUBAGENT_PROMPT,
+    Builtin,
+    ShellLimits,
+    ToolRun,
+    validation_error,
+)
 from .context import Compaction, ContextEngine
 from .conversation import Message, ToolCall, ToolResult, ToolSpec
 from .events import AgentEvent
@@ -403,7 +412,13 @@ class Agent:
                 )
                 return
         started = time.perf_counter()
-        run: ToolRun = await tool.run(arguments, ws.cwd, ws.shell)
+        if tool.name == "task":  # a sub-agent: its calls pass both gates themselves, shown as they happen
+            outcome: list[ToolRun] = []
+            async for event in self._subagent(arguments, outcome):
+                yield event
+            run = outcome[0]
+        else:
+            run = await tool.run(arguments, ws.cwd, ws.shell)
         elapsed_ms = (time.perf_counter() - started) * 1000
         if decision is not None and decision.trace_id:
             await self.mesh.report(
@@ -428,6 +443,51 @@ class Agent:
             diff=run.diff,
             exit_code=run.exit_code,
         )
+
+    async def _subagent(self, arguments: dict[str, Any], outcome: list[ToolRun]) -> AsyncIterator[AgentEvent]:
+        """Run a child agent with its own conversation and a narrowed tool set, as `<agent>/<name>` in the mesh;
+        its final answer (or why it stopped) is the task's result."""
+        ws = self.workspace
+        assert ws is not None
+        name = arguments["name"]
+        allowed = arguments.get("tools") or list(SUBAGENT_DEFAULT_TOOLS)
+        unknown = [t for t in allowed if t not in self._builtin_specs or t == "task"]
+        if unknown:
+            outcome.append(ToolRun(f"error: a sub-agent cannot have {', '.join(unknown)}", is_error=True))
+            return
+        mesh = self.mesh.child(name)
+        child = Agent(
+            self.chat,
+            mesh,
+            system_prompt=SUBAGENT_PROMPT.format(name=name, cwd=ws.cwd),
+            max_turns=self.max_turns,
+            wait_notice=self.wait_notice,
+            workspace=ws,
+            hooks=self.hooks,
+            custom_tools=[t for n, t in self._builtin_specs.items() if n not in BUILTINS],
+        )
+        child._builtin_specs = {n: t for n, t in child._builtin_specs.items() if n in allowed}
+        child.tools = []  # built-in and custom tools only: the mesh's tools stay with the parent
+        answer, error = "", ""
+        try:
+            async for event in child.run(arguments["prompt"]):
+                if event.type.startswith("tool_call_") and event.type not in ("tool_call_streaming", "tool_call_delta"):
+                    yield dataclasses.replace(event, tool=f"{name}/{event.tool}")
+                elif event.type == "notice":
+                    yield event
+                elif event.type == "text_complete":
+                    answer = event.text
+                elif event.type == "agent_error":
+                    error = event.text
+                elif event.type == "agent_end":
+                    for k, v in event.usage.items():
+                        self.usage[k] = self.usage.get(k, 0) + v
+        finally:
+            await mesh.aclose()
+        if error:
+            outcome.append(ToolRun(f"error: the sub-agent {name} stopped: {error}", is_error=True))
+        else:
+            outcome.append(ToolRun(answer or "(the sub-agent answered nothing)"))
 
     def _trim(self) -> None:
         """Keep the conversation bounded: drop the oldest exchanges, never splitting a tool call from its result."""

@@ -21,7 +21,14 @@ from typing import Any
 import pathspec
 from jsonschema import Draft202012Validator
 
-__all__ = ["BUILTINS", "Builtin", "ToolRun", "validation_error"]
+__all__ = ["BUILTINS", "SUBAGENT_DEFAULT_TOOLS", "SUBAGENT_PROMPT", "Builtin", "ToolRun", "validation_error"]
+
+SUBAGENT_DEFAULT_TOOLS = ("read_file", "list_dir", "glob", "grep")
+SUBAGENT_PROMPT = (
+    "You are {name}, a sub-agent working in the directory {cwd} for another agent, which gave you one task. "
+    "Use your tools to do it, then answer with what the other agent needs to know, concisely. Every tool call "
+    "goes through a governance mesh that may refuse it; do not try to get around a refusal: report it."
+)
 
 _MAX_OUTPUT = 30_000  # characters of one result the model reads
 _MAX_MATCHES = 500
@@ -249,6 +256,10 @@ async def _shell(a: dict[str, Any], cwd: Path, limits: ShellLimits) -> ToolRun:
     return ToolRun(f"exit code {code}\n{text}", is_error=code != 0, exit_code=code)
 
 
+async def _no_direct_run(_a: dict[str, Any], _cwd: Path, _limits: ShellLimits) -> ToolRun:
+    return ToolRun("error: task runs through the agent", is_error=True)  # the agent runs sub-agents itself
+
+
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
@@ -318,6 +329,22 @@ BUILTINS: dict[str, Builtin] = {
             ),
             False,
             _guarded(_grep),
+        ),
+        Builtin(
+            "task",
+            "Hand a self-contained task to a sub-agent with its own conversation: it works with the tools you "
+            "give it (default: read_file, list_dir, glob, grep) and answers with its findings. name identifies "
+            "it (the mesh sees it as <this agent>/<name>).",
+            _schema(
+                {
+                    "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"},
+                    "prompt": {"type": "string", "minLength": 1},
+                    "tools": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+                },
+                ["name", "prompt"],
+            ),
+            False,  # its own calls pass both gates as the sub-agent's
+            _no_direct_run,
         ),
         Builtin(
             "shell",

@@ -104,6 +104,9 @@ class MeshTools:
         self.url = url.rstrip("/")
         self.agent_id = agent_id
         self.session_id = session_id
+        self.token = token
+        self._transport = transport
+        self._timeout = timeout
         # No read timeout by default: a call waiting for a human's approval blocks until the mesh resolves it
         # (approved, denied or timed out by the mesh's own approval timeout).
         self._client = httpx.AsyncClient(
@@ -178,6 +181,18 @@ class MeshTools:
             if cursor is None:
                 break
         return schemas
+
+    def child(self, name: str) -> MeshTools:
+        """The same mesh and session for a sub-agent, as `<agent>/<name>` (with a token, the mesh sees the
+        token's identity instead: a token names one agent)."""
+        return MeshTools(
+            self.url,
+            f"{self.agent_id}/{name}",
+            token=self.token,
+            session_id=self.session_id,
+            timeout=self._timeout,
+            transport=self._transport,
+        )
 
     def set_session(self, session_id: str) -> None:
         """Carry another session's id from now on (a resumed session keeps its mesh session id)."""

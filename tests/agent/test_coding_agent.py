@@ -39,14 +39,28 @@ rules:
     action: allow
 """
 
+# Sub-agents are `<parent>/<name>`: `*` does not cross `/`, so the policy above does not reach them; this one does.
+EXPLORERS = """
+name: explorers
+agent: "*/explorer"
+rules:
+  - tools: ["grep", "glob", "list_dir"]
+    action: allow
+  - tools: ["*"]
+    action: deny
+"""
+
 
 @pytest.fixture(scope="module")
 def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One mesh for the module (each test uses its own session ids). No admin token: on loopback the control
     plane is open, so the agent can name the approval a held call waits for."""
     folder = tmp_path_factory.mktemp("mesh")
-    with running_backend() as backend, running_server(pets_mesh_config(folder, backend, POLICY, admin_token=None)) as s:
-        yield s
+    with running_backend() as backend:
+        config = pets_mesh_config(folder, backend, POLICY, admin_token=None)
+        (folder / "policies" / "explorers.yaml").write_text(EXPLORERS)
+        with running_server(config) as s:
+            yield s
 
 
 def session_rows(server: Server, session_id: str) -> list[dict[str, Any]]:
@@ -71,8 +85,8 @@ def turns(*steps: list[Step]) -> Any:
     return script
 
 
-def tool(name: str, **arguments: Any) -> list[Step]:
-    return [("tool", name, json.dumps(arguments))]
+def tool(_tool: str, **arguments: Any) -> list[Step]:
+    return [("tool", _tool, json.dumps(arguments))]
 
 
 def openai_env() -> dict[str, str]:
@@ -489,3 +503,36 @@ def test_custom_tools_from_the_user_and_a_trusted_project_pass_both_gates(mesh: 
         ("stamp", "allow", {"text": "v1"}),
     ]
     assert all(r["revision"] == 1 for r in rows)  # each completed by its outcome
+
+
+def test_a_sub_agent_works_under_its_own_id_with_a_narrowed_tool_set(mesh: Server, tmp_path: Path) -> None:
+    work = project(tmp_path)
+
+    def script(body: dict[str, Any]) -> list[Step]:
+        messages = body["messages"]
+        if messages[0]["content"].startswith("You are explorer, a sub-agent"):
+            offered = sorted(t["function"]["name"] for t in body["tools"])
+            assert offered == ["grep", "read_file"], offered  # what the parent gave it, nothing else
+            done = last_tool_results(body)
+            if not done:
+                return tool("grep", pattern="GREETING =")
+            if len(done) == 1 and done[0].startswith("src/"):
+                return tool("read_file", path="src/app.py")
+            return [("text", "Found it in src/app.py:1; reading the file was refused: " + done[0][:18])]
+        if not last_tool_results(body):
+            return tool("task", name="explorer", prompt="Where is GREETING set?", tools=["grep", "read_file"])
+        return [("text", "The explorer says: " + last_tool_results(body)[0])]
+
+    with openai_stream(script) as llm:
+        done = run_agent(mesh, tmp_path, llm.url, ["-p", "find GREETING", "--session", "sub-1"], work)
+    assert done.returncode == 0, done.stderr
+    assert "→ explorer/grep" in done.stderr and "← deny" in done.stderr
+    final = last_tool_results(llm.bodies[-1])[0]
+    assert final == "Found it in src/app.py:1; reading the file was refused: refused by policy:"
+    rows = session_rows(mesh, "sub-1")
+    assert [(r["agent_id"], r["tool"], r["policy"]) for r in rows] == [
+        ("flux7-agent", "task", "allow"),
+        ("flux7-agent/explorer", "grep", "allow"),
+        ("flux7-agent/explorer", "read_file", "deny"),  # the parent may read; its sub-agent may not
+    ]
+    assert rows[0]["params"]["name"] == "explorer" and rows[0]["revision"] == 1  # the task's outcome, reported
