@@ -111,6 +111,11 @@ class Agent:
             self._builtin_specs.update({t.name: t for t in custom_tools})
         self._unsaved = ""  # why the last save failed, until it is said
 
+    def add_tools(self, tools: Sequence[Builtin]) -> None:
+        """More tools that run on this side of the mesh (an MCP server's), through the same gates."""
+        if self.workspace is not None:
+            self._builtin_specs.update({t.name: t for t in tools if t.name not in self._builtin_specs})
+
     def switch(self, session: Session) -> None:
         """Continue `session` from here: its conversation, usage and mesh session id."""
         self.session = session
@@ -335,14 +340,14 @@ class Agent:
         ws = self.workspace
         assert ws is not None  # built-ins are offered only with a workspace
         arguments = _arguments(call.arguments)
-        yield AgentEvent("tool_call_start", tool=tool.name, call_id=call.id, arguments=arguments or {})
+        yield AgentEvent("tool_call_start", tool=tool.mesh_name, call_id=call.id, arguments=arguments or {})
 
         def finish(text: str, policy: str, gate: str, *, error: bool, **kw: Any) -> AgentEvent:
             results.append(ToolResult(call.id, text, error))
             done = AgentEvent(
                 "tool_call_complete",
                 text=text,
-                tool=tool.name,
+                tool=tool.mesh_name,
                 call_id=call.id,
                 arguments=arguments or {},
                 policy=policy,
@@ -358,37 +363,39 @@ class Agent:
             return
         invalid = validation_error(tool.parameters, arguments)
         if invalid:
-            why = f"error: invalid arguments for {tool.name}: {invalid}; nothing was called"
+            why = f"error: invalid arguments for {tool.mesh_name}: {invalid}; nothing was called"
             yield finish(why, "error", "", error=True)
             return
-        blocked, problems = await self._before_tool(tool.name, arguments)
+        blocked, problems = await self._before_tool(tool.mesh_name, arguments)
         for problem in problems:
             yield AgentEvent("notice", text=problem)
         if blocked:
             yield finish(f"refused by a before_tool hook: {blocked}", "refused", "hook", error=True)
             return
         # Gate 1: the local safety layer. A refusal never reaches the mesh.
-        verdict = safety.check(tool.name, arguments, mutating=tool.mutating, mode=ws.mode, cwd=ws.cwd, home=ws.home)
+        verdict = safety.check(
+            tool.mesh_name, arguments, mutating=tool.mutating, mode=ws.mode, cwd=ws.cwd, home=ws.home
+        )
         if verdict.action == "refuse":
             yield finish(f"refused: {verdict.reason}. Do not retry; tell the user.", "refused", "local", error=True)
             return
         if verdict.action == "ask":
             yield AgentEvent(
-                "tool_call_confirm", tool=tool.name, call_id=call.id, arguments=arguments, text=verdict.reason
+                "tool_call_confirm", tool=tool.mesh_name, call_id=call.id, arguments=arguments, text=verdict.reason
             )
-            if not await ws.confirm(tool.name, arguments, verdict.reason):
+            if not await ws.confirm(tool.mesh_name, arguments, verdict.reason):
                 why = f"refused: the user did not confirm it ({verdict.reason}). Ask the user how to proceed."
                 yield finish(why, "refused", "local", error=True)
                 return
         # Gate 2: the mesh. Its approvals are resolved only in the mesh, never by the confirmation above.
         decision: Decision | None = None
         if not ws.offline:
-            pending = asyncio.ensure_future(self.mesh.decide(tool.name, arguments))
+            pending = asyncio.ensure_future(self.mesh.decide(tool.mesh_name, arguments))
             try:
                 done, _ = await asyncio.wait({pending}, timeout=self.wait_notice)
                 if not done:  # held for a human's approval in the mesh: say so, and which one when visible
-                    approval = await self.mesh.pending_approval(tool.name)
-                    yield AgentEvent("tool_call_waiting", tool=tool.name, call_id=call.id, approval_id=approval)
+                    approval = await self.mesh.pending_approval(tool.mesh_name)
+                    yield AgentEvent("tool_call_waiting", tool=tool.mesh_name, call_id=call.id, approval_id=approval)
                 decision = await pending
             except MeshUnavailable as e:
                 if tool.mutating and not safety.is_safe_command(str(arguments.get("command") or "")):
@@ -412,7 +419,7 @@ class Agent:
                 )
                 return
         started = time.perf_counter()
-        if tool.name == "task":  # a sub-agent: its calls pass both gates themselves, shown as they happen
+        if tool.mesh_name == "task":  # a sub-agent: its calls pass both gates themselves, shown as they happen
             outcome: list[ToolRun] = []
             async for event in self._subagent(arguments, outcome):
                 yield event

@@ -59,6 +59,11 @@ class Builtin:
     parameters: dict[str, Any]
     mutating: bool
     run: Runner
+    governed_as: str = ""  # the name the mesh decides it under, when not `name` (an MCP server's `<server>.<tool>`)
+
+    @property
+    def mesh_name(self) -> str:
+        return self.governed_as or self.name
 
 
 def validation_error(schema: dict[str, Any], arguments: Any) -> str:

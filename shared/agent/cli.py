@@ -30,6 +30,7 @@ from .custom_tools import load_custom_tools
 from .events import AgentEvent
 from .hooks import Hooks
 from .llm import DEFAULT_URLS, LLMError, make_chat
+from .mcp_servers import McpServers
 from .mesh_tools import MeshTools, MeshUnavailable
 from .safety import MODES
 from .sessions import Session, SessionError, SessionStore
@@ -349,6 +350,7 @@ async def _main(args: argparse.Namespace, config: AgentConfig, env: Mapping[str,
     if interactive:
         workspace.confirm = _terminal_confirm(sys.stderr)
     custom = load_custom_tools(list(config.tool_folders))
+    servers = McpServers(config.mcp_servers, cwd)
     hooks = Hooks(config.hooks, cwd, session.id)
     agent = Agent(
         chat,
@@ -372,10 +374,17 @@ async def _main(args: argparse.Namespace, config: AgentConfig, env: Mapping[str,
         for problem in started.problems:
             render.show(AgentEvent("notice", text=problem))
     try:
+        served, problems = await servers.start()
+        for problem in problems:
+            render.show(AgentEvent("notice", text=problem))
+        if served:
+            agent.add_tools(served)
+            render.show(AgentEvent("notice", text=f"MCP tools: {', '.join(t.mesh_name for t in served)}"))
         if args.prompt is not None:
             return 0 if await _one(agent, args.prompt, render) else 1
         return await _repl(agent, config, store, render)
     finally:
+        await servers.aclose()
         await chat.aclose()
         await mesh.aclose()
 

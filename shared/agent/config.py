@@ -9,6 +9,7 @@ become part of the system prompt.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ class McpServerConfig:
     command: str = ""
     args: tuple[str, ...] = ()
     url: str = ""
+    env: tuple[tuple[str, str], ...] = ()  # the stdio server's environment (the SDK passes only a safe default set)
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,7 @@ def _mcp_servers(value: Any, where: str) -> tuple[McpServerConfig, ...]:
         at = f"{where}: mcp_servers[{i}]"
         if not isinstance(item, dict):
             raise ConfigError(f"{at} must be a table")
-        unknown = set(item) - {"name", "command", "args", "url"}
+        unknown = set(item) - {"name", "command", "args", "url", "env"}
         if unknown:
             raise ConfigError(f"{at}: unknown key {sorted(unknown)[0]!r}")
         name, command, url = item.get("name"), item.get("command", ""), item.get("url", "")
@@ -202,7 +204,12 @@ def _mcp_servers(value: Any, where: str) -> tuple[McpServerConfig, ...]:
         args = item.get("args", [])
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise ConfigError(f"{at} ({name}): args must be an array of strings")
-        servers.append(McpServerConfig(name, command, tuple(args), url))
+        env = item.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise ConfigError(f"{at} ({name}): env must be a table of strings")
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", name):
+            raise ConfigError(f"{at}: name must be 1 to 32 of A-Z a-z 0-9 _ - (got {name!r})")
+        servers.append(McpServerConfig(name, command, tuple(args), url, tuple(sorted(env.items()))))
     return tuple(servers)
 
 

@@ -19,7 +19,7 @@ import pytest
 from tests.agent.llm_stream_servers import last_tool_results, openai_stream
 from tests.agent.test_cli import agent_cli, agent_env
 from tests.support.mesh import pets_mesh_config
-from tests.support.server import Server, running_server
+from tests.support.server import REPO, Server, running_server
 from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import running_backend
 
@@ -35,6 +35,8 @@ rules:
   - tools: ["edit_file"]
     action: human_approval
     condition: {field: path, operator: starts_with, value: "release"}
+  - tools: ["echo.write_file"]
+    action: deny
   - tools: ["*"]
     action: allow
 """
@@ -536,3 +538,39 @@ def test_a_sub_agent_works_under_its_own_id_with_a_narrowed_tool_set(mesh: Serve
         ("flux7-agent/explorer", "read_file", "deny"),  # the parent may read; its sub-agent may not
     ]
     assert rows[0]["params"]["name"] == "explorer" and rows[0]["revision"] == 1  # the task's outcome, reported
+
+
+def test_an_mcp_server_from_the_config_is_governed_call_by_call(mesh: Server, tmp_path: Path) -> None:
+    work = project(tmp_path)
+    (work / ".flux7").mkdir()
+    (work / ".flux7" / "agent.toml").write_text(
+        "[[mcp_servers]]\n"
+        'name = "echo"\n'
+        f"command = {json.dumps(sys.executable)}\n"
+        'args = ["-m", "tests.upstreams.servers.mcp_echo"]\n'
+        f"env = {{ PYTHONPATH = {json.dumps(str(REPO))} }}\n"
+    )
+    script = turns(
+        tool("echo_read_file", path="src/app.py"),
+        tool("echo_echo", text="over MCP"),
+        tool("echo_write_file", path="src/app.py", content="gone"),
+        [],
+    )
+    with openai_stream(script) as llm:
+        args = ["-p", "use echo", "--session", "mcp-1", "--mode", "auto-edit"]
+        done = run_agent(mesh, tmp_path, llm.url, args, work)
+    assert done.returncode == 0, done.stderr
+    assert "note: MCP tools: echo.echo, echo.read_file, echo.write_file" in done.stderr
+    offered = [t["function"]["name"] for t in llm.bodies[0]["tools"]]
+    assert {"echo_echo", "echo_read_file", "echo_write_file"} <= set(offered)
+    results = [last_tool_results(b)[0] for b in llm.bodies[1:]]
+    assert results[0].startswith("GREETING = 'hello'") and results[1] == "over MCP"
+    assert results[2].startswith("refused by policy:")
+    assert (work / "src" / "app.py").read_text().startswith("GREETING = 'hello'")  # the denied write never ran
+    rows = session_rows(mesh, "mcp-1")
+    assert [(r["tool"], r["policy"], r["status_code"]) for r in rows] == [
+        ("echo.read_file", "allow", 200),
+        ("echo.echo", "allow", 200),
+        ("echo.write_file", "deny", 403),
+    ]
+    assert rows[1]["params"] == {"text": "over MCP"} and rows[1]["revision"] == 1
