@@ -110,6 +110,8 @@ class Agent:
         if workspace is not None:  # custom tools run here, like the built-ins, through the same gates
             self._builtin_specs.update({t.name: t for t in custom_tools})
         self._unsaved = ""  # why the last save failed, until it is said
+        self._reports: set[asyncio.Future[bool]] = set()  # outcome reports still on their way to the mesh
+        self._writing: asyncio.Future[None] | None = None  # the session's last save, until it is written
 
     def add_tools(self, tools: Sequence[Builtin]) -> None:
         """More tools that run on this side of the mesh (an MCP server's), through the same gates."""
@@ -140,12 +142,37 @@ class Agent:
         self._save()
 
     def _save(self) -> None:
-        """Write the session as it is now. A save that fails does not stop the run: the next event says so."""
-        if self.store is not None and self.session is not None:
-            try:
-                self.store.save(self.session)
-            except SessionError as e:
-                self._unsaved = str(e)
+        """Save the session as it is now. The snapshot is taken here; the file is written in a thread, one write
+        after another, beside the model's turn (a run waits for the last one before it ends). A save that fails
+        does not stop the run: the next event says so."""
+        if self.store is None or self.session is None:
+            return
+        store, session_id, data = self.store, self.session.id, self.store.encode(self.session)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a caller outside the agent's runs): write now
+            self._write(store, session_id, data)
+            return
+        previous = self._writing
+
+        async def write() -> None:
+            if previous is not None:
+                await previous
+            await asyncio.to_thread(self._write, store, session_id, data)
+
+        self._writing = asyncio.ensure_future(write())
+
+    def _write(self, store: SessionStore, session_id: str, data: bytes) -> None:
+        try:
+            store.write(session_id, data)
+        except SessionError as e:
+            self._unsaved = str(e)
+
+    async def flush(self) -> None:
+        """Wait until the session's last save is on disk."""
+        if self._writing is not None:
+            await self._writing
+            self._writing = None
 
     async def refresh_tools(self) -> list[MeshTool]:
         if self.workspace is not None and self.workspace.offline:
@@ -162,6 +189,16 @@ class Agent:
         return builtins + [t.spec for t in self.tools or []]
 
     async def run(self, prompt: str) -> AsyncIterator[AgentEvent]:
+        try:
+            async for event in self._events(prompt):
+                yield event
+        finally:
+            if self._reports:  # the run is not over until the mesh has every outcome
+                await asyncio.gather(*self._reports, return_exceptions=True)
+                self._reports.clear()
+            await self.flush()  # nor until the session is saved
+
+    async def _events(self, prompt: str) -> AsyncIterator[AgentEvent]:
         async for event in self._run(prompt):
             if self._unsaved:
                 yield AgentEvent("notice", text=f"the session is not saved: {self._unsaved}")
@@ -428,7 +465,8 @@ class Agent:
             run = await tool.run(arguments, ws.cwd, ws.shell)
         elapsed_ms = (time.perf_counter() - started) * 1000
         if decision is not None and decision.trace_id:
-            await self.mesh.report(
+            # Sent beside the next model turn rather than before it; the run waits for it before it ends.
+            report = self.mesh.report(
                 decision.trace_id,
                 ok=not run.is_error,
                 exit_code=run.exit_code,
@@ -436,6 +474,7 @@ class Agent:
                 duration_ms=elapsed_ms,
                 error=run.content[:500] if run.is_error else "",
             )
+            self._reports.add(asyncio.ensure_future(report))
         if decision is None:
             policy, gate = ("offline", "offline") if ws.offline else ("ungoverned", "local")
         else:

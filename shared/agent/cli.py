@@ -384,6 +384,7 @@ async def _main(args: argparse.Namespace, config: AgentConfig, env: Mapping[str,
             return 0 if await _one(agent, args.prompt, render) else 1
         return await _repl(agent, config, store, render)
     finally:
+        await agent.flush()
         await servers.aclose()
         await chat.aclose()
         await mesh.aclose()

@@ -96,16 +96,22 @@ class SessionStore:
         return self.folder / f"{session_id}.json"
 
     def save(self, session: Session) -> None:
+        self.write(session.id, self.encode(session))
+
+    def encode(self, session: Session) -> bytes:
+        """The session as it is now (quick: the slow part, the file, is `write`)."""
         session.updated = _now()
+        return json.dumps(session.to_json(), ensure_ascii=False, indent=1).encode()
+
+    def write(self, session_id: str, data: bytes) -> None:
         try:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            data = json.dumps(session.to_json(), ensure_ascii=False, indent=1).encode()
             fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".session-", suffix=".tmp")
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-            os.replace(tmp, self.path(session.id))  # a crash mid-write leaves the previous save whole
+            os.replace(tmp, self.path(session_id))  # a crash mid-write leaves the previous save whole
         except OSError as e:
-            raise SessionError(f"cannot save session {session.id} in {self.folder}: {e.strerror or e}") from e
+            raise SessionError(f"cannot save session {session_id} in {self.folder}: {e.strerror or e}") from e
 
     def load(self, session_id: str) -> Session:
         path = self.path(session_id)
