@@ -20,7 +20,7 @@ import secrets
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from .agent import DEFAULT_SYSTEM_PROMPT, Agent, Confirm, Workspace
 from .builtin_tools import ShellLimits
@@ -76,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-c", "--continue", dest="cont", action="store_true", help="resume the newest session started here")
     p.add_argument("--max-turns", type=int, default=None, help="model turns per prompt (default 20)")
     p.add_argument("--json", action="store_true", help="write every event as a JSON line on stdout (for scripts)")
+    p.add_argument("--plain", action="store_true", help="plain text even on a terminal (no colours, no markdown)")
     p.add_argument("--system", default=None, help="a file whose text replaces the default system prompt")
     return p
 
@@ -116,6 +117,13 @@ def system_prompt(config: AgentConfig, cwd: Path, env: Mapping[str, str], home: 
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"cannot read {path}: {e}") from e
     return "\n\n".join(parts)
+
+
+class Render(Protocol):
+    out: TextIO
+    err: TextIO
+
+    def show(self, event: AgentEvent) -> None: ...
 
 
 class JsonRenderer:
@@ -201,7 +209,7 @@ def _terminal_confirm(err: TextIO) -> Confirm:
     return confirm
 
 
-async def _one(agent: Agent, prompt: str, render: Renderer | JsonRenderer) -> bool:
+async def _one(agent: Agent, prompt: str, render: Render) -> bool:
     ok = False
     async for event in agent.run(prompt):
         render.show(event)
@@ -222,7 +230,7 @@ def _banner(config: AgentConfig, session: Session, resumed: bool) -> str:
     )
 
 
-async def _repl(agent: Agent, config: AgentConfig, store: SessionStore, render: Renderer | JsonRenderer) -> int:
+async def _repl(agent: Agent, config: AgentConfig, store: SessionStore, render: Render) -> int:
     render.err.write("/help for commands\n")
     prompt = "flux7> " if sys.stdin.isatty() else ""  # piped input gets no prompts in its output
     session = agent.session
@@ -338,7 +346,15 @@ async def _main(args: argparse.Namespace, config: AgentConfig, env: Mapping[str,
         config.provider, config.model, url=config.llm_url, api_key=config.api_key, temperature=config.temperature
     )
     mesh = MeshTools(config.mesh_url, config.agent_id, token=config.token, session_id=session.id)
-    render: Renderer | JsonRenderer = (JsonRenderer if args.json else Renderer)(sys.stdout, sys.stderr)
+    render: Render
+    if args.json:
+        render = JsonRenderer(sys.stdout, sys.stderr)
+    elif not args.plain and sys.stdout.isatty():
+        from .tui import RichRenderer  # Rich only for a terminal
+
+        render = RichRenderer(sys.stdout, sys.stderr)
+    else:
+        render = Renderer(sys.stdout, sys.stderr)
     interactive = args.prompt is None or sys.stdin.isatty()
     workspace = Workspace(
         cwd=cwd,

@@ -4,6 +4,7 @@ keyboard, and the mesh's trace of what ran."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -18,6 +19,8 @@ from tests.support.mesh import pets_mesh_config
 from tests.support.server import running_server
 from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 class Terminal:
@@ -43,8 +46,13 @@ class Terminal:
             self._screen += data
 
     @property
+    def raw(self) -> str:
+        return self._screen.decode("utf-8", "replace")
+
+    @property
     def screen(self) -> str:
-        return self._screen.decode("utf-8", "replace").replace("\r\n", "\n")
+        """What a person reads: colours and cursor movements taken out."""
+        return _ANSI.sub("", self.raw).replace("\r\n", "\n").replace("\r", "\n")
 
     def type(self, text: str) -> None:
         os.write(self.master, text.encode())
@@ -65,12 +73,12 @@ class Terminal:
 def test_the_repl_at_a_terminal_asks_and_runs_what_the_user_confirms(tmp_path: Path, backend: Backend) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    script = turns(tool("shell", command="touch made.txt"), [("text", "Made it.")])
+    script = turns(tool("shell", command="touch made.txt"), [("text", "## Result\n\nMade **it**.")])
     with (
         openai_stream(script) as llm,
         running_server(pets_mesh_config(tmp_path, backend, POLICY, admin_token=None)) as mesh,
     ):
-        env = {**agent_env(llm.url, tmp_path / "home", openai_env()), "TERM": "dumb"}
+        env = {**agent_env(llm.url, tmp_path / "home", openai_env()), "TERM": "xterm-256color"}
         argv = [sys.executable, "-m", "shared.cli", "agent", "--mesh", mesh.url, "--session", "tty-1"]
         term = Terminal(argv, env, work)
         try:
@@ -81,7 +89,7 @@ def test_the_repl_at_a_terminal_asks_and_runs_what_the_user_confirms(tmp_path: P
             assert "? shell needs your confirmation: shell changes things (on-request mode asks)" in term.screen
             assert not (work / "made.txt").exists()
             term.type("y\n")
-            at = term.wait_for("Made it.", at)
+            at = term.wait_for("Made it.", at)  # markdown rendered: no `**`, no `##`
             at = term.wait_for("flux7> ", at)
             term.type("/exit\n")
             term.proc.wait(30)
@@ -91,5 +99,8 @@ def test_the_repl_at_a_terminal_asks_and_runs_what_the_user_confirms(tmp_path: P
     assert term.proc.returncode == 0
     assert (work / "made.txt").exists()
     assert "make a file" in term.screen  # the terminal echoed what was typed
+    assert "## Result" not in term.screen and "Result" in term.screen and "**" not in term.screen
+    assert "\x1b[" in term.raw  # Rich's colours, on a terminal
+    assert "← allow · trace" in term.screen and "tokens: this prompt 24 in / 14 out" in term.screen
     assert last_tool_results(llm.bodies[1]) == ["exit code 0\n"]
     assert [(r["tool"], r["policy"], r["exit_code"]) for r in rows] == [("shell", "allow", 0)]
