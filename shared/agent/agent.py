@@ -424,6 +424,10 @@ class Agent:
                 why = f"refused: the user did not confirm it ({verdict.reason}). Ask the user how to proceed."
                 yield finish(why, "refused", "local", error=True)
                 return
+        if ws.offline and tool.needs_mesh:
+            why = f"refused: {tool.mesh_name} runs only when the mesh allows it, and the agent is offline"
+            yield finish(why + ". Tell the user.", "refused", "local", error=True)
+            return
         # Gate 2: the mesh. Its approvals are resolved only in the mesh, never by the confirmation above.
         decision: Decision | None = None
         if not ws.offline:
@@ -435,8 +439,10 @@ class Agent:
                     yield AgentEvent("tool_call_waiting", tool=tool.mesh_name, call_id=call.id, approval_id=approval)
                 decision = await pending
             except MeshUnavailable as e:
-                if tool.mutating and not safety.is_safe_command(str(arguments.get("command") or "")):
-                    why = f"refused: the mesh cannot be asked ({e}); nothing that changes things runs without it"
+                changes = tool.mutating and not safety.is_safe_command(str(arguments.get("command") or ""))
+                if changes or tool.needs_mesh:
+                    what = "it" if tool.needs_mesh else "nothing that changes things"
+                    why = f"refused: the mesh cannot be asked ({e}); {what} runs without it"
                     yield finish(why + " (fail closed). Tell the user.", "error", "mesh", error=True)
                     return
                 decision = None  # a read: it runs, untraced, and the terminal says so

@@ -60,6 +60,7 @@ class Builtin:
     mutating: bool
     run: Runner
     governed_as: str = ""  # the name the mesh decides it under, when not `name` (an MCP server's `<server>.<tool>`)
+    needs_mesh: bool = False  # runs only on the mesh's allow: refused offline or when the mesh cannot be asked
 
     @property
     def mesh_name(self) -> str:
@@ -261,6 +262,38 @@ async def _shell(a: dict[str, Any], cwd: Path, limits: ShellLimits) -> ToolRun:
     return ToolRun(f"exit code {code}\n{text}", is_error=code != 0, exit_code=code)
 
 
+_MAX_FETCH = 2_000_000  # bytes web_fetch reads of a page
+_TAGS = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.S | re.I)
+
+
+async def _web_fetch(a: dict[str, Any], _cwd: Path, limits: ShellLimits) -> ToolRun:
+    import html
+
+    import httpx
+
+    url = a["url"]
+    if not url.startswith(("http://", "https://")):
+        return ToolRun("error: only http and https URLs are fetched", is_error=True)
+    try:
+        async with (
+            httpx.AsyncClient(timeout=httpx.Timeout(30.0), follow_redirects=True, max_redirects=5) as client,
+            client.stream("GET", url, headers={"User-Agent": "flux7-agent"}) as resp,
+        ):
+            body = b""
+            async for chunk in resp.aiter_bytes():
+                body += chunk
+                if len(body) > _MAX_FETCH:
+                    break
+    except httpx.HTTPError as e:
+        return ToolRun(f"error: {url}: {e.__class__.__name__}: {e}", is_error=True)
+    text = body[:_MAX_FETCH].decode(resp.encoding or "utf-8", "replace")
+    if "html" in resp.headers.get("content-type", ""):
+        text = html.unescape(_TAGS.sub(" ", text))
+        text = "\n".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
+    status = f"HTTP {resp.status_code} {resp.headers.get('content-type', '')}".strip()
+    return ToolRun(f"{status}\n{_clip(text, limits.output_limit)}", is_error=resp.status_code >= 400)
+
+
 async def _no_direct_run(_a: dict[str, Any], _cwd: Path, _limits: ShellLimits) -> ToolRun:
     return ToolRun("error: task runs through the agent", is_error=True)  # the agent runs sub-agents itself
 
@@ -350,6 +383,15 @@ BUILTINS: dict[str, Builtin] = {
             ),
             False,  # its own calls pass both gates as the sub-agent's
             _no_direct_run,
+        ),
+        Builtin(
+            "web_fetch",
+            "Fetch a web page or file over http(s) and answer its text (HTML reduced to text). Runs only when the "
+            "mesh allows it.",
+            _schema({"url": {"type": "string", "minLength": 8, "maxLength": 2048}}, ["url"]),
+            False,
+            _web_fetch,
+            needs_mesh=True,
         ),
         Builtin(
             "shell",

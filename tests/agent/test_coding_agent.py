@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -574,3 +575,40 @@ def test_an_mcp_server_from_the_config_is_governed_call_by_call(mesh: Server, tm
         ("echo.write_file", "deny", 403),
     ]
     assert rows[1]["params"] == {"text": "over MCP"} and rows[1]["revision"] == 1
+
+
+def test_web_fetch_runs_only_on_the_mesh_s_allow(mesh: Server, tmp_path: Path) -> None:
+    work = project(tmp_path)
+    hits: list[str] = []
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            body = b"<html><script>track()</script><h1>Hello &amp; welcome</h1><p>to the docs</p></html>"
+            self.send_response(200)
+            self.send_header("content-type", "text/html; charset=utf-8")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    page = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=page.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    url = f"http://127.0.0.1:{page.server_address[1]}/docs"
+    try:
+        with openai_stream(turns(tool("web_fetch", url=url), [])) as llm:
+            done = run_agent(mesh, tmp_path, llm.url, ["-p", "read the docs", "--session", "web-1"], work)
+            offline = run_agent(mesh, tmp_path, llm.url, ["-p", "read the docs", "--offline"], work)
+    finally:
+        page.shutdown()
+        page.server_close()
+    assert done.returncode == 0, done.stderr
+    assert last_tool_results(llm.bodies[1]) == ["HTTP 200 text/html; charset=utf-8\nHello & welcome to the docs"]
+    assert [(r["tool"], r["policy"], r["params"]) for r in session_rows(mesh, "web-1")] == [
+        ("web_fetch", "allow", {"url": url})
+    ]
+    assert offline.returncode == 0, offline.stderr
+    assert last_tool_results(llm.bodies[3])[0].startswith("refused: web_fetch runs only when the mesh allows it")
+    assert hits == ["/docs"]  # fetched once: with the mesh's allow, never offline
