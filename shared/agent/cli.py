@@ -108,8 +108,8 @@ def system_prompt(config: AgentConfig, cwd: Path, env: Mapping[str, str], home: 
     parts = [
         base,
         f"You work in the directory {cwd}. Your built-in tools (read_file, write_file, edit_file, list_dir, glob, "
-        "grep, shell, web_fetch, task) run there, on the user's machine; each call is checked by a local safety layer and then "
-        "decided by the mesh before it runs.",
+        "grep, shell, web_fetch, task) run there, on the user's machine; each call is checked by a local safety "
+        "layer and then decided by the mesh before it runs.",
     ]
     for path in agent_md_files(cwd, env, home):
         try:
