@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
+import contextlib
 import dataclasses
 import json
 import os
@@ -24,7 +26,7 @@ from typing import Any, Protocol, TextIO
 
 from .agent import DEFAULT_SYSTEM_PROMPT, Agent, Confirm, Workspace
 from .builtin_tools import ShellLimits
-from .config import AgentConfig, ConfigError, agent_md_files, load_config
+from .config import KEY_ENV, AgentConfig, ConfigError, agent_md_files, load_config
 from .context import ContextEngine
 from .custom_tools import load_custom_tools
 from .events import AgentEvent
@@ -45,7 +47,7 @@ _HELP = """commands:
   /save      save the session now (it is saved after every message anyway)
   /sessions  saved sessions, newest first
   /resume ID continue a saved session (its conversation and mesh session id)
-  /model [M] the model, or switch to M (same provider)
+  /model [M] the model, or switch to M (or to PROVIDER:M)
   /session   this session's id (also the mesh session id: the console's Sessions page shows its calls)
   /config    each setting and where it came from
   /usage     tokens used so far
@@ -230,14 +232,52 @@ def _banner(config: AgentConfig, session: Session, resumed: bool) -> str:
     )
 
 
-async def _repl(agent: Agent, config: AgentConfig, store: SessionStore, render: Render) -> int:
+def _history(config: AgentConfig) -> None:
+    """Line editing and a history kept across sessions (`<sessions.dir>/../history`), at a terminal only."""
+    try:
+        import readline
+    except ImportError:  # a Python without readline: plain input
+        return
+    path = config.sessions_dir.parent / "history"
+    with contextlib.suppress(OSError):
+        readline.read_history_file(path)
+    readline.set_history_length(1000)
+
+    def save() -> None:
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            readline.write_history_file(path)
+
+    atexit.register(save)
+
+
+async def _read_prompt(prompt: str, more: str) -> str:
+    """One prompt: a line; lines ending in `\\` continue on the next; a line of `\"\"\"` opens a block that
+    the next such line closes."""
+    line = await asyncio.to_thread(input, prompt)
+    if line.strip() == '"""':
+        lines: list[str] = []
+        while (next_line := await asyncio.to_thread(input, more)).strip() != '"""':
+            lines.append(next_line)
+        return "\n".join(lines)
+    parts = []
+    while line.endswith("\\"):
+        parts.append(line[:-1])
+        line = await asyncio.to_thread(input, more)
+    return "\n".join([*parts, line])
+
+
+async def _repl(agent: Agent, config: AgentConfig, store: SessionStore, render: Render, env: Mapping[str, str]) -> int:
     render.err.write("/help for commands\n")
-    prompt = "flux7> " if sys.stdin.isatty() else ""  # piped input gets no prompts in its output
+    tty = sys.stdin.isatty()
+    prompt, more = ("flux7> ", "...    ") if tty else ("", "")  # piped input gets no prompts in its output
+    if tty:
+        _history(config)
     session = agent.session
     assert session is not None
     while True:
         try:
-            line = await asyncio.to_thread(input, prompt)
+            line = await _read_prompt(prompt, more)
         except EOFError:
             render.out.write("\n")
             return 0
@@ -281,10 +321,23 @@ async def _repl(agent: Agent, config: AgentConfig, store: SessionStore, render: 
                 sizes = f"~{compacted.before} → ~{compacted.after} tokens"
                 render.out.write(f"compacted {compacted.summarized} messages ({sizes})\n")
         elif word == "/model":
-            if rest.strip():
-                agent.chat.model = rest.strip()
-                session.model = rest.strip()
-            render.out.write(f"model: {agent.chat.model}\n")
+            provider, _, model = rest.strip().rpartition(":") if ":" in rest else ("", "", rest.strip())
+            if provider and provider not in DEFAULT_URLS:
+                render.err.write(f"unknown provider {provider!r} (known: {', '.join(sorted(DEFAULT_URLS))})\n")
+                continue
+            if provider and provider != session.provider:
+                key = env.get("FLUX7_LLM_API_KEY") or env.get(KEY_ENV.get(provider, ""), "")
+                if provider in KEY_ENV and not key:
+                    render.err.write(f"no API key for {provider}: set {KEY_ENV[provider]}\n")
+                    continue
+                old_chat = agent.chat
+                agent.chat = make_chat(provider, model or old_chat.model, api_key=key, temperature=config.temperature)
+                await old_chat.aclose()
+                session.provider = provider
+            elif model:
+                agent.chat.model = model
+            session.model = agent.chat.model
+            render.out.write(f"model: {session.provider}:{agent.chat.model}\n")
         elif word == "/sessions":
             for s in store.list()[:20]:
                 mark = "*" if s.id == session.id else " "
@@ -398,7 +451,7 @@ async def _main(args: argparse.Namespace, config: AgentConfig, env: Mapping[str,
             render.show(AgentEvent("notice", text=f"MCP tools: {', '.join(t.mesh_name for t in served)}"))
         if args.prompt is not None:
             return 0 if await _one(agent, args.prompt, render) else 1
-        return await _repl(agent, config, store, render)
+        return await _repl(agent, config, store, render, env)
     finally:
         await agent.flush()
         await servers.aclose()

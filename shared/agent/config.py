@@ -19,10 +19,10 @@ from typing import Any
 from .llm import DEFAULT_URLS
 from .safety import MODES
 
-__all__ = ["AgentConfig", "ConfigError", "HookConfig", "McpServerConfig", "agent_md_files", "load_config"]
+__all__ = ["KEY_ENV", "AgentConfig", "ConfigError", "HookConfig", "McpServerConfig", "agent_md_files", "load_config"]
 
 _HOOK_EVENTS = ("session_start", "user_prompt", "before_tool", "after_tool", "agent_end", "error")
-_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 
 class ConfigError(Exception):
@@ -270,15 +270,15 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str], *, cwd: Path, 
 
     provider = values["provider"]
     if not provider:  # the provider whose key is set, else a local Ollama
-        provider = next((p for p, var in _KEY_ENV.items() if env.get(var)), "ollama")
+        provider = next((p for p, var in KEY_ENV.items() if env.get(var)), "ollama")
         origins["provider"] = "default"
     if provider not in DEFAULT_URLS:
         raise ConfigError(f"{at('provider')}: unknown provider {provider!r} (known: {', '.join(sorted(DEFAULT_URLS))})")
     if not values["model"]:
         raise ConfigError('no model: pass --model, set FLUX7_LLM_MODEL, or put model = "..." in agent.toml')
-    key_env = values["api_key_env"] or _KEY_ENV.get(provider, "")
+    key_env = values["api_key_env"] or KEY_ENV.get(provider, "")
     api_key = env.get("FLUX7_LLM_API_KEY") or (env.get(key_env, "") if key_env else "")
-    if provider in _KEY_ENV and not api_key and not values["llm_url"]:
+    if provider in KEY_ENV and not api_key and not values["llm_url"]:
         raise ConfigError(f"no API key for {provider}: set {key_env} (or FLUX7_LLM_API_KEY)")
     temperature = values["temperature"]
     if temperature is not None and not 0 <= float(temperature) <= 2:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -157,3 +158,21 @@ def test_a_call_held_for_approval_shows_it_waits_until_a_human_approves(tmp_path
     assert proc.returncode == 0, "".join(lines)
     assert "The tool said:" in out
     assert any(line.startswith(f"← human_approval · approval {held[0]['id'][:8]}") for line in lines)
+
+
+def test_the_repl_reads_multi_line_prompts_and_switches_models(tmp_path: Path, backend: Backend) -> None:
+    def echo(body: dict[str, Any]) -> list[tuple[str, ...]]:
+        return [("text", "ok")]
+
+    with (
+        anthropic_stream(echo) as llm,
+        running_server(write_mesh_config(tmp_path, backend)) as server,
+    ):
+        stdin = 'one \\\ntwo\n"""\nthree\n\nfour\n"""\n/model openai:gpt-x\n/model claude-z\nlast\n'
+        done = agent_cli(["--mesh", server.url, "--model", "claude-y"], llm.url, tmp_path / "home", stdin=stdin)
+    assert done.returncode == 0, done.stderr
+    prompts = [[m["content"] for m in b["messages"] if m["role"] == "user"][-1] for b in llm.bodies]
+    assert prompts == ["one \ntwo", "three\n\nfour", "last"]
+    assert [b["model"] for b in llm.bodies] == ["claude-y", "claude-y", "claude-z"]
+    assert "no API key for openai: set OPENAI_API_KEY" in done.stderr  # the switch was refused, nothing changed
+    assert "model: anthropic:claude-z" in done.stdout

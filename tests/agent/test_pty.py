@@ -101,6 +101,8 @@ def test_the_repl_at_a_terminal_asks_and_runs_what_the_user_confirms(tmp_path: P
     assert "make a file" in term.screen  # the terminal echoed what was typed
     assert "## Result" not in term.screen and "Result" in term.screen and "**" not in term.screen
     assert "\x1b[" in term.raw  # Rich's colours, on a terminal
+    history = (tmp_path / "home/.local/share/flux7/agent/history").read_text().splitlines()
+    assert "make a file" in history and "/exit" in history  # kept for the next session's up-arrow
     assert "← allow · trace" in term.screen and "tokens: this prompt 24 in / 14 out" in term.screen
     assert last_tool_results(llm.bodies[1]) == ["exit code 0\n"]
     assert [(r["tool"], r["policy"], r["exit_code"]) for r in rows] == [("shell", "allow", 0)]
