@@ -270,7 +270,7 @@ def test_a_session_is_saved_quit_resumed_and_continued_under_the_same_mesh_sessi
             mesh, tmp_path, llm.url, ["--session", "other-1"], work, stdin="/resume keep\n/model fake-2\nlast one\n"
         )
     assert switched.returncode == 0, switched.stderr
-    assert "resumed keep-1 (" in switched.stdout and "model: fake-2" in switched.stdout
+    assert "resumed keep-1 (" in switched.stdout and "model: openai:fake-2" in switched.stdout
     assert llm.bodies[-1]["model"] == "fake-2"
     assert [m.get("content") for m in llm.bodies[-1]["messages"] if m["role"] == "user"] == [
         "what is in src?",
