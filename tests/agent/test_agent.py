@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from shared.agent.agent import Agent
+from shared.agent.agent import Agent, Workspace
 from shared.agent.context import SUMMARY_PROMPT, ContextEngine
 from shared.agent.events import AgentEvent
 from shared.agent.llm import make_chat
@@ -266,3 +266,27 @@ async def test_a_full_context_is_compacted_by_a_summary_and_the_task_finishes_af
         ("list_pets", {"limit": 2}),
         ("list_pets", {"limit": 4}),
     ]
+
+
+async def test_read_only_mode_lets_mesh_reads_through_and_refuses_the_rest_locally(
+    tmp_path: Path, backend: Backend
+) -> None:
+    def script(body: dict[str, Any]) -> Steps:
+        done = len([m for m in body["messages"] if m["role"] == "tool"])
+        if done == 0:
+            return [("tool", "list_pets", '{"limit": 1}')]
+        if done == 1:
+            return [("tool", "create_pet", '{"name": "Kit"}')]
+        return [("text", "done")]
+
+    with openai_stream(script) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            workspace = Workspace(tmp_path, tmp_path, mode="read-only")
+            events = await run(agent_for(world, "openai", llm.url, workspace=workspace), "go")
+            traces = (await world.admin.get("/sessions/sess-7")).json()
+    done = [(e.tool, e.policy, e.gate) for e in events if e.type == "tool_call_complete"]
+    assert done == [("list_pets", "allow", "mesh"), ("create_pet", "refused", "local")]
+    refused = last_tool_results(llm.bodies[2])[0]
+    assert refused.startswith("refused: create_pet is not a read (write, as the mesh classifies it)")
+    assert [(t["tool"], t["policy"]) for t in traces] == [("list_pets", "allow")]  # the refusal left no trace
+    assert not any(r.method == "POST" for r in backend.requests)
