@@ -17,3 +17,4 @@ python3 bench/embed_bench.py
 python3 bench/locomo_eval.py
 python3 bench/precedents_bench.py
 python3 bench/replication_bench.py
+python3 bench/agent_bench.py

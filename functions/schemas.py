@@ -19,6 +19,7 @@ __all__ = [
     "ApprovalSettingsChanged",
     "ApprovalView",
     "Decide",
+    "DecideOutcome",
     "Decision",
     "ErrorBody",
     "ForgetPrecedents",
@@ -80,6 +81,17 @@ class Decide(msgspec.Struct):
     tool: str
     arguments: Any = None
     agent: str = ""
+    wait: bool = False  # hold a human_approval in the queue and answer once it is resolved
+
+
+class DecideOutcome(msgspec.Struct, kw_only=True):
+    """What a call `/decide` allowed did when its caller ran it (shared/decide_outcome.py)."""
+
+    ok: bool
+    exit_code: int | None = None
+    bytes: int = 0
+    duration_ms: float = 0.0
+    error: str = ""
 
 
 class Decision(msgspec.Struct, kw_only=True):

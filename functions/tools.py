@@ -1,4 +1,5 @@
-"""The governed data plane: POST /tool/{name}, POST /decide, GET /tools, GET /mcp-servers, GET /tools/decisions."""
+"""The governed data plane: POST /tool/{name}, POST /decide (and its outcome), GET /tools, GET /mcp-servers,
+GET /tools/decisions."""
 
 from __future__ import annotations
 
@@ -10,15 +11,17 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
+from shared.decide_outcome import OutcomeReport, report_outcome
 from shared.errors import BadRequest, Forbidden, OutboundRefused, TooDeep, Unauthorized, Unavailable
 from shared.identity import Caller
 from shared.json_depth import decode
-from shared.pipeline import Call, Outcome
+from shared.pipeline import ApprovalMode, Call, Outcome
 from shared.tracecontext import from_headers
+from shared.tracing import entry_to_wire
 
 from .auth import caller_of, caller_or_admin, control_plane, mesh_of
 from .openapi import ADMIN, AGENT, BODY, CALL_HEADERS, header, json_body, ok, responses
-from .schemas import Decide, Decision, McpServer, Tool, ToolCall, ToolResult
+from .schemas import Decide, DecideOutcome, Decision, McpServer, Tool, ToolCall, ToolResult
 
 __all__ = ["ROUTES"]
 
@@ -123,6 +126,7 @@ class _DecideBody(msgspec.Struct):
     tool: str = ""
     arguments: Any = None
     agent: str = ""
+    wait: bool = False  # hold a human_approval in the queue and answer once it is resolved
 
 
 @post(
@@ -158,21 +162,57 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
         if not mesh.identity.is_admin(request.headers.get("authorization"), peer[0] if peer else None):
             raise Forbidden(f"agent {body.agent!r} does not match the authenticated caller {caller.agent_id!r}")
         caller = Caller(agent_id=body.agent, authenticated=True)
-    out = await mesh.pipeline.run(_call(request, caller, body.tool, body.arguments, "decide"), mode="decide")
+    mode: ApprovalMode = "decide_wait" if body.wait else "decide"
+    out = await mesh.pipeline.run(_call(request, caller, body.tool, body.arguments, "decide"), mode=mode)
+    action = out.policy if out.policy in ("allow", "deny", "human_approval") else "deny"
+    if body.wait and out.approval_status:  # resolved by a human: approved runs, denied or timed out does not
+        action = "allow" if out.approval_status == "approved" else "deny"
     payload: dict[str, Any] = {
-        "action": out.policy if out.policy in ("allow", "deny", "human_approval") else "deny",
+        "action": action,
         "rule": out.rule,
         "reason": out.reason,
         "agent": caller.agent_id,
         "tool": body.tool,
         "trace_id": out.trace_id,
     }
+    if out.approval_id:
+        payload.update(approval_id=out.approval_id, approval_status=out.approval_status)
     if out.halted:
         payload["halted"] = True
     if out.policy == "rate_limited":
         payload["error"] = out.error
         return _json(payload, 429)
+    if out.status == 408:
+        payload["error"] = out.error
+        return _json(payload, 408)
     return _json(payload, 403 if payload["action"] == "deny" else 200)
+
+
+@post(
+    "/decide/{trace_id:str}/outcome",
+    status_code=200,
+    tags=["data plane"],
+    security=AGENT,
+    operation_class=json_body(DecideOutcome, required=True),
+    responses=responses(
+        {200: ok(dict[str, Any], "the trace entry, revised with the outcome")}, *BODY, 401, 403, 404, 409
+    ),
+)
+async def decide_outcome(request: Request[Any, Any, Any], trace_id: FromPath[str]) -> Response[bytes]:
+    """What a call `/decide` allowed did when its caller ran it (shared/decide_outcome.py)."""
+    raw = await request.body()
+    try:
+        report = decode(raw or b"{}", type=OutcomeReport)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        return _json({"error": f"invalid outcome: {e}"}, 400)
+    except TooDeep as e:
+        return _json({"error": e.message}, 400)
+    mesh = mesh_of(request)
+    # The admin token may report for any agent; everyone else (loopback included) only for its own calls.
+    admin = mesh.identity.is_admin(request.headers.get("authorization"), None)
+    agent_id = None if admin else caller_of(request).agent_id
+    entry = await asyncio.to_thread(report_outcome, mesh, trace_id, agent_id, report)
+    return _json(entry_to_wire(entry) if entry is not None else {"trace_id": trace_id})
 
 
 @get("/tools", tags=["data plane"], security=AGENT, responses=responses({200: ok(list[Tool])}, 401))
@@ -205,4 +245,4 @@ async def tool_decisions(request: Request[Any, Any, Any], agent: FromQuery[str] 
     return _json(mesh_of(request).tool_decisions(agent))
 
 
-ROUTES = [call_tool, decide, list_tools, mcp_servers, tool_decisions]
+ROUTES = [call_tool, decide, decide_outcome, list_tools, mcp_servers, tool_decisions]

@@ -33,8 +33,9 @@ __all__ = ["ApprovalMode", "Call", "Outcome", "Pipeline"]
 log = logging.getLogger("flux7.pipeline")
 
 # block: wait for the resolution (REST, MCP with supervisor.enabled); claim: MCP's non-blocking claim flow;
-# decide: /decide, which never queues or forwards.
-ApprovalMode = Literal["block", "claim", "decide"]
+# decide: /decide, which never queues or forwards; decide_wait: /decide with `wait`, which queues a human_approval
+# and waits for its resolution like block, but still never forwards (the caller runs the tool, then reports).
+ApprovalMode = Literal["block", "claim", "decide", "decide_wait"]
 
 
 class Call(msgspec.Struct, kw_only=True):
@@ -162,7 +163,7 @@ class Pipeline:
 
         # 2. lookup (no trace for an unknown tool); /decide governs tools the caller runs itself
         tool = mesh.registry.lookup(call.tool)
-        if tool is None and mode != "decide":
+        if tool is None and mode not in ("decide", "decide_wait"):
             return Outcome(
                 status=404,
                 policy="error",
@@ -189,7 +190,13 @@ class Pipeline:
         if decision.action == "human_approval":
             decision, grant = await self._lift(call, decision, tool)
 
-        if mode == "decide":
+        if mode == "decide_wait" and decision.action == "human_approval" and getattr(mesh, "approvals", None):
+            # /decide with `wait`: queued like a REST call; answered once a human (or sup7) resolved it
+            resolved, refused, row_id = await self._block_flow(call, decision, tool, start)
+            if refused is not None:
+                return refused
+            return self._decided_after_approval(call, decision, resolved, row_id, start, tool, limits, policy)
+        if mode in ("decide", "decide_wait"):
             out = Outcome(
                 status=200,
                 policy=decision.action,
@@ -350,7 +357,7 @@ class Pipeline:
         return float(getattr(runtime, name, getattr(self.mesh.settings.approval, name)))
 
     async def _block_flow(
-        self, call: Call, decision: Decision, tool: ToolDef, start: float
+        self, call: Call, decision: Decision, tool: ToolDef | None, start: float
     ) -> tuple[Any, Outcome | None, int]:
         """REST (and MCP with supervisor.enabled): queue the call and wait for its resolution.
         (approval, the refusal when it was not approved, the call's trace row)."""
@@ -381,6 +388,44 @@ class Pipeline:
         else:
             self._finished(call, out, start, tool=tool)
         return resolved, out, row_id
+
+    def _decided_after_approval(
+        self,
+        call: Call,
+        decision: Decision,
+        resolved: Any,
+        row_id: int,
+        start: float,
+        tool: ToolDef | None,
+        limits: Any,
+        policy: Any,
+    ) -> Outcome:
+        """`/decide` with `wait`, approved: the call's row is revised to the decision (200) with its approval, and
+        the call counts against its limits in that commit; the caller reports the outcome later."""
+        out = Outcome(
+            status=200,
+            policy="human_approval",
+            trace_id=call.trace.trace_id,
+            rule=decision.rule,
+            reason=decision.reason,
+            approval_id=resolved.id,
+            approval_status="approved",
+            resolved_by=resolved.resolved_by,
+        )
+        out.latency_ms = (time.perf_counter() - start) * 1000
+        agent = call.caller.agent_id
+
+        def in_commit(conn: Any = None) -> None:
+            if limits is not None:
+                limits.record(agent, policy, call.tool, call.arguments, conn=conn)
+            self._finished(call, out, start, conn, tool=tool)
+
+        if not row_id:
+            in_commit()
+            return out
+        changes = {**self._approval_changes(resolved, out), **self._otel_fields(call, out, start=start)}
+        self._write(call, lambda: self.mesh.tracer.revise(row_id, changes, in_commit, export=True))
+        return out
 
     async def _claim_flow(self, call: Call, decision: Decision, tool: ToolDef, start: float) -> Outcome:
         """MCP, non-blocking: a denied claim, an existing pending request, or a new one (CONTRACT 1.14)."""

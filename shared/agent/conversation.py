@@ -22,6 +22,9 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # the JSON text the model wrote; parsed (and refused when invalid) by the agent
+    # Provider fields that must go back with the call as they came (Gemini's `extra_content.google.
+    # thought_signature` on its OpenAI-compatible endpoint: strict tool calling refuses a turn without it).
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,13 @@ __all__ = ["AgentEvent", "EventType"]
 
 EventType = Literal[
     "agent_start",
+    "notice",
     "text_delta",
     "text_complete",
+    "tool_call_streaming",
+    "tool_call_delta",
     "tool_call_start",
+    "tool_call_confirm",
     "tool_call_waiting",
     "tool_call_complete",
     "agent_end",
@@ -26,8 +30,11 @@ class AgentEvent:
     tool: str = ""  # the mesh's tool name
     call_id: str = ""
     arguments: dict[str, Any] = field(default_factory=dict)
-    policy: str = ""  # allow | deny | human_approval | halted | error ...: how the mesh decided
+    policy: str = ""  # allow | deny | human_approval | halted | error | refused (locally) ...: how it was decided
     trace_id: str = ""
     approval_id: str = ""
     is_error: bool = False
     usage: dict[str, int] = field(default_factory=dict)
+    gate: str = ""  # which gate decided: local | mesh | offline (the mesh was not asked)
+    diff: str = ""  # an edit's unified diff
+    exit_code: int | None = None

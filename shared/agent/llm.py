@@ -1,8 +1,10 @@
 """Streaming chat with tools: OpenAI-compatible chat completions (OpenAI, Ollama, vLLM, LM Studio...) and the
 Anthropic Messages API, behind one interface.
 
-`await chat.stream(system, messages, tools)` yields `TextDelta`s as the model writes, one `ToolCallDone` per tool
-call once its arguments are complete, and a final `Finished(stop_reason, usage)`. A refused request (HTTP status,
+`await chat.stream(system, messages, tools)` yields the stream's events: `TextDelta` (TEXT_DELTA) as the model
+writes, `ToolCallStart` (TOOL_CALL_START, once a call's name is known), `ToolCallDelta` (TOOL_CALL_DELTA, its
+arguments as they arrive), `ToolCallDone` (TOOL_CALL_COMPLETE, the whole call) and a final
+`Finished(stop_reason, usage)` (MESSAGE_COMPLETE). A refused request (HTTP status,
 an error event, a connection that fails) raises `LLMError`; 429, 5xx and connection errors are retried with
 exponential backoff before the first byte of an answer, never after (a half-streamed answer is not replayed).
 """
@@ -29,7 +31,9 @@ __all__ = [
     "OpenAIChat",
     "StreamEvent",
     "TextDelta",
+    "ToolCallDelta",
     "ToolCallDone",
+    "ToolCallStart",
     "make_chat",
 ]
 
@@ -51,6 +55,19 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ToolCallStart:
+    index: int
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    index: int
+    arguments: str  # the next piece of the arguments' JSON text
+
+
+@dataclass(frozen=True)
 class ToolCallDone:
     call: ToolCall
 
@@ -61,7 +78,7 @@ class Finished:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-StreamEvent = TextDelta | ToolCallDone | Finished
+StreamEvent = TextDelta | ToolCallStart | ToolCallDelta | ToolCallDone | Finished
 
 
 class Chat(Protocol):
@@ -85,8 +102,10 @@ class _StreamingClient:
         retries: int = 3,
         backoff: float = 1.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        temperature: float | None = None,
     ) -> None:
         self.model = model
+        self.temperature = temperature
         self.url = url.rstrip("/")
         self.api_key = api_key
         self.retries = max(0, retries)
@@ -158,13 +177,20 @@ class OpenAIChat(_StreamingClient):
                 turn: dict[str, Any] = {"role": "assistant", "content": m.text or None}
                 if m.tool_calls:
                     turn["tool_calls"] = [
-                        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments},
+                            **c.extra,
+                        }
                         for c in m.tool_calls
                     ]
                 wire.append(turn)
             else:
                 wire += [{"role": "tool", "tool_call_id": r.call_id, "content": r.content} for r in m.results]
         body: dict[str, Any] = {"model": self.model, "messages": wire, "stream": True}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
         if tools:
             body["tools"] = [
                 {
@@ -180,6 +206,7 @@ class OpenAIChat(_StreamingClient):
     ) -> AsyncIterator[StreamEvent]:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         calls: dict[int, dict[str, str]] = {}
+        extras: dict[int, dict[str, Any]] = {}
         stop, usage = "stop", {}
         async for chunk in _sse_data(self._lines(self._endpoint(), self._body(system, messages, tools), headers)):
             if isinstance(chunk, dict) and "error" in chunk:
@@ -195,16 +222,25 @@ class OpenAIChat(_StreamingClient):
                 if delta.get("content"):
                     yield TextDelta(str(delta["content"]))
                 for part in delta.get("tool_calls") or []:
-                    slot = calls.setdefault(_call_index(part, calls), {"id": "", "name": "", "arguments": ""})
+                    index = _call_index(part, calls)
+                    slot = calls.setdefault(index, {"id": "", "name": "", "arguments": "", "started": ""})
+                    if isinstance(part.get("extra_content"), dict):  # kept whole, sent back with the call
+                        extras.setdefault(index, {})["extra_content"] = part["extra_content"]
                     fn = part.get("function") or {}
                     slot["id"] = part.get("id") or slot["id"]
                     slot["name"] += fn.get("name") or ""
                     slot["arguments"] += fn.get("arguments") or ""
+                    if slot["name"] and not slot["started"]:
+                        slot["started"] = "1"
+                        yield ToolCallStart(index, slot["id"] or f"call_{index}", slot["name"])
+                    if fn.get("arguments"):
+                        yield ToolCallDelta(index, str(fn["arguments"]))
                 if choice.get("finish_reason"):
                     stop = str(choice["finish_reason"])
         for index in sorted(calls):
             slot = calls[index]
-            yield ToolCallDone(ToolCall(slot["id"] or f"call_{index}", slot["name"], slot["arguments"] or "{}"))
+            arguments = slot["arguments"] or "{}"
+            yield ToolCallDone(ToolCall(slot["id"] or f"call_{index}", slot["name"], arguments, extras.get(index, {})))
         yield Finished(stop, usage)
 
 
@@ -232,6 +268,8 @@ class AnthropicChat(_StreamingClient):
                 ]
                 wire.append({"role": "user", "content": results})
         body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens, "messages": wire, "stream": True}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
         if system:
             body["system"] = system
         if tools:
@@ -258,19 +296,18 @@ class AnthropicChat(_StreamingClient):
             elif kind == "content_block_start":
                 block = event.get("content_block") or {}
                 if block.get("type") == "tool_use":
-                    blocks[int(event.get("index", 0))] = {
-                        "id": block.get("id", ""),
-                        "name": block.get("name", ""),
-                        "json": "",
-                    }
+                    index = int(event.get("index", 0))
+                    blocks[index] = {"id": block.get("id", ""), "name": block.get("name", ""), "json": ""}
+                    yield ToolCallStart(index, blocks[index]["id"], blocks[index]["name"])
             elif kind == "content_block_delta":
                 delta = event.get("delta") or {}
                 if delta.get("type") == "text_delta" and delta.get("text"):
                     yield TextDelta(str(delta["text"]))
                 elif delta.get("type") == "input_json_delta":
                     slot = blocks.get(int(event.get("index", 0)))
-                    if slot is not None:
-                        slot["json"] += delta.get("partial_json") or ""
+                    if slot is not None and delta.get("partial_json"):
+                        slot["json"] += delta["partial_json"]
+                        yield ToolCallDelta(int(event.get("index", 0)), str(delta["partial_json"]))
             elif kind == "content_block_stop":
                 slot = blocks.pop(int(event.get("index", 0)), None)
                 if slot is not None:
@@ -310,6 +347,7 @@ def make_chat(
     retries: int = 3,
     backoff: float = 1.0,
     transport: httpx.AsyncBaseTransport | None = None,
+    temperature: float | None = None,
 ) -> Chat:
     """The client for `provider` (openai | ollama | anthropic); `url` defaults to the provider's public API."""
     if provider not in DEFAULT_URLS:
@@ -323,4 +361,5 @@ def make_chat(
         retries=retries,
         backoff=backoff,
         transport=transport,
+        temperature=temperature,
     )

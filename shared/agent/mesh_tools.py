@@ -22,7 +22,7 @@ import httpx
 from .. import __version__
 from .conversation import ToolSpec
 
-__all__ = ["MeshTool", "MeshTools", "MeshUnavailable", "ToolOutcome", "schema_of"]
+__all__ = ["Decision", "MeshTool", "MeshTools", "MeshUnavailable", "ToolOutcome", "schema_of"]
 
 _JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -39,6 +39,7 @@ class MeshUnavailable(Exception):
 class MeshTool:
     name: str  # the mesh's name, e.g. `github.create_issue`
     spec: ToolSpec  # as the model sees it, under a provider-safe name
+    access: str = "unknown"  # the mesh's classification: read | write | unknown
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,20 @@ class ToolOutcome:
     status: int
     trace_id: str = ""
     approval_id: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The mesh's answer to `POST /decide` for a call the agent runs itself."""
+
+    action: str  # allow | deny (human_approval only when the mesh could not queue it)
+    trace_id: str
+    rule: str = ""
+    reason: str = ""
+    approval_id: str = ""
+    approval_status: str = ""
+    status: int = 200
+    halted: bool = False
 
 
 def schema_of(params: list[dict[str, Any]]) -> dict[str, Any]:
@@ -89,6 +104,9 @@ class MeshTools:
         self.url = url.rstrip("/")
         self.agent_id = agent_id
         self.session_id = session_id
+        self.token = token
+        self._transport = transport
+        self._timeout = timeout
         # No read timeout by default: a call waiting for a human's approval blocks until the mesh resolves it
         # (approved, denied or timed out by the mesh's own approval timeout).
         self._client = httpx.AsyncClient(
@@ -98,6 +116,7 @@ class MeshTools:
             transport=transport,
         )
         self._by_spec_name: dict[str, str] = {}
+        self._access: dict[str, str] = {}
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -129,7 +148,9 @@ class MeshTools:
             self._by_spec_name[safe] = name
             description = str(item.get("description") or name)
             schema = (schemas or {}).get(name) or schema_of(list(item.get("params") or []))
-            tools.append(MeshTool(name, ToolSpec(safe, description, schema)))
+            access = str((item.get("classification") or {}).get("access") or "unknown")
+            self._access[name] = access
+            tools.append(MeshTool(name, ToolSpec(safe, description, schema), access))
         return tools
 
     async def _mcp_schemas(self) -> dict[str, dict[str, Any]] | None:
@@ -161,6 +182,27 @@ class MeshTools:
                 break
         return schemas
 
+    def child(self, name: str) -> MeshTools:
+        """The same mesh and session for a sub-agent, as `<agent>/<name>` (with a token, the mesh sees the
+        token's identity instead: a token names one agent)."""
+        return MeshTools(
+            self.url,
+            f"{self.agent_id}/{name}",
+            token=self.token,
+            session_id=self.session_id,
+            timeout=self._timeout,
+            transport=self._transport,
+        )
+
+    def set_session(self, session_id: str) -> None:
+        """Carry another session's id from now on (a resumed session keeps its mesh session id)."""
+        self.session_id = session_id
+        self._client.headers["X-Session-Id"] = session_id
+
+    def access(self, name: str) -> str:
+        """The mesh's classification of a listed tool: read | write | unknown."""
+        return self._access.get(name, "unknown")
+
     def mesh_name(self, spec_name: str) -> str | None:
         """The mesh's tool behind a name the model used; None for a name that was never offered."""
         return self._by_spec_name.get(spec_name)
@@ -175,6 +217,47 @@ class MeshTools:
             return ""
         mine = [a for a in listed if isinstance(a, dict) and a.get("agent_id") == self.agent_id]
         return str(mine[0].get("id") or "") if mine else ""
+
+    async def decide(self, name: str, arguments: dict[str, Any]) -> Decision:
+        """Ask the mesh whether this agent may run `name` itself. A call held for a human's approval waits in the
+        mesh's queue (`wait`) until someone resolves it there. Raises MeshUnavailable when the mesh cannot be
+        asked, so the caller can fail closed."""
+        body = {"tool": name, "arguments": arguments, "wait": True}
+        try:
+            resp = await self._client.post("/decide", json=body)
+            answer = resp.json()
+        except httpx.HTTPError as e:
+            raise MeshUnavailable(f"{self.url}/decide: {e.__class__.__name__}: {e}") from e
+        except ValueError as e:
+            raise MeshUnavailable(f"{self.url}/decide: HTTP {resp.status_code}, not JSON") from e
+        if not isinstance(answer, dict) or resp.status_code not in (200, 403, 408, 429):
+            raise MeshUnavailable(f"{self.url}/decide: HTTP {resp.status_code}: {str(answer)[:200]}")
+        action = str(answer.get("action") or "deny")
+        reason = str(answer.get("error") or answer.get("reason") or "")
+        return Decision(
+            action if resp.status_code == 200 else "deny",
+            str(answer.get("trace_id") or ""),
+            str(answer.get("rule") or ""),
+            reason,
+            str(answer.get("approval_id") or ""),
+            str(answer.get("approval_status") or ""),
+            resp.status_code,
+            bool(answer.get("halted")),
+        )
+
+    async def report(
+        self, trace_id: str, *, ok: bool, exit_code: int | None, size: int, duration_ms: float, error: str
+    ) -> bool:
+        """Complete the /decide'd call's trace with what running it did; False when the mesh did not take it
+        (the tool already ran: the result stands, the trace keeps the decision only)."""
+        body: dict[str, Any] = {"ok": ok, "bytes": size, "duration_ms": round(duration_ms, 3), "error": error}
+        if exit_code is not None:
+            body["exit_code"] = exit_code
+        try:
+            resp = await self._client.post(f"/decide/{trace_id}/outcome", json=body, timeout=10.0)
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """One governed call. Never raises for what the mesh decides; a mesh that does not answer is an error

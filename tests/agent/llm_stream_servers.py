@@ -25,6 +25,7 @@ class StreamingLLM:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     fail: list[int] = field(default_factory=list)  # statuses to answer, in order, before streaming again
     whole_calls: bool = False  # OpenAI: each tool call in one chunk without `index`, as some compatible servers do
+    signatures: bool = False  # OpenAI: each tool call's first chunk carries Gemini's extra_content thought_signature
 
 
 def _halves(text: str) -> list[str]:
@@ -32,7 +33,7 @@ def _halves(text: str) -> list[str]:
     return [p for p in (text[:cut], text[cut:]) if p]
 
 
-def _openai_events(steps: list[Step], whole_calls: bool = False) -> Iterator[dict[str, Any]]:
+def _openai_events(steps: list[Step], whole_calls: bool = False, signatures: bool = False) -> Iterator[dict[str, Any]]:
     base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake"}
     yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
     calls = 0
@@ -48,7 +49,9 @@ def _openai_events(steps: list[Step], whole_calls: bool = False) -> Iterator[dic
                 calls += 1
                 continue
             fn = {"name": name, "arguments": ""}
-            head = {"index": calls, "id": f"call_{calls}", "type": "function", "function": fn}
+            head: dict[str, Any] = {"index": calls, "id": f"call_{calls}", "type": "function", "function": fn}
+            if signatures:
+                head["extra_content"] = {"google": {"thought_signature": f"sig-{calls}"}}
             yield {**base, "choices": [{"index": 0, "delta": {"tool_calls": [head]}}]}
             for piece in _halves(arguments):
                 part = {"index": calls, "function": {"arguments": piece}}
@@ -104,7 +107,9 @@ def _serve(kind: str, script: Script, key: str) -> Iterator[StreamingLLM]:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.end_headers()
-            events = _openai_events(steps, llm.whole_calls) if kind == "openai" else _anthropic_events(steps)
+            events = (
+                _openai_events(steps, llm.whole_calls, llm.signatures) if kind == "openai" else _anthropic_events(steps)
+            )
             for event in events:
                 prefix = f"event: {event['type']}\n" if kind == "anthropic" else ""
                 self.wfile.write(f"{prefix}data: {json.dumps(event)}\n\n".encode())

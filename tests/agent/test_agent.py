@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from shared.agent.agent import Agent
+from shared.agent.agent import Agent, Workspace
+from shared.agent.context import SUMMARY_PROMPT, ContextEngine
 from shared.agent.events import AgentEvent
 from shared.agent.llm import make_chat
 from shared.agent.mesh_tools import MeshTools
@@ -167,7 +168,10 @@ async def test_made_up_tools_and_bad_arguments_are_answered_without_calling_anyt
 
 
 async def test_a_model_that_never_stops_calling_tools_is_stopped(tmp_path: Path, backend: Backend) -> None:
-    with openai_stream(lambda _b: [("tool", "list_pets", "{}")]) as llm:
+    def script(body: dict[str, Any]) -> Steps:  # a new call each turn: no loop, just no end
+        return [("tool", "list_pets", json.dumps({"limit": len(body["messages"])}))]
+
+    with openai_stream(script) as llm:
         async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
             agent = agent_for(world, "openai", llm.url, max_turns=3)
             events = await run(agent, "loop forever")
@@ -195,3 +199,94 @@ async def test_a_mesh_that_does_not_answer_stops_the_run_before_the_model_is_ask
         events = await run(agent, "hi")
     assert events[-1].type == "agent_error" and events[-1].text.startswith("cannot list the mesh's tools")
     assert llm.bodies == []
+
+
+async def test_the_same_call_asked_for_again_and_again_stops_the_run_and_says_why(
+    tmp_path: Path, backend: Backend
+) -> None:
+    with openai_stream(lambda _b: [("text", "Checking."), ("tool", "list_pets", '{"limit": 2}')]) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            agent = agent_for(world, "openai", llm.url, max_turns=10)
+            events = await run(agent, "loop")
+            traces = (await world.admin.get("/sessions/sess-7")).json()
+    assert events[-1].type == "agent_error"
+    assert events[-1].text == (
+        'stopped: loop detected: the model asked for list_pets with the same arguments 3 times in a row ({"limit": 2})'
+    )
+    assert len(llm.bodies) == 3 and len(traces) == 2  # the third call was not made
+    assert [m.role for m in agent.messages][-3:] == ["assistant", "tool", "assistant"]  # well formed for what's next
+
+
+async def test_the_same_text_written_again_and_again_stops_the_run(tmp_path: Path, backend: Backend) -> None:
+    def script(body: dict[str, Any]) -> Steps:
+        text = "Let me think about the pets again."
+        return [("text", text), ("tool", "list_pets", json.dumps({"limit": len(body["messages"])}))]
+
+    with openai_stream(script) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            events = await run(agent_for(world, "openai", llm.url, max_turns=10), "think")
+    assert events[-1].text == (
+        "stopped: loop detected: the model wrote the same text 3 times in a row ('Let me think about the pets again.')"
+    )
+    assert len(llm.bodies) == 3
+
+
+async def test_a_full_context_is_compacted_by_a_summary_and_the_task_finishes_after_it(
+    tmp_path: Path, backend: Backend
+) -> None:
+    def script(body: dict[str, Any]) -> Steps:
+        messages = body["messages"]
+        if messages[0]["content"] == SUMMARY_PROMPT:
+            assert "list_pets" in messages[1]["content"] and "Rex" in messages[1]["content"]  # the transcript
+            return [("text", "SUMMARY: the user asked which pets there are; list_pets answered Rex and Tom.")]
+        if last_tool_results(body):
+            return [("text", "Done: " + last_tool_results(body)[0][:40])]
+        return [("tool", "list_pets", json.dumps({"limit": len(messages)}))]
+
+    with openai_stream(script) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            # A window so small that every turn is over it: the first prompt has nothing before it to compact, the
+            # second's first turn compacts the first exchange, its second turn has only the summary before it.
+            agent = agent_for(world, "openai", llm.url, context=ContextEngine(window=1000, compact_at=0.1))
+            first = await run(agent, "Which pets are there?")
+            second = await run(agent, "And again, with one fewer?")
+            traces = (await world.admin.get("/sessions/sess-7")).json()
+    assert first[-1].type == "agent_end" and not any(e.type == "notice" for e in first)
+    notices = [e.text for e in second if e.type == "notice"]
+    assert len(notices) == 1 and notices[0].startswith("context compacted: summarized 4 messages (~")
+    assert second[-1].type == "agent_end"  # the task finished after the compaction
+    summary_requests = [b for b in llm.bodies if b["messages"][0]["content"] == SUMMARY_PROMPT]
+    assert len(summary_requests) == 1 and "tools" not in summary_requests[0]
+    after = llm.bodies[llm.bodies.index(summary_requests[0]) + 1]["messages"]
+    assert [m["role"] for m in after] == ["system", "user", "assistant", "user"]
+    assert after[1]["content"].endswith("list_pets answered Rex and Tom.")
+    assert after[3]["content"] == "And again, with one fewer?"
+    assert [m.role for m in agent.messages] == ["user", "assistant", "user", "assistant", "tool", "assistant"]
+    assert [(t["tool"], t["params"]) for t in sorted(traces, key=lambda t: t["timestamp"])] == [
+        ("list_pets", {"limit": 2}),
+        ("list_pets", {"limit": 4}),
+    ]
+
+
+async def test_read_only_mode_lets_mesh_reads_through_and_refuses_the_rest_locally(
+    tmp_path: Path, backend: Backend
+) -> None:
+    def script(body: dict[str, Any]) -> Steps:
+        done = len([m for m in body["messages"] if m["role"] == "tool"])
+        if done == 0:
+            return [("tool", "list_pets", '{"limit": 1}')]
+        if done == 1:
+            return [("tool", "create_pet", '{"name": "Kit"}')]
+        return [("text", "done")]
+
+    with openai_stream(script) as llm:
+        async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+            workspace = Workspace(tmp_path, tmp_path, mode="read-only")
+            events = await run(agent_for(world, "openai", llm.url, workspace=workspace), "go")
+            traces = (await world.admin.get("/sessions/sess-7")).json()
+    done = [(e.tool, e.policy, e.gate) for e in events if e.type == "tool_call_complete"]
+    assert done == [("list_pets", "allow", "mesh"), ("create_pet", "refused", "local")]
+    refused = last_tool_results(llm.bodies[2])[0]
+    assert refused.startswith("refused: create_pet is not a read (write, as the mesh classifies it)")
+    assert [(t["tool"], t["policy"]) for t in traces] == [("list_pets", "allow")]  # the refusal left no trace
+    assert not any(r.method == "POST" for r in backend.requests)

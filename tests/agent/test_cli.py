@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -19,11 +20,15 @@ from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
 
 
-def agent_env(llm_url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """This environment without the agent's own variables, then the stand-in model's URL and key."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLUX7_", "MESH_", "ANTHROPIC_", "OPENAI_"))}
+def agent_env(llm_url: str, home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment without the agent's own variables, a home of the test's own (its config and saved
+    sessions), then the stand-in model's URL and key."""
+    drop = ("FLUX7_", "MESH_", "ANTHROPIC_", "OPENAI_", "XDG_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    home.mkdir(parents=True, exist_ok=True)
     return {
         **env,
+        "HOME": str(home),
         "PYTHONPATH": str(REPO),
         "FLUX7_LLM_URL": llm_url,
         "ANTHROPIC_API_KEY": "sk-ant-test",
@@ -32,16 +37,24 @@ def agent_env(llm_url: str, extra: dict[str, str] | None = None) -> dict[str, st
 
 
 def agent_cli(
-    args: list[str], llm_url: str, *, stdin: str = "", extra_env: dict[str, str] | None = None
+    args: list[str],
+    llm_url: str,
+    home: Path,
+    *,
+    stdin: str = "",
+    extra_env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    workdir = cwd or home / "work"
+    workdir.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         [sys.executable, "-m", "shared.cli", "agent", *args],
         input=stdin,
         capture_output=True,
         text=True,
-        env=agent_env(llm_url, extra_env),
-        cwd=REPO,
-        timeout=60,
+        env=agent_env(llm_url, home, extra_env),
+        cwd=workdir,
+        timeout=90,
     )
 
 
@@ -64,6 +77,7 @@ def test_one_prompt_answers_on_stdout_and_shows_the_governed_call_on_stderr(tmp_
                 "cli-session",
             ],
             llm.url,
+            tmp_path / "home",
         )
         sessions = httpx.get(f"{server.url}/sessions/cli-session", headers=ADMIN, trust_env=False).json()
     assert done.returncode == 0, done.stderr
@@ -82,6 +96,7 @@ def test_the_repl_keeps_the_conversation_and_answers_its_commands(tmp_path: Path
         done = agent_cli(
             ["--mesh", server.url, "--session", "repl-1"],
             llm.url,
+            tmp_path / "home",
             stdin="/tools\nhello\n/session\nagain\n/nope\n/clear\nfresh\n/exit\nnever sent\n",
             extra_env={"FLUX7_LLM_MODEL": "claude-y"},
         )
@@ -95,15 +110,17 @@ def test_the_repl_keeps_the_conversation_and_answers_its_commands(tmp_path: Path
     assert [len(b["messages"]) for b in llm.bodies] == [1, 3, 1]  # nothing after /exit
 
 
-def test_missing_model_is_a_usage_error() -> None:
-    done = agent_cli(["-p", "hi"], "http://127.0.0.1:9")
+def test_missing_model_is_a_usage_error(tmp_path: Path) -> None:
+    done = agent_cli(["-p", "hi"], "http://127.0.0.1:9", tmp_path / "home")
     assert done.returncode == 2
-    assert "no model: pass --model or set FLUX7_LLM_MODEL" in done.stderr
+    assert done.stderr.strip() == (
+        'flux7 agent: config error: no model: pass --model, set FLUX7_LLM_MODEL, or put model = "..." in agent.toml'
+    )
 
 
 def test_an_unreachable_model_exits_1_with_the_reason(tmp_path: Path, backend: Backend) -> None:
     with running_server(write_mesh_config(tmp_path, backend)) as server:
-        done = agent_cli(["-p", "hi", "--mesh", server.url, "--model", "m"], "http://127.0.0.1:9")
+        done = agent_cli(["-p", "hi", "--mesh", server.url, "--model", "m"], "http://127.0.0.1:9", tmp_path / "home")
     assert done.returncode == 1
     assert "error: " in done.stderr and "ConnectError" in done.stderr
 
@@ -119,8 +136,8 @@ def test_a_call_held_for_approval_shows_it_waits_until_a_human_approves(tmp_path
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=agent_env(llm.url),
-            cwd=REPO,
+            env=agent_env(llm.url, tmp_path / "home"),
+            cwd=tmp_path,
         )
         lines: list[str] = []
         reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
@@ -141,3 +158,21 @@ def test_a_call_held_for_approval_shows_it_waits_until_a_human_approves(tmp_path
     assert proc.returncode == 0, "".join(lines)
     assert "The tool said:" in out
     assert any(line.startswith(f"← human_approval · approval {held[0]['id'][:8]}") for line in lines)
+
+
+def test_the_repl_reads_multi_line_prompts_and_switches_models(tmp_path: Path, backend: Backend) -> None:
+    def echo(body: dict[str, Any]) -> list[tuple[str, ...]]:
+        return [("text", "ok")]
+
+    with (
+        anthropic_stream(echo) as llm,
+        running_server(write_mesh_config(tmp_path, backend)) as server,
+    ):
+        stdin = 'one \\\ntwo\n"""\nthree\n\nfour\n"""\n/model openai:gpt-x\n/model claude-z\nlast\n'
+        done = agent_cli(["--mesh", server.url, "--model", "claude-y"], llm.url, tmp_path / "home", stdin=stdin)
+    assert done.returncode == 0, done.stderr
+    prompts = [[m["content"] for m in b["messages"] if m["role"] == "user"][-1] for b in llm.bodies]
+    assert prompts == ["one \ntwo", "three\n\nfour", "last"]
+    assert [b["model"] for b in llm.bodies] == ["claude-y", "claude-y", "claude-z"]
+    assert "no API key for openai: set OPENAI_API_KEY" in done.stderr  # the switch was refused, nothing changed
+    assert "model: anthropic:claude-z" in done.stdout

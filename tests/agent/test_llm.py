@@ -8,7 +8,16 @@ from typing import Any
 import pytest
 
 from shared.agent.conversation import Message, ToolCall, ToolResult, ToolSpec
-from shared.agent.llm import Finished, LLMError, StreamEvent, TextDelta, ToolCallDone, make_chat
+from shared.agent.llm import (
+    Finished,
+    LLMError,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStart,
+    make_chat,
+)
 from tests.agent.llm_stream_servers import anthropic_stream, openai_stream
 
 PETS = ToolSpec("list_pets", "List pets", {"type": "object", "properties": {"limit": {"type": "integer"}}})
@@ -45,6 +54,24 @@ async def test_text_and_tool_calls_arrive_whole_from_a_stream(provider: str) -> 
     assert isinstance(finished, Finished)
     assert finished.usage == {"input_tokens": 12, "output_tokens": 7}
     assert finished.stop_reason == ("tool_calls" if provider == "openai" else "tool_use")
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_tool_call_streams_its_start_then_its_arguments_piece_by_piece(provider: str) -> None:
+    serve, key = (openai_stream, "sk-test") if provider == "openai" else (anthropic_stream, "sk-ant-test")
+    with serve(two_steps) as llm:
+        events = await collect(make_chat(provider, "m1", url=llm.url, api_key=key), [Message("user", "hi")], [PETS])
+    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    assert [e.name for e in starts] == ["list_pets", "get_pet"]
+    for start, done in zip(starts, [e.call for e in events if isinstance(e, ToolCallDone)], strict=True):
+        pieces = [e.arguments for e in events if isinstance(e, ToolCallDelta) and e.index == start.index]
+        assert len(pieces) == 2 and "".join(pieces) == done.arguments  # the arguments as they arrived
+        assert start.id == done.id
+        # TOOL_CALL_START comes before its deltas, which come before TOOL_CALL_COMPLETE
+        first_delta = next(i for i, e in enumerate(events) if isinstance(e, ToolCallDelta) and e.index == start.index)
+        done_at = next(i for i, e in enumerate(events) if isinstance(e, ToolCallDone) and e.call.id == done.id)
+        assert events.index(start) < first_delta < done_at
+    assert isinstance(events[-1], Finished)  # MESSAGE_COMPLETE, with the usage
 
 
 async def test_tool_calls_sent_whole_without_an_index_stay_apart() -> None:
@@ -138,3 +165,19 @@ async def test_an_unreachable_model_is_an_error_not_a_hang() -> None:
 def test_an_unknown_provider_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown LLM provider 'gemini'"):
         make_chat("gemini", "m")
+
+
+async def test_gemini_thought_signatures_go_back_with_their_calls() -> None:
+    with openai_stream(two_steps) as llm:
+        llm.signatures = True
+        events = await collect(make_chat("openai", "m", url=llm.url, api_key="sk-test"), [Message("user", "hi")], [])
+        calls = [e.call for e in events if isinstance(e, ToolCallDone)]
+        assert [c.extra for c in calls] == [
+            {"extra_content": {"google": {"thought_signature": "sig-0"}}},
+            {"extra_content": {"google": {"thought_signature": "sig-1"}}},
+        ]
+        history = [Message("user", "hi"), Message("assistant", "", tool_calls=calls)]
+        history.append(Message("tool", results=[ToolResult(c.id, "ok") for c in calls]))
+        await collect(make_chat("openai", "m", url=llm.url, api_key="sk-test"), history, [])
+    sent = llm.bodies[-1]["messages"][2]["tool_calls"]  # after the system prompt and the user's message
+    assert [c["extra_content"]["google"]["thought_signature"] for c in sent] == ["sig-0", "sig-1"]

@@ -1,0 +1,412 @@
+"""The agent's own tools, run in its process on the user's machine, relative to the working directory.
+
+Each has a JSON Schema the model sees and `jsonschema` checks the arguments against before anything runs, and a
+`mutating` flag the safety layer reads. Running one returns a `ToolRun`: the text the model reads, whether it
+failed, and what the mesh is told afterwards (exit code, output size).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import os
+import re
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pathspec
+from jsonschema import Draft202012Validator
+
+__all__ = ["BUILTINS", "SUBAGENT_DEFAULT_TOOLS", "SUBAGENT_PROMPT", "Builtin", "ToolRun", "validation_error"]
+
+SUBAGENT_DEFAULT_TOOLS = ("read_file", "list_dir", "glob", "grep")
+SUBAGENT_PROMPT = (
+    "You are {name}, a sub-agent working in the directory {cwd} for another agent, which gave you one task. "
+    "Use your tools to do it, then answer with what the other agent needs to know, concisely. Every tool call "
+    "goes through a governance mesh that may refuse it; do not try to get around a refusal: report it."
+)
+
+_MAX_OUTPUT = 30_000  # characters of one result the model reads
+_MAX_MATCHES = 500
+_MAX_FILE = 5_000_000  # bytes a read, edit or grep will open
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    content: str
+    is_error: bool = False
+    exit_code: int | None = None
+    diff: str = ""  # an edit's unified diff, for the terminal to show
+
+
+@dataclass(frozen=True)
+class ShellLimits:
+    timeout: float = 120.0
+    output_limit: int = _MAX_OUTPUT
+
+
+Runner = Callable[[dict[str, Any], Path, ShellLimits], Awaitable[ToolRun]]
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    mutating: bool
+    run: Runner
+    governed_as: str = ""  # the name the mesh decides it under, when not `name` (an MCP server's `<server>.<tool>`)
+    needs_mesh: bool = False  # runs only on the mesh's allow: refused offline or when the mesh cannot be asked
+
+    @property
+    def mesh_name(self) -> str:
+        return self.governed_as or self.name
+
+
+def validation_error(schema: dict[str, Any], arguments: Any) -> str:
+    """The first reason `arguments` do not fit `schema`, or "" when they do."""
+    errors = sorted(Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.path))
+    if not errors:
+        return ""
+    where = "/".join(str(p) for p in errors[0].path)
+    return f"{where + ': ' if where else ''}{errors[0].message}"
+
+
+class ToolFailed(Exception):
+    """What the model reads when a tool could not do what was asked."""
+
+
+def _resolve(cwd: Path, path: str) -> Path:
+    return (cwd / os.path.expanduser(path)).resolve()
+
+
+def _clip(text: str, limit: int = _MAX_OUTPUT) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
+
+
+def _read_text(path: Path) -> str:
+    if not path.is_file():
+        raise ToolFailed(f"{path} is not a file")
+    if path.stat().st_size > _MAX_FILE:
+        raise ToolFailed(f"{path} is larger than {_MAX_FILE} bytes")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ToolFailed(f"{path} is not UTF-8 text") from e
+
+
+def _diff(path: str, before: str, after: str) -> str:
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _guarded(fn: Callable[[dict[str, Any], Path], ToolRun]) -> Runner:
+    async def run(arguments: dict[str, Any], cwd: Path, _: ShellLimits) -> ToolRun:
+        try:
+            return await asyncio.to_thread(fn, arguments, cwd)
+        except ToolFailed as e:
+            return ToolRun(f"error: {e}", is_error=True)
+        except OSError as e:
+            return ToolRun(f"error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), is_error=True)
+
+    return run
+
+
+def _read_file(a: dict[str, Any], cwd: Path) -> ToolRun:
+    lines = _read_text(_resolve(cwd, a["path"])).splitlines()
+    first = int(a.get("start_line") or 1)
+    last = int(a.get("end_line") or len(lines))
+    if first > max(len(lines), 1) or last < first:
+        raise ToolFailed(f"lines {first}-{last} are not in the file ({len(lines)} lines)")
+    shown = [f"{n:>6}\t{lines[n - 1]}" for n in range(first, min(last, len(lines)) + 1)]
+    return ToolRun(_clip("\n".join(shown)))
+
+
+def _write_file(a: dict[str, Any], cwd: Path) -> ToolRun:
+    path = _resolve(cwd, a["path"])
+    before = _read_text(path) if path.exists() else ""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(a["content"], encoding="utf-8")
+    size = len(a["content"].encode())
+    diff = _diff(a["path"], before, a["content"])
+    return ToolRun(f"wrote {size} bytes to {a['path']}", diff=diff)
+
+
+def _edit_file(a: dict[str, Any], cwd: Path) -> ToolRun:
+    path = _resolve(cwd, a["path"])
+    text = _read_text(path)
+    old, new = a["old_text"], a["new_text"]
+    if not old:
+        raise ToolFailed("old_text is empty")
+    count = text.count(old)
+    if count == 0:
+        raise ToolFailed(f"old_text was not found in {a['path']} (it must match exactly, whitespace included)")
+    if count > 1 and not a.get("replace_all"):
+        raise ToolFailed(f"old_text occurs {count} times in {a['path']}: add context, or set replace_all")
+    after = text.replace(old, new) if a.get("replace_all") else text.replace(old, new, 1)
+    path.write_text(after, encoding="utf-8")
+    diff = _diff(a["path"], text, after)
+    return ToolRun(f"edited {a['path']} ({count if a.get('replace_all') else 1} replacement)\n{diff}", diff=diff)
+
+
+def _list_dir(a: dict[str, Any], cwd: Path) -> ToolRun:
+    path = _resolve(cwd, a.get("path") or ".")
+    if not path.is_dir():
+        raise ToolFailed(f"{a.get('path') or '.'} is not a directory")
+    entries = sorted(path.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+    return ToolRun(_clip("\n".join(p.name + ("/" if p.is_dir() else "") for p in entries)) or "(empty)")
+
+
+def _ignored(root: Path) -> pathspec.GitIgnoreSpec:
+    """The .gitignore rules at `root` (and .git itself), as gitwildmatch patterns."""
+    lines = [".git/"]
+    ignore = root / ".gitignore"
+    if ignore.is_file():
+        lines += ignore.read_text(encoding="utf-8", errors="replace").splitlines()
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def _files(base: Path) -> Iterator[Path]:
+    """Files under `base`, skipping what .gitignore files (at base and below) ignore."""
+    specs: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
+    for here, dirs, files in os.walk(base):
+        folder = Path(here)
+        if (folder / ".gitignore").is_file() or folder == base:
+            specs.append((folder, _ignored(folder)))
+
+        def kept(p: Path, is_dir: bool) -> bool:
+            for root, spec in specs:
+                if p.is_relative_to(root):
+                    rel = p.relative_to(root).as_posix() + ("/" if is_dir else "")
+                    if spec.match_file(rel):
+                        return False
+            return True
+
+        dirs[:] = sorted(d for d in dirs if kept(folder / d, True))
+        for name in sorted(files):
+            if kept(folder / name, False):
+                yield folder / name
+
+
+def _glob(a: dict[str, Any], cwd: Path) -> ToolRun:
+    base = _resolve(cwd, a.get("path") or ".")
+    spec = pathspec.GitIgnoreSpec.from_lines([a["pattern"]])
+    found = [p.relative_to(base).as_posix() for p in _files(base) if spec.match_file(p.relative_to(base).as_posix())]
+    more = f"\n[... {len(found) - _MAX_MATCHES} more]" if len(found) > _MAX_MATCHES else ""
+    return ToolRun("\n".join(found[:_MAX_MATCHES]) + more if found else "no files match")
+
+
+def _grep(a: dict[str, Any], cwd: Path) -> ToolRun:
+    try:
+        pattern = re.compile(a["pattern"], re.IGNORECASE if a.get("ignore_case") else 0)
+    except re.error as e:
+        raise ToolFailed(f"not a regular expression: {e}") from e
+    base = _resolve(cwd, a.get("path") or ".")
+    only = pathspec.GitIgnoreSpec.from_lines([a["glob"]]) if a.get("glob") else None
+    candidates = [base] if base.is_file() else list(_files(base))
+    hits: list[str] = []
+    for path in candidates:
+        shown = path.relative_to(cwd).as_posix() if path.is_relative_to(cwd) else str(path)
+        if only is not None and not only.match_file(path.name) and not only.match_file(shown):
+            continue
+        try:
+            if path.stat().st_size > _MAX_FILE:
+                continue
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue  # binary or unreadable: not searched
+        for n, line in enumerate(text.splitlines(), 1):
+            if pattern.search(line):
+                hits.append(f"{shown}:{n}: {line[:300]}")
+                if len(hits) > _MAX_MATCHES:
+                    break
+    if not hits:
+        return ToolRun("no matches")
+    more = "\n[... more matches cut]" if len(hits) > _MAX_MATCHES else ""
+    return ToolRun(_clip("\n".join(hits[:_MAX_MATCHES]) + more))
+
+
+async def _shell(a: dict[str, Any], cwd: Path, limits: ShellLimits) -> ToolRun:
+    where = _resolve(cwd, a.get("cwd") or ".")
+    if not where.is_dir():
+        return ToolRun(f"error: {a.get('cwd')} is not a directory", is_error=True)
+    timeout = min(float(a.get("timeout") or limits.timeout), limits.timeout)
+    proc = await asyncio.create_subprocess_exec(
+        "/bin/sh",
+        "-c",
+        a["command"],
+        cwd=where,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,  # its own process group: a timeout kills what it started too
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except (TimeoutError, asyncio.CancelledError):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        text = f"error: the command timed out after {timeout:g} s and was killed"
+        return ToolRun(text, is_error=True, exit_code=proc.returncode)
+    code = proc.returncode if proc.returncode is not None else -1
+    text = _clip(out.decode("utf-8", "replace"), limits.output_limit)
+    return ToolRun(f"exit code {code}\n{text}", is_error=code != 0, exit_code=code)
+
+
+_MAX_FETCH = 2_000_000  # bytes web_fetch reads of a page
+_TAGS = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.S | re.I)
+
+
+async def _web_fetch(a: dict[str, Any], _cwd: Path, limits: ShellLimits) -> ToolRun:
+    import html
+
+    import httpx
+
+    url = a["url"]
+    if not url.startswith(("http://", "https://")):
+        return ToolRun("error: only http and https URLs are fetched", is_error=True)
+    try:
+        async with (
+            httpx.AsyncClient(timeout=httpx.Timeout(30.0), follow_redirects=True, max_redirects=5) as client,
+            client.stream("GET", url, headers={"User-Agent": "flux7-agent"}) as resp,
+        ):
+            body = b""
+            async for chunk in resp.aiter_bytes():
+                body += chunk
+                if len(body) > _MAX_FETCH:
+                    break
+    except httpx.HTTPError as e:
+        return ToolRun(f"error: {url}: {e.__class__.__name__}: {e}", is_error=True)
+    text = body[:_MAX_FETCH].decode(resp.encoding or "utf-8", "replace")
+    if "html" in resp.headers.get("content-type", ""):
+        text = html.unescape(_TAGS.sub(" ", text))
+        text = "\n".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
+    status = f"HTTP {resp.status_code} {resp.headers.get('content-type', '')}".strip()
+    return ToolRun(f"{status}\n{_clip(text, limits.output_limit)}", is_error=resp.status_code >= 400)
+
+
+async def _no_direct_run(_a: dict[str, Any], _cwd: Path, _limits: ShellLimits) -> ToolRun:
+    return ToolRun("error: task runs through the agent", is_error=True)  # the agent runs sub-agents itself
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+_PATH = {"type": "string", "minLength": 1, "description": "a path relative to the working directory"}
+_LINE = {"type": "integer", "minimum": 1}
+
+BUILTINS: dict[str, Builtin] = {
+    b.name: b
+    for b in [
+        Builtin(
+            "read_file",
+            "Read a text file, with line numbers; start_line and end_line (1-based, inclusive) read a range.",
+            _schema({"path": _PATH, "start_line": _LINE, "end_line": _LINE}, ["path"]),
+            False,
+            _guarded(_read_file),
+        ),
+        Builtin(
+            "write_file",
+            "Create or overwrite a text file with the given content (parent folders are created).",
+            _schema({"path": _PATH, "content": {"type": "string"}}, ["path", "content"]),
+            True,
+            _guarded(_write_file),
+        ),
+        Builtin(
+            "edit_file",
+            "Replace old_text with new_text in a file. old_text must match exactly once (whitespace included) "
+            "unless replace_all is true. Answers the unified diff.",
+            _schema(
+                {
+                    "path": _PATH,
+                    "old_text": {"type": "string", "minLength": 1},
+                    "new_text": {"type": "string"},
+                    "replace_all": {"type": "boolean"},
+                },
+                ["path", "old_text", "new_text"],
+            ),
+            True,
+            _guarded(_edit_file),
+        ),
+        Builtin(
+            "list_dir",
+            "List a directory (folders end with /).",
+            _schema({"path": _PATH}, []),
+            False,
+            _guarded(_list_dir),
+        ),
+        Builtin(
+            "glob",
+            "Find files by a glob pattern such as **/*.py (files .gitignore ignores are left out).",
+            _schema({"pattern": {"type": "string", "minLength": 1}, "path": _PATH}, ["pattern"]),
+            False,
+            _guarded(_glob),
+        ),
+        Builtin(
+            "grep",
+            "Search file contents for a regular expression; answers path:line: text (respects .gitignore). "
+            "glob narrows the files searched.",
+            _schema(
+                {
+                    "pattern": {"type": "string", "minLength": 1},
+                    "path": _PATH,
+                    "glob": {"type": "string", "minLength": 1},
+                    "ignore_case": {"type": "boolean"},
+                },
+                ["pattern"],
+            ),
+            False,
+            _guarded(_grep),
+        ),
+        Builtin(
+            "task",
+            "Hand a self-contained task to a sub-agent with its own conversation: it works with the tools you "
+            "give it (default: read_file, list_dir, glob, grep) and answers with its findings. name identifies "
+            "it (the mesh sees it as <this agent>/<name>).",
+            _schema(
+                {
+                    "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"},
+                    "prompt": {"type": "string", "minLength": 1},
+                    "tools": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+                },
+                ["name", "prompt"],
+            ),
+            False,  # its own calls pass both gates as the sub-agent's
+            _no_direct_run,
+        ),
+        Builtin(
+            "web_fetch",
+            "Fetch a web page or file over http(s) and answer its text (HTML reduced to text). Runs only when the "
+            "mesh allows it.",
+            _schema({"url": {"type": "string", "minLength": 8, "maxLength": 2048}}, ["url"]),
+            False,
+            _web_fetch,
+            needs_mesh=True,
+        ),
+        Builtin(
+            "shell",
+            "Run a shell command (/bin/sh -c) in the working directory, or in cwd below it; answers the exit "
+            "code and the output (stdout and stderr together). timeout is in seconds.",
+            _schema(
+                {
+                    "command": {"type": "string", "minLength": 1},
+                    "cwd": _PATH,
+                    "timeout": {"type": "number", "exclusiveMinimum": 0},
+                },
+                ["command"],
+            ),
+            True,
+            _shell,
+        ),
+    ]
+}

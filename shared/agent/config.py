@@ -1,0 +1,338 @@
+"""The agent's configuration: layered, validated once at start, with where each value came from.
+
+Layers, later overriding earlier: built-in defaults, the user's `~/.config/flux7/agent.toml` (`$XDG_CONFIG_HOME`
+when set), the project's `.flux7/agent.toml` (found from the working directory up to the repository root), the
+environment, then the command line. Every problem is a `ConfigError` whose message is one line naming the file
+(or variable, or flag) and the key. `AGENT.md` files (the user's, the repository root's, the working directory's)
+become part of the system prompt.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .llm import DEFAULT_URLS
+from .safety import MODES
+
+__all__ = ["KEY_ENV", "AgentConfig", "ConfigError", "HookConfig", "McpServerConfig", "agent_md_files", "load_config"]
+
+_HOOK_EVENTS = ("session_start", "user_prompt", "before_tool", "after_tool", "agent_end", "error")
+KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+class ConfigError(Exception):
+    """A configuration problem, said in one line."""
+
+
+@dataclass(frozen=True)
+class McpServerConfig:
+    name: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    url: str = ""
+    env: tuple[tuple[str, str], ...] = ()  # the stdio server's environment (the SDK passes only a safe default set)
+
+
+@dataclass(frozen=True)
+class HookConfig:
+    event: str
+    command: str = ""
+    script: str = ""
+    timeout: float = 10.0
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    provider: str
+    model: str
+    llm_url: str
+    api_key: str
+    temperature: float | None
+    max_turns: int
+    approval_mode: str
+    mesh_url: str
+    agent_id: str
+    token: str
+    offline: bool
+    shell_timeout: float
+    shell_output_limit: int
+    sessions_dir: Path
+    system_prompt_file: str
+    context_window: int = 128_000
+    compact_at: float = 0.8
+    tool_folders: tuple[Path, ...] = ()  # where custom tools are loaded from, in order
+    mcp_servers: tuple[McpServerConfig, ...] = ()
+    hooks: tuple[HookConfig, ...] = ()
+    origins: dict[str, str] = field(default_factory=dict)  # key -> "default" | a file | "env NAME" | "flag --x"
+    files: tuple[Path, ...] = ()  # the TOML files read, in order
+
+
+# key -> (type check, default). Dotted keys are TOML tables: `mesh.url` is `[mesh] url = ...`.
+_SCALARS: dict[str, tuple[type | tuple[type, ...], Any]] = {
+    "provider": (str, ""),
+    "model": (str, ""),
+    "llm_url": (str, ""),
+    "api_key_env": (str, ""),
+    "temperature": ((int, float), None),
+    "max_turns": (int, 20),
+    "approval_mode": (str, "on-request"),
+    "system_prompt_file": (str, ""),
+    "mesh.url": (str, "http://127.0.0.1:9090"),
+    "mesh.agent_id": (str, "flux7-agent"),
+    "mesh.offline": (bool, False),
+    "shell.timeout": ((int, float), 120.0),
+    "shell.output_limit": (int, 30_000),
+    "sessions.dir": (str, ""),
+    "context.window": (int, 128_000),
+    "context.compact_at": ((int, float), 0.8),
+    "tools.trust_project": (bool, False),
+}
+_LISTS = ("mcp_servers", "hooks")
+
+_ENV = {
+    "FLUX7_LLM_PROVIDER": "provider",
+    "FLUX7_LLM_MODEL": "model",
+    "FLUX7_LLM_URL": "llm_url",
+    "FLUX7_AGENT_ID": "mesh.agent_id",
+    "FLUX7_AGENT_MODE": "approval_mode",
+    "MESH_URL": "mesh.url",
+}
+
+
+def user_config_dir(env: Mapping[str, str], home: Path) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or str(home / ".config")
+    return Path(base) / "flux7"
+
+
+def repo_root(cwd: Path) -> Path | None:
+    """The nearest folder at or above cwd holding `.git`; None outside a repository."""
+    for folder in [cwd, *cwd.parents]:
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def project_dir(cwd: Path) -> Path | None:
+    """The nearest `.flux7` folder at or above cwd, up to the repository root."""
+    root = repo_root(cwd)
+    for folder in [cwd, *cwd.parents]:
+        if (folder / ".flux7").is_dir():
+            return folder / ".flux7"
+        if folder == root:
+            break
+    return None
+
+
+def project_config(cwd: Path) -> Path | None:
+    """`.flux7/agent.toml` in the project's `.flux7` folder."""
+    folder = project_dir(cwd)
+    return folder / "agent.toml" if folder is not None and (folder / "agent.toml").is_file() else None
+
+
+def agent_md_files(cwd: Path, env: Mapping[str, str], home: Path) -> list[Path]:
+    """The AGENT.md files that apply here, most general first: the user's, the repository root's, cwd's."""
+    found: list[Path] = []
+    root = repo_root(cwd)
+    candidates = [user_config_dir(env, home) / "AGENT.md", *([root / "AGENT.md"] if root else []), cwd / "AGENT.md"]
+    for candidate in candidates:
+        if candidate.is_file() and candidate.resolve() not in [f.resolve() for f in found]:
+            found.append(candidate)
+    return found
+
+
+def _flatten(table: Mapping[str, Any], where: str, prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        dotted = f"{prefix}{key}"
+        if dotted in _LISTS:
+            flat[dotted] = value
+        elif isinstance(value, dict) and f"{dotted}." in {k[: len(dotted) + 1] for k in _SCALARS}:
+            flat.update(_flatten(value, where, f"{dotted}."))
+        elif dotted in _SCALARS:
+            flat[dotted] = value
+        else:
+            raise ConfigError(f"{where}: unknown key {dotted!r}")
+    return flat
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return _flatten(tomllib.load(f), str(path))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from e
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror or e}") from e
+
+
+def _check_type(key: str, value: Any, where: str) -> None:
+    kind = _SCALARS[key][0]
+    if isinstance(value, bool) and kind is not bool:
+        raise ConfigError(f"{where}: {key} must be {_kind_name(kind)}, not a boolean")
+    if not isinstance(value, kind):
+        raise ConfigError(f"{where}: {key} must be {_kind_name(kind)} (got {value!r})")
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+    if isinstance(kind, tuple):
+        return "a number"
+    return names.get(kind, kind.__name__)
+
+
+def _mcp_servers(value: Any, where: str) -> tuple[McpServerConfig, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: mcp_servers must be an array of tables ([[mcp_servers]])")
+    servers: list[McpServerConfig] = []
+    for i, item in enumerate(value):
+        at = f"{where}: mcp_servers[{i}]"
+        if not isinstance(item, dict):
+            raise ConfigError(f"{at} must be a table")
+        unknown = set(item) - {"name", "command", "args", "url", "env"}
+        if unknown:
+            raise ConfigError(f"{at}: unknown key {sorted(unknown)[0]!r}")
+        name, command, url = item.get("name"), item.get("command", ""), item.get("url", "")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{at} needs a name")
+        if not isinstance(command, str) or not isinstance(url, str) or bool(command) == bool(url):
+            raise ConfigError(f"{at} ({name}) needs exactly one of command or url")
+        args = item.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ConfigError(f"{at} ({name}): args must be an array of strings")
+        env = item.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise ConfigError(f"{at} ({name}): env must be a table of strings")
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", name):
+            raise ConfigError(f"{at}: name must be 1 to 32 of A-Z a-z 0-9 _ - (got {name!r})")
+        servers.append(McpServerConfig(name, command, tuple(args), url, tuple(sorted(env.items()))))
+    return tuple(servers)
+
+
+def _hooks(value: Any, where: str) -> tuple[HookConfig, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: hooks must be an array of tables ([[hooks]])")
+    hooks: list[HookConfig] = []
+    for i, item in enumerate(value):
+        at = f"{where}: hooks[{i}]"
+        if not isinstance(item, dict):
+            raise ConfigError(f"{at} must be a table")
+        unknown = set(item) - {"event", "command", "script", "timeout"}
+        if unknown:
+            raise ConfigError(f"{at}: unknown key {sorted(unknown)[0]!r}")
+        event = item.get("event")
+        if event not in _HOOK_EVENTS:
+            raise ConfigError(f"{at}: event must be one of {', '.join(_HOOK_EVENTS)} (got {event!r})")
+        command, script = item.get("command", ""), item.get("script", "")
+        if not isinstance(command, str) or not isinstance(script, str) or not (command or script):
+            raise ConfigError(f"{at} ({event}) needs a command or a script")
+        timeout = item.get("timeout", 10.0)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ConfigError(f"{at} ({event}): timeout must be a positive number of seconds")
+        hooks.append(HookConfig(event, command, script, float(timeout)))
+    return tuple(hooks)
+
+
+def load_config(flags: Mapping[str, Any], env: Mapping[str, str], *, cwd: Path, home: Path) -> AgentConfig:
+    """Every layer merged and validated. `flags` holds the command line's values (None: not given), keyed like
+    the TOML keys (`mesh.url`); `token` and `session` are flag/env only."""
+    values: dict[str, Any] = {k: default for k, (_, default) in _SCALARS.items()}
+    origins = dict.fromkeys(values, "default")
+    lists: dict[str, tuple[Any, str]] = {}
+    files: list[Path] = []
+    user_file = user_config_dir(env, home) / "agent.toml"
+    for path in [user_file if user_file.is_file() else None, project_config(cwd)]:
+        if path is None:
+            continue
+        files.append(path)
+        for key, value in _read_toml(path).items():
+            if key == "tools.trust_project" and path != user_file:
+                raise ConfigError(f"{path}: tools.trust_project can only be set in the user's own {user_file}")
+            if key in _LISTS:
+                lists[key] = (value, str(path))
+                continue
+            _check_type(key, value, str(path))
+            values[key], origins[key] = value, str(path)
+    for name, key in _ENV.items():
+        if env.get(name):
+            values[key], origins[key] = env[name], f"env {name}"
+    for key, value in flags.items():
+        if value is not None and key in _SCALARS:
+            _check_type(key, value, f"--{key.split('.')[-1].replace('_', '-')}")
+            values[key], origins[key] = value, f"flag --{key.split('.')[-1].replace('_', '-')}"
+
+    def at(key: str) -> str:
+        return origins[key]
+
+    provider = values["provider"]
+    if not provider:  # the provider whose key is set, else a local Ollama
+        provider = next((p for p, var in KEY_ENV.items() if env.get(var)), "ollama")
+        origins["provider"] = "default"
+    if provider not in DEFAULT_URLS:
+        raise ConfigError(f"{at('provider')}: unknown provider {provider!r} (known: {', '.join(sorted(DEFAULT_URLS))})")
+    if not values["model"]:
+        raise ConfigError('no model: pass --model, set FLUX7_LLM_MODEL, or put model = "..." in agent.toml')
+    key_env = values["api_key_env"] or KEY_ENV.get(provider, "")
+    api_key = env.get("FLUX7_LLM_API_KEY") or (env.get(key_env, "") if key_env else "")
+    if provider in KEY_ENV and not api_key and not values["llm_url"]:
+        raise ConfigError(f"no API key for {provider}: set {key_env} (or FLUX7_LLM_API_KEY)")
+    temperature = values["temperature"]
+    if temperature is not None and not 0 <= float(temperature) <= 2:
+        raise ConfigError(f"{at('temperature')}: temperature must be between 0 and 2 (got {temperature})")
+    if values["approval_mode"] not in MODES:
+        raise ConfigError(
+            f"{at('approval_mode')}: approval_mode must be one of {', '.join(MODES)} (got {values['approval_mode']!r})"
+        )
+    if values["max_turns"] < 1:
+        raise ConfigError(f"{at('max_turns')}: max_turns must be at least 1")
+    if values["shell.timeout"] <= 0:
+        raise ConfigError(f"{at('shell.timeout')}: shell.timeout must be a positive number of seconds")
+    if values["shell.output_limit"] < 1000:
+        raise ConfigError(f"{at('shell.output_limit')}: shell.output_limit must be at least 1000 characters")
+    if values["context.window"] < 1000:
+        raise ConfigError(f"{at('context.window')}: context.window must be at least 1000 tokens")
+    if not 0.1 <= float(values["context.compact_at"]) <= 0.95:
+        raise ConfigError(f"{at('context.compact_at')}: context.compact_at must be between 0.1 and 0.95")
+    if not str(values["mesh.url"]).startswith(("http://", "https://")):
+        raise ConfigError(f"{at('mesh.url')}: mesh.url must be an http(s) URL (got {values['mesh.url']!r})")
+    mcp = _mcp_servers(*lists["mcp_servers"]) if "mcp_servers" in lists else ()
+    hooks = _hooks(*lists["hooks"]) if "hooks" in lists else ()
+    sessions_dir = values["sessions.dir"] or ""
+    if sessions_dir:
+        sessions = Path(sessions_dir).expanduser()
+    else:
+        data = env.get("XDG_DATA_HOME") or str(home / ".local" / "share")
+        sessions = Path(data) / "flux7" / "agent" / "sessions"
+    token = str(flags.get("token") or env.get("MESH_AGENT_TOKEN") or "")
+    folders = [user_config_dir(env, home) / "tools"]
+    project = project_dir(cwd)
+    if values["tools.trust_project"] and project is not None:
+        folders.append(project / "tools")
+    return AgentConfig(
+        provider=provider,
+        model=values["model"],
+        llm_url=values["llm_url"],
+        api_key=api_key,
+        temperature=float(temperature) if temperature is not None else None,
+        max_turns=int(values["max_turns"]),
+        approval_mode=values["approval_mode"],
+        mesh_url=values["mesh.url"],
+        agent_id=values["mesh.agent_id"],
+        token=token,
+        offline=bool(values["mesh.offline"]),
+        shell_timeout=float(values["shell.timeout"]),
+        shell_output_limit=int(values["shell.output_limit"]),
+        sessions_dir=sessions,
+        system_prompt_file=values["system_prompt_file"],
+        context_window=int(values["context.window"]),
+        compact_at=float(values["context.compact_at"]),
+        tool_folders=tuple(folders),
+        mcp_servers=mcp,
+        hooks=hooks,
+        origins=origins,
+        files=tuple(files),
+    )

@@ -1,0 +1,106 @@
+"""The context engine: how big the conversation is, and making it smaller before it overflows the model's window.
+
+Counting is an estimate, four characters a token over everything sent (the mesh estimates the same way); the
+providers' own counts come back in each turn's usage and are what `/usage` shows. Before each model turn, when
+the count reaches `compact_at` of the window, the engine first prunes large tool outputs of earlier prompts, then,
+if that is not enough, asks the model for a summary of everything before the current prompt (the task,
+decisions, files touched, open questions) and puts it in their place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .conversation import Message, ToolResult, ToolSpec
+from .llm import Chat, TextDelta
+
+__all__ = ["SUMMARY_PROMPT", "Compaction", "ContextEngine", "estimate_tokens"]
+
+SUMMARY_PROMPT = (
+    "You compact a coding agent's conversation. Summarize the transcript you are given so the agent can go on "
+    "without it. Keep: the user's task and constraints, decisions made and why, files read, created or changed "
+    "(with what changed), commands run and their results that still matter, what was refused and why, and open "
+    "questions or next steps. Be concise and factual; write it as notes, not as a conversation."
+)
+_PRUNE_OVER = 2000  # characters: a tool output larger than this is pruned from earlier prompts first
+_PRUNED = "[output pruned to save context: {n} characters]"
+
+
+def estimate_tokens(messages: Sequence[Message], system: str = "", tools: Sequence[ToolSpec] = ()) -> int:
+    """Four characters a token over everything sent (a documented estimate, not a tokenizer)."""
+    chars = len(system) + sum(len(json.dumps(t.parameters)) + len(t.description) + len(t.name) for t in tools)
+    for m in messages:
+        chars += len(m.text) + sum(len(c.name) + len(c.arguments) for c in m.tool_calls)
+        chars += sum(len(r.content) for r in m.results)
+    return chars // 4
+
+
+@dataclass(frozen=True)
+class Compaction:
+    before: int  # estimated tokens before
+    after: int
+    pruned: int  # tool outputs pruned
+    summarized: int  # messages replaced by the summary
+
+
+class ContextEngine:
+    def __init__(self, window: int = 128_000, compact_at: float = 0.8) -> None:
+        self.window = window
+        self.compact_at = compact_at
+
+    @property
+    def limit(self) -> int:
+        return int(self.window * self.compact_at)
+
+    def over(self, messages: Sequence[Message], system: str, tools: Sequence[ToolSpec]) -> bool:
+        return estimate_tokens(messages, system, tools) >= self.limit
+
+    async def compact(
+        self,
+        chat: Chat,
+        messages: list[Message],
+        keep_from: int,
+        system: str,
+        tools: Sequence[ToolSpec],
+        *,
+        force: bool = False,
+    ) -> Compaction | None:
+        """Shrink `messages[:keep_from]` in place (what comes from `keep_from` on, the current prompt, stays
+        whole). None when there was nothing to do."""
+        before = estimate_tokens(messages, system, tools)
+        # Nothing before this prompt, or only an earlier summary and its acknowledgement: nothing to gain.
+        if keep_from <= 0 or (not force and (before < self.limit or keep_from <= 2)):
+            return None
+        pruned = 0
+        for m in messages[:keep_from]:
+            if m.role != "tool":
+                continue
+            for i, r in enumerate(m.results):
+                if len(r.content) > _PRUNE_OVER:
+                    m.results[i] = ToolResult(r.call_id, _PRUNED.format(n=len(r.content)), r.is_error)
+                    pruned += 1
+        if not force and estimate_tokens(messages, system, tools) < self.limit:
+            return Compaction(before, estimate_tokens(messages, system, tools), pruned, 0)
+        summary = await self._summary(chat, messages[:keep_from])
+        replaced = keep_from
+        messages[:keep_from] = [
+            Message("user", f"Summary of the conversation so far (it was compacted):\n\n{summary}"),
+            Message("assistant", "Understood: I will go on from this summary."),
+        ]
+        return Compaction(before, estimate_tokens(messages, system, tools), pruned, replaced)
+
+    async def _summary(self, chat: Chat, old: Sequence[Message]) -> str:
+        lines: list[str] = []
+        for m in old:
+            if m.text:
+                lines.append(f"{m.role}: {m.text}")
+            lines += [f"assistant called {c.name} {c.arguments}" for c in m.tool_calls]
+            lines += [f"tool result{' (error)' if r.is_error else ''}: {r.content[:4000]}" for r in m.results]
+        transcript = "\n".join(lines)
+        text: list[str] = []
+        async for piece in chat.stream(SUMMARY_PROMPT, [Message("user", transcript)], []):
+            if isinstance(piece, TextDelta):
+                text.append(piece.text)
+        return "".join(text).strip() or "(the summary came back empty)"

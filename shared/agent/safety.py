@@ -1,0 +1,140 @@
+"""The local safety layer: the first of the two gates every built-in tool call passes (the mesh is the second).
+
+Fast and offline. It answers `refuse` (a dangerous pattern: never runs, never reaches the mesh), `ask` (the user
+confirms at the terminal) or `allow`, from the tool, its arguments, the working directory and the approval mode:
+
+| mode          | reads | edits in the cwd | shell (not whitelisted) | a path outside the cwd |
+|---------------|-------|------------------|-------------------------|------------------------|
+| `read-only`   | run   | refused          | refused                 | refused                |
+| `always-ask`  | ask   | ask              | ask                     | ask                    |
+| `on-request`  | run   | ask              | ask                     | ask                    |
+| `auto-edit`   | run   | run              | ask                     | ask                    |
+| `auto`        | run   | run              | run                     | ask                    |
+| `yolo`        | run   | run              | run                     | run                    |
+
+Dangerous patterns are refused in every mode, yolo included; whitelisted shell commands run like reads. A mesh
+tool (`check_mesh_tool`) is the mesh's to decide: locally, `read-only` refuses one the mesh does not classify as
+a read, `always-ask` asks, and every other mode lets it through to the mesh.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["MODES", "Verdict", "check", "check_mesh_tool", "dangerous", "escapes", "is_safe_command"]
+
+MODES = ("read-only", "always-ask", "on-request", "auto-edit", "auto", "yolo")
+Mode = Literal["read-only", "always-ask", "on-request", "auto-edit", "auto", "yolo"]
+
+# A command is refused when any of these matches it (after collapsing whitespace).
+_DANGEROUS: list[tuple[re.Pattern[str], str]] = [
+    (
+        re.compile(
+            r"\brm\s+(-[a-zA-Z]*\s+)*-[a-zA-Z]*[rR][a-zA-Z]*\s+(-[a-zA-Z-]*\s+)*(/|/\*|~|~/|\$HOME)(\s|$|;|&|\|)"
+        ),
+        "recursive delete of / or the home directory",
+    ),
+    (re.compile(r"\brm\s+.*--no-preserve-root"), "rm --no-preserve-root"),
+    (re.compile(r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:"), "a fork bomb"),
+    (re.compile(r"\bmkfs(\.\w+)?\b"), "formatting a file system (mkfs)"),
+    (re.compile(r"\bdd\b[^|;&]*\bof=/dev/(?!null\b|zero\b|stdout\b|stderr\b)"), "dd onto a device"),
+    (re.compile(r">\s*/dev/(sd[a-z]|nvme\d|hd[a-z]|disk\d|mmcblk\d)"), "writing onto a raw disk device"),
+    (re.compile(r"\bchmod\s+(-[a-zA-Z]*\s+)*-[a-zA-Z]*R[a-zA-Z]*\s+(0?777|a\+rwx)\s+/(\s|$)"), "chmod -R 777 /"),
+    (re.compile(r"\bchmod\s+(0?777|a\+rwx)\s+(-[a-zA-Z]*\s+)*-[a-zA-Z]*R[a-zA-Z]*\s+/(\s|$)"), "chmod -R 777 /"),
+    (re.compile(r"\b(curl|wget)\b[^|;&]*\|\s*(sudo\s+)?(ba|z|da|k)?sh\b"), "piping a download into a shell"),
+    (re.compile(r"\b(shutdown|reboot|halt|poweroff)\b"), "shutting the machine down"),
+    (re.compile(r"(>|\btee\b|\bcp\b|\bmv\b|\brm\b|\bchmod\b)[^|;&]*(~|\$HOME|/root|/home/[^/\s]+)/\.ssh\b"), "~/.ssh"),
+]
+
+# Commands that only read: auto-approved in every mode (as long as nothing chains, pipes or redirects them).
+_SAFE_COMMANDS = {"ls", "cat", "pwd", "echo", "head", "tail", "wc", "which", "whoami", "date", "file", "stat", "tree"}
+_SAFE_GIT = {"status", "diff", "log", "show", "branch", "blame", "rev-parse", "ls-files"}
+_SHELL_SYNTAX = re.compile(r"[;&|<>`$()\n]")
+
+Action = Literal["allow", "ask", "refuse"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: Action
+    reason: str
+
+
+def dangerous(command: str) -> str:
+    """Why `command` is refused outright, or "" when no dangerous pattern matches."""
+    flat = " ".join(command.split())
+    for pattern, why in _DANGEROUS:
+        if pattern.search(flat):
+            return why
+    return ""
+
+
+def is_safe_command(command: str) -> bool:
+    """A single read-only command from the whitelist, with no shell syntax around it."""
+    if _SHELL_SYNTAX.search(command):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    if not words:
+        return False
+    if words[0] == "git":
+        return len(words) > 1 and words[1] in _SAFE_GIT
+    return words[0] in _SAFE_COMMANDS
+
+
+def escapes(path: str, cwd: Path) -> bool:
+    """Whether `path` (relative to cwd, `~` expanded) resolves outside the working directory."""
+    resolved = (cwd / os.path.expanduser(path)).resolve()
+    return not resolved.is_relative_to(cwd.resolve())
+
+
+def _under_ssh(path: str, cwd: Path, home: Path) -> bool:
+    resolved = (cwd / os.path.expanduser(path)).resolve()
+    return resolved.is_relative_to((home / ".ssh").resolve())
+
+
+def check(tool: str, arguments: dict[str, Any], *, mutating: bool, mode: str, cwd: Path, home: Path) -> Verdict:
+    """The local gate's verdict on one built-in call whose arguments already passed their schema."""
+    paths = [str(arguments[k]) for k in ("path", "cwd") if isinstance(arguments.get(k), str)]
+    command = str(arguments.get("command") or "") if tool == "shell" else ""
+    if command and (why := dangerous(command)):
+        return Verdict("refuse", f"dangerous command refused by the local safety layer: {why}")
+    if mutating and any(_under_ssh(p, cwd, home) for p in paths):
+        return Verdict("refuse", "writes under ~/.ssh are refused by the local safety layer")
+    outside = [p for p in paths if escapes(p, cwd)]
+    safe_read = not mutating or (tool == "shell" and is_safe_command(command))
+    if mode == "read-only":
+        if not safe_read:
+            return Verdict("refuse", f"{tool} changes things and the approval mode is read-only")
+        if outside:
+            return Verdict("refuse", f"{outside[0]} is outside the working directory (read-only mode)")
+        return Verdict("allow", "a read")
+    if mode == "yolo":
+        return Verdict("allow", "yolo mode")
+    if outside:
+        return Verdict("ask", f"{outside[0]} is outside the working directory {cwd}")
+    if mode == "always-ask":
+        return Verdict("ask", "always-ask mode")
+    if safe_read:
+        return Verdict("allow", "a read" if not mutating else "a whitelisted command")
+    if mode == "auto" or (mode == "auto-edit" and tool != "shell"):
+        return Verdict("allow", f"{mode} mode")
+    return Verdict("ask", f"{tool} changes things ({mode} mode asks)")
+
+
+def check_mesh_tool(tool: str, access: str, mode: str) -> Verdict:
+    """The local gate's verdict on a mesh tool, whose policy, approvals and limits the mesh applies next."""
+    if mode == "read-only" and access != "read":
+        return Verdict(
+            "refuse", f"{tool} is not a read ({access}, as the mesh classifies it) and the mode is read-only"
+        )
+    if mode == "always-ask":
+        return Verdict("ask", "always-ask mode")
+    return Verdict("allow", "the mesh decides")
