@@ -269,8 +269,14 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str], *, cwd: Path, 
         return origins[key]
 
     provider = values["provider"]
-    if not provider:  # the provider whose key is set, else a local Ollama
-        provider = next((p for p, var in KEY_ENV.items() if env.get(var)), "ollama")
+    if not provider:  # the provider whose key is set; a local Ollama only when its URL was given
+        found = next((p for p, var in KEY_ENV.items() if env.get(var)), "")
+        if not found and not values["llm_url"]:
+            raise ConfigError(
+                "no model provider: pass --provider (anthropic, openai, ollama) or set ANTHROPIC_API_KEY "
+                "or OPENAI_API_KEY; for a local Ollama, --provider ollama (or FLUX7_LLM_URL=http://localhost:11434)"
+            )
+        provider = found or "ollama"
         origins["provider"] = "default"
     if provider not in DEFAULT_URLS:
         raise ConfigError(f"{at('provider')}: unknown provider {provider!r} (known: {', '.join(sorted(DEFAULT_URLS))})")

@@ -389,6 +389,15 @@ def test_configuration_layers_and_one_line_errors(mesh: Server, tmp_path: Path) 
         no_key.stderr.strip()
         == "flux7 agent: config error: no API key for openai: set OPENAI_API_KEY (or FLUX7_LLM_API_KEY)"
     )
+    no_provider = agent_cli(
+        ["--mesh", mesh.url, "-p", "hi"],
+        llm.url,
+        home,
+        cwd=work,
+        extra_env={"FLUX7_LLM_PROVIDER": "", "FLUX7_LLM_URL": "", "ANTHROPIC_API_KEY": "", "OPENAI_API_KEY": ""},
+    )
+    assert no_provider.returncode == 2  # no quiet fall-back to an Ollama that is not there
+    assert no_provider.stderr.startswith("flux7 agent: config error: no model provider: pass --provider")
     assert len(llm.bodies) == 2  # the good run's two turns: no bad configuration reached the model
     assert session_rows(mesh, "cfg-2") == []  # nor the mesh
 
