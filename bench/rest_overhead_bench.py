@@ -83,7 +83,17 @@ def start_backend() -> tuple[subprocess.Popen[bytes], int]:
 def start_mesh(config: Path, workers: int) -> tuple[subprocess.Popen[bytes], int]:
     """`flux7 serve` with this config on a free port, answering /health."""
     port = free_port()
-    cmd = [sys.executable, "-m", "shared.cli", "serve", "--config", str(config), "--port", str(port), "--no-access-log"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "functions.entry",
+        "serve",
+        "--config",
+        str(config),
+        "--port",
+        str(port),
+        "--no-access-log",
+    ]
     proc = start([*cmd, "--workers", str(workers)], env=ENV)
     wait_http(f"http://127.0.0.1:{port}/health")
     return proc, port

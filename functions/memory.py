@@ -24,7 +24,7 @@ from .head import HeadAsGet
 from .openapi import ADMIN, PUBLIC, json_body, ok, text_responses
 from .schemas import JsonRpcMessage, MemoryChain, MemoryHealth, SnapshotReminder
 
-__all__ = ["MCP_ROUTES", "ROUTES", "create_memory_app"]
+__all__ = ["MCP_ROUTES", "ROUTES", "create_memory_app", "serve_app"]
 
 RPC_BODY_LIMIT = 8 * 1024 * 1024
 KEEPALIVE_SECONDS = 30.0
@@ -294,3 +294,10 @@ def create_memory_app(service: MemoryService) -> Litestar:
     )
     app.state.memory = service
     return app
+
+
+def serve_app() -> Litestar:
+    """granian's factory in each `mem7 serve` worker: the memory app over the config its parent validated."""
+    from shared.memory.cli import worker_service
+
+    return create_memory_app(worker_service())

@@ -12,6 +12,7 @@ from .admin_token import effective_admin_token, token_file
 from .errors import ConfigError
 from .identity import accepted_identities, is_loopback_bind
 from .settings import Settings, load_settings
+from .webapps import current
 
 __all__ = ["check_bind", "check_cli_binaries", "serve", "startup_line"]
 
@@ -72,7 +73,7 @@ def serve(
     host: str | None = None,
     port: int | None = None,
     workers: int | None = None,
-    factory: str = "functions.asgi:app_factory",
+    factory: str = "",
     openapi_url: str = "",
     openapi_backend: str = "",
     access_log: bool | None = None,
@@ -107,7 +108,7 @@ def serve(
     n = workers or settings.workers
     tls = settings.tls
     server = Granian(
-        factory.split(":")[0] + ":" + factory.split(":")[1],
+        factory or current().mesh_factory,
         address=bind,
         port=port or settings.port,
         interface=Interfaces.ASGI,

@@ -10,7 +10,6 @@ Newline-delimited JSON-RPC on stdin/stdout; every log line goes to stderr. Two m
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import os
 import secrets
@@ -284,7 +283,9 @@ async def _standalone(settings: Settings, port: int, agent: str, session_id: str
     from ..mesh import Mesh
 
     # The HTTP edge is composed here, at the entry point, as `serve` does with its factory string.
-    create_app = importlib.import_module("functions.app").create_app
+    from ..webapps import current
+
+    create_app = current().mesh_app  # the composition root's (functions/entry.py): the core never imports the edge
     mesh = Mesh(settings)
     # The handshake is answered at once; upstreams connect meanwhile (tools/* wait for them, up to the
     # registry's start timeout), so an agent never times out waiting for `initialize`.

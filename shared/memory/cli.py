@@ -24,7 +24,7 @@ from shared.errors import ConfigError, Flux7Error
 from .config import MemoryConfig
 from .service import MemoryService
 
-__all__ = ["config_from_env", "listen_address", "main", "memory", "serve_app"]
+__all__ = ["config_from_env", "listen_address", "main", "memory", "worker_service"]
 
 log = logging.getLogger("flux7.memory")
 
@@ -90,12 +90,11 @@ def _service(config: MemoryConfig) -> MemoryService:
     return MemoryService(config, _database(config))
 
 
-def serve_app() -> Any:
-    """granian's factory in each worker: the config the parent validated, from the environment."""
-    from functions.memory import create_memory_app
-
+def worker_service() -> MemoryService:
+    """In each `mem7 serve` worker: the service over the config the parent validated (from the environment).
+    The worker's ASGI factory (functions/memory.py `serve_app`) wraps it."""
     config = msgspec.json.decode(os.environ[_WORKER_CONFIG].encode(), type=MemoryConfig)
-    return create_memory_app(_service(config))
+    return _service(config)
 
 
 def _serve(config: MemoryConfig, listen: str, workers: int) -> int:
@@ -108,8 +107,10 @@ def _serve(config: MemoryConfig, listen: str, workers: int) -> int:
         log.warning("serving without authentication (no --token / MEM7_TOKEN set)")
     log.info("mem7 listening on %s:%d (data dir %s)", host, port, config.dir)
     os.environ[_WORKER_CONFIG] = msgspec.json.encode(config).decode()
+    from ..webapps import current
+
     Granian(
-        "shared.memory.cli:serve_app",
+        current().memory_factory,
         address=host,
         port=port,
         interface=Interfaces.ASGI,

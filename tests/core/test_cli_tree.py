@@ -19,9 +19,9 @@ from tests.support.server import REPO
 
 # The installed console scripts, run as `python -c` so the tests use this checkout's code.
 ENTRY = {
-    "flux7": "from shared.cli import main as m",
-    "mesh7": "from shared.cli import mesh7_main as m",
-    "mem7": "from shared.memory.cli import main as m",
+    "flux7": "from functions.entry import main as m",
+    "mesh7": "from functions.entry import mesh7_main as m",
+    "mem7": "from functions.entry import mem7_main as m",
     "sup7": "from shared.supervisor.cli import main as m",
     "mesh": "from shared.approval_cli import main as m",
 }

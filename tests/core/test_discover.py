@@ -18,7 +18,7 @@ def test_discover_drafts_a_loadable_policy_from_the_upstreams(tmp_path: Path, ba
         [
             sys.executable,
             "-c",
-            "from shared.cli import mesh7_main; raise SystemExit(mesh7_main())",
+            "from functions.entry import mesh7_main; raise SystemExit(mesh7_main())",
             "discover",
             "--config",
             str(cfg),

@@ -132,7 +132,7 @@ def test_identity_resolution_with_tokens(db: Database, tmp_path: Path) -> None:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "shared.cli", "token", *args], capture_output=True, text=True, cwd=REPO, timeout=60
+        [sys.executable, "-m", "functions.entry", "token", *args], capture_output=True, text=True, cwd=REPO, timeout=60
     )
 
 

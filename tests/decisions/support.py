@@ -81,7 +81,14 @@ class Mem7:
         env.pop("MEM7_TOKEN", None)
         log = (self.directory.parent / f"mem7-{self.port}.log").open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "shared.memory.cli", "serve", "--listen", f"127.0.0.1:{self.port}"],
+            [
+                sys.executable,
+                "-c",
+                "from functions.entry import mem7_main; raise SystemExit(mem7_main())",
+                "serve",
+                "--listen",
+                f"127.0.0.1:{self.port}",
+            ],
             cwd=REPO,
             env=env,
             stdout=log,

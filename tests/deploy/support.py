@@ -21,7 +21,7 @@ from tests.support.server import REPO, Server, healthy
 from tests.upstreams.servers.http_backend import Backend
 
 LITESTREAM_YML = REPO / "litestream.yml"
-FLUX7 = f"{sys.executable} -m shared.cli"
+FLUX7 = f"{sys.executable} -m functions.entry"
 
 
 def write_config(
@@ -121,7 +121,7 @@ def replicated(config: Path, data: Path, replica: Path) -> Iterator[Replicated]:
 
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "shared.cli", *args],
+        [sys.executable, "-m", "functions.entry", *args],
         capture_output=True,
         text=True,
         cwd=cwd,

@@ -184,5 +184,9 @@ def run_mem7(*args: str, env: dict[str, str]) -> Any:
     import sys
 
     return subprocess.run(
-        [sys.executable, "-m", "shared.memory.cli", *args], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-c", "from functions.entry import mem7_main; raise SystemExit(mem7_main())", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )

@@ -122,7 +122,7 @@ def test_a_start_with_a_bad_policy_file_refuses_with_the_file_and_fault(
     config = make_config(tmp_path, backend, "auth: {admin_token: adm1n}")
     (tmp_path / "policies" / "agents.yaml").write_bytes(data)
     done = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "serve", "--config", str(config), "--port", "1"],
+        [sys.executable, "-m", "functions.entry", "serve", "--config", str(config), "--port", "1"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

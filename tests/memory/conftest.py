@@ -106,7 +106,14 @@ class Mem7Process:
         self.port = free_port()
         env = {**os.environ, "MEM7_DIR": str(self.directory), "MEM7_HYBRID": "0", **self.extra_env}
         env.pop("MEM7_TOKEN", None)
-        args = [sys.executable, "-m", "shared.memory.cli", "serve", "--listen", f"127.0.0.1:{self.port}"]
+        args = [
+            sys.executable,
+            "-c",
+            "from functions.entry import mem7_main; raise SystemExit(mem7_main())",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{self.port}",
+        ]
         args += ["--workers", str(self.workers)]
         if self.token:
             args += ["--token", self.token]

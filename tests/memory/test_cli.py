@@ -17,7 +17,7 @@ from .conftest import REPO, call
 def mem7(directory: Path, *args: str, key: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MEM7_DIR": str(directory), "MEM7_HYBRID": "0", "MEM7_CHAIN_KEY": key}
     return subprocess.run(
-        [sys.executable, "-m", "shared.memory.cli", *args],
+        [sys.executable, "-c", "from functions.entry import mem7_main; raise SystemExit(mem7_main())", *args],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -93,7 +93,7 @@ def test_the_memory_chain_route_sees_a_deleted_daily_file(tmp_path: Path, make_s
 
 
 def _trace_verify(entry: str, *files: Path) -> subprocess.CompletedProcess[str]:
-    code = f"import sys; from shared.cli import {entry}; sys.exit({entry}(['trace', 'verify', *sys.argv[1:]]))"
+    code = f"import sys; from functions.entry import {entry}; sys.exit({entry}(['trace', 'verify', *sys.argv[1:]]))"
     return subprocess.run(
         [sys.executable, "-c", code, *map(str, files)],
         cwd=REPO,

@@ -153,7 +153,7 @@ def test_sup7_status_reports_the_mesh(tmp_path: Path, backend: Backend) -> None:
         assert report["mesh"]["reachable"] is True and report["pending"] == 0
         assert report["rules"][-1] == "default"
         assert report["mcp_server"] == {"enabled": False}
-        via_flux7 = [sys.executable, "-m", "shared.cli", "supervisor", "-c", str(cfg), "status"]
+        via_flux7 = [sys.executable, "-m", "functions.entry", "supervisor", "-c", str(cfg), "status"]
         same = subprocess.run(via_flux7, env=env, capture_output=True, text=True, timeout=60)
         assert same.returncode == 0 and json.loads(same.stdout)["mesh"]["reachable"] is True
         env.pop("MESH_ADMIN_TOKEN")

@@ -238,7 +238,7 @@ def test_the_traces_endpoint_and_json_protocol_variables(
     lines = (tmp_path / "traces.jsonl").read_text().splitlines()
     assert any('"request":{' in line and '"upstream":{' in line for line in lines)
     verify = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "trace", "verify", str(tmp_path / "traces.jsonl")],
+        [sys.executable, "-m", "functions.entry", "trace", "verify", str(tmp_path / "traces.jsonl")],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -270,7 +270,7 @@ async def test_mesh7_mcp_over_stdio_exports_pipe_spans_with_the_negotiated_versi
 def test_a_bad_otel_variable_stops_flux7_serve_with_a_clear_message(tmp_path: Path, backend: Backend) -> None:
     config = _config(tmp_path, backend)
     done = subprocess.run(
-        [sys.executable, "-m", "shared.cli", "serve", "--config", str(config), "--port", str(free_port())],
+        [sys.executable, "-m", "functions.entry", "serve", "--config", str(config), "--port", str(free_port())],
         capture_output=True,
         text=True,
         cwd=tmp_path,
