@@ -15,6 +15,22 @@ from shared.errors import BadRequest
 from shared.json_depth import decode
 
 from .auth import control_plane, mesh_of, peer_of
+from .openapi import ADMIN, BODY, json_body, ok, responses
+
+# Every governance route is control plane and answers JSON (docs/governance.md has the shapes).
+_READ: dict[str, Any] = {
+    "guards": [control_plane],
+    "tags": ["governance"],
+    "security": ADMIN,
+    "responses": responses({200: ok(Any, "JSON (docs/governance.md)")}, 400, 401, 404, 501),
+}
+_WRITE: dict[str, Any] = {
+    "guards": [control_plane],
+    "tags": ["governance"],
+    "security": ADMIN,
+    "operation_class": json_body(dict[str, Any]),
+    "responses": responses({200: ok(Any, "JSON (docs/governance.md)")}, *BODY, 401, 403, 404, 409, 501, 503),
+}
 
 __all__ = ["ROUTES"]
 
@@ -46,18 +62,18 @@ def _event(request: Request[Any, Any, Any], tool: str, by: str, params: Any, rul
 # -- catalog -----------------------------------------------------------------------------------------------------
 
 
-@get("/governance/catalog", guards=[control_plane])
+@get("/governance/catalog", **_READ)
 async def catalog(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Declared agents with their lifecycle state, and agents seen in traces but never declared (flagged)."""
     return _json(await asyncio.to_thread(_gov(request).catalog))
 
 
-@get("/governance/catalog/files", guards=[control_plane])
+@get("/governance/catalog/files", **_READ)
 async def catalog_files(request: Request[Any, Any, Any]) -> Response[bytes]:
     return _json(mesh_of(request).catalog.files())
 
 
-@get("/governance/catalog/files/{name:str}", guards=[control_plane])
+@get("/governance/catalog/files/{name:str}", **_READ)
 async def catalog_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     return _json(mesh_of(request).catalog.read_file(name))
 
@@ -67,7 +83,7 @@ class CatalogFileBody(msgspec.Struct):
     by: str = ""
 
 
-@put("/governance/catalog/files/{name:str}", guards=[control_plane])
+@put("/governance/catalog/files/{name:str}", **_WRITE)
 async def write_catalog_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     """Write one catalog file (`{"text": "<yaml>"}`): validated, written, reloaded, versioned."""
     body = await _body(request, CatalogFileBody)
@@ -77,7 +93,7 @@ async def write_catalog_file(request: Request[Any, Any, Any], name: FromPath[str
     return _json(result)
 
 
-@delete("/governance/catalog/files/{name:str}", guards=[control_plane], status_code=200)
+@delete("/governance/catalog/files/{name:str}", **_WRITE, status_code=200)
 async def delete_catalog_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     by = _by(request, "")
     result = await asyncio.to_thread(mesh_of(request).catalog.delete_file, name, by=by)
@@ -91,7 +107,7 @@ class LifecycleBody(msgspec.Struct):
     by: str = ""
 
 
-@post("/governance/catalog/{entry:str}/lifecycle", guards=[control_plane], status_code=200)
+@post("/governance/catalog/{entry:str}/lifecycle", **_WRITE, status_code=200)
 async def transition(request: Request[Any, Any, Any], entry: FromPath[str]) -> Response[bytes]:
     """Move an entry through proposed -> active -> suspended -> retired (who, when and why recorded)."""
     body = await _body(request, LifecycleBody)
@@ -101,7 +117,7 @@ async def transition(request: Request[Any, Any, Any], entry: FromPath[str]) -> R
     return _json(result)
 
 
-@get("/governance/catalog/{entry:str}/lifecycle", guards=[control_plane])
+@get("/governance/catalog/{entry:str}/lifecycle", **_READ)
 async def lifecycle(request: Request[Any, Any, Any], entry: FromPath[str]) -> Response[bytes]:
     cat = mesh_of(request).catalog
     found = cat.entry(entry)
@@ -111,20 +127,20 @@ async def lifecycle(request: Request[Any, Any, Any], entry: FromPath[str]) -> Re
 # -- scores, findings, verdicts ------------------------------------------------------------------------------------
 
 
-@post("/governance/evaluate", guards=[control_plane], status_code=200)
+@post("/governance/evaluate", **_WRITE, status_code=200)
 async def evaluate(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Fold in new traces and score every agent now (reads do this on their own every refresh_seconds)."""
     return _json(await asyncio.to_thread(_gov(request).evaluate))
 
 
-@get("/governance/scores", guards=[control_plane])
+@get("/governance/scores", **_READ)
 async def scores(request: Request[Any, Any, Any]) -> Response[bytes]:
     gov = _gov(request)
     await asyncio.to_thread(gov.refresh)
     return _json(gov.scores())
 
 
-@get("/governance/agents/{agent:str}", guards=[control_plane])
+@get("/governance/agents/{agent:str}", **_READ)
 async def agent(
     request: Request[Any, Any, Any], agent: FromPath[str], history: FromQuery[int] = 100
 ) -> Response[bytes]:
@@ -134,14 +150,14 @@ async def agent(
     return _json(gov.agent(agent, max(1, min(history, 1000))))
 
 
-@get("/governance/findings", guards=[control_plane])
+@get("/governance/findings", **_READ)
 async def findings(request: Request[Any, Any, Any], severity: FromQuery[str] = "") -> Response[bytes]:
     gov = _gov(request)
     await asyncio.to_thread(gov.refresh)
     return _json(gov.findings(severity))
 
 
-@get("/governance/verdicts", guards=[control_plane])
+@get("/governance/verdicts", **_READ)
 async def verdicts(request: Request[Any, Any, Any]) -> Response[bytes]:
     gov = _gov(request)
     await asyncio.to_thread(gov.refresh)
@@ -151,7 +167,7 @@ async def verdicts(request: Request[Any, Any, Any]) -> Response[bytes]:
 # -- graph and impact --------------------------------------------------------------------------------------------
 
 
-@get("/governance/graph", guards=[control_plane])
+@get("/governance/graph", **_READ)
 async def graph(request: Request[Any, Any, Any], days: FromQuery[int] = 30) -> Response[bytes]:
     if not 1 <= days <= 365:
         raise BadRequest("days is between 1 and 365")
@@ -159,7 +175,7 @@ async def graph(request: Request[Any, Any, Any], days: FromQuery[int] = 30) -> R
     return _json(built)
 
 
-@get("/governance/impact", guards=[control_plane])
+@get("/governance/impact", **_READ)
 async def impact(
     request: Request[Any, Any, Any], kind: FromQuery[str] = "", name: FromQuery[str] = "", days: FromQuery[int] = 30
 ) -> Response[bytes]:
@@ -172,21 +188,21 @@ async def impact(
 # -- versions and diffs ------------------------------------------------------------------------------------------
 
 
-@get("/governance/versions", guards=[control_plane])
+@get("/governance/versions", **_READ)
 async def versions(request: Request[Any, Any, Any], kind: FromQuery[str] = "policy") -> Response[bytes]:
     if kind not in ("policy", "catalog", "tool"):
         raise BadRequest("kind is policy, catalog or tool")
     return _json(mesh_of(request).versions.names(kind))
 
 
-@get("/governance/versions/{kind:str}/{name:str}", guards=[control_plane])
+@get("/governance/versions/{kind:str}/{name:str}", **_READ)
 async def version_history(request: Request[Any, Any, Any], kind: FromPath[str], name: FromPath[str]) -> Response[bytes]:
     if kind not in ("policy", "catalog", "tool"):
         raise BadRequest("kind is policy, catalog or tool")
     return _json(mesh_of(request).versions.history(kind, name))
 
 
-@get("/governance/diff", guards=[control_plane])
+@get("/governance/diff", **_READ)
 async def diff(
     request: Request[Any, Any, Any],
     kind: FromQuery[str] = "",
@@ -200,7 +216,7 @@ async def diff(
     return _json(await asyncio.to_thread(_gov(request).diff, kind, name, old, new))
 
 
-@get("/governance/pins/{tool:str}/diff", guards=[control_plane])
+@get("/governance/pins/{tool:str}/diff", **_READ)
 async def pin_diff(request: Request[Any, Any, Any], tool: FromPath[str]) -> Response[bytes]:
     """A pinned tool against its current definition: the exact diff of a changed (rug-pulled) definition."""
     return _json(await asyncio.to_thread(_gov(request).pin_diff, tool))
@@ -214,12 +230,12 @@ class DraftBody(msgspec.Struct):
     by: str = ""
 
 
-@get("/governance/drafts", guards=[control_plane])
+@get("/governance/drafts", **_READ)
 async def drafts(request: Request[Any, Any, Any]) -> Response[bytes]:
     return _json(_gov(request).drafts())
 
 
-@put("/governance/drafts/{name:str}", guards=[control_plane])
+@put("/governance/drafts/{name:str}", **_WRITE)
 async def save_draft(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     """A proposed policy set: `{"files": {"<file>.yaml": "<text>" | null}}` over the files in force."""
     body = await _body(request, DraftBody)
@@ -229,7 +245,7 @@ async def save_draft(request: Request[Any, Any, Any], name: FromPath[str]) -> Re
     return _json(result)
 
 
-@get("/governance/drafts/{name:str}", guards=[control_plane])
+@get("/governance/drafts/{name:str}", **_READ)
 async def get_draft(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     return _json(_gov(request).draft(name))
 
@@ -238,7 +254,7 @@ class ApplyBody(msgspec.Struct):
     by: str = ""
 
 
-@post("/governance/drafts/{name:str}/apply", guards=[control_plane], status_code=200)
+@post("/governance/drafts/{name:str}/apply", **_WRITE, status_code=200)
 async def apply_draft(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     body = await _body(request, ApplyBody)
     by = _by(request, body.by)
@@ -253,7 +269,7 @@ class ReplayBody(msgspec.Struct):
     days: float = 7
 
 
-@post("/governance/replay", guards=[control_plane], status_code=200)
+@post("/governance/replay", **_WRITE, status_code=200)
 async def replay(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Re-decide the last `days` of traced calls with a proposed set; every decision that would change."""
     body = await _body(request, ReplayBody)
