@@ -109,7 +109,10 @@ def main() -> None:
             text=True,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
-        print(f"chain verify after {args.rounds} kills: exit {verify.returncode}: {verify.stdout.strip()[:200]}")
+        unknown = verify.stdout.count("OUTCOME UNKNOWN")  # calls in flight at a kill: intent written, no outcome
+        last = verify.stdout.strip().splitlines()[:4]
+        print(f"chain verify after {args.rounds} kills: exit {verify.returncode}: {' · '.join(last)}")
+        print(f"calls left outcome unknown by the kills (in flight, never acknowledged): {unknown}")
         mesh, port = start_mesh(tmp / "config.yaml", workers=2)
         try:
             acked, failures = asyncio.run(
@@ -130,6 +133,7 @@ def main() -> None:
             "acknowledged_total": sum(r["acknowledged"] for r in rounds),
             "lost_total": sum(r["lost"] for r in rounds),
             "chain_verify_exit": verify.returncode,
+            "outcome_unknown": unknown,
             "load": {"clients": args.load_clients, "seconds": args.load_seconds, "ok": len(acked), "errors": failures},
         },
     )
