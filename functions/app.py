@@ -12,6 +12,7 @@ from litestar.config.cors import CORSConfig
 from litestar.static_files import create_static_files_router
 
 from shared.mesh import Mesh
+from shared.paths import CONSOLE_DIST
 
 from .csrf import browser_guard
 from .errors import EXCEPTION_HANDLERS
@@ -51,9 +52,6 @@ def _configure_logging() -> None:
     logging.getLogger("flux7").setLevel(logging.INFO)
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-CONSOLE_DIST = Path(__file__).resolve().parent.parent / "console-spa" / "dist"
 
 
 def _console_dist(mesh: Mesh) -> Path | None:
