@@ -20,7 +20,7 @@ def _edge_references(path: Path) -> list[str]:
         elif (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
-            # importlib.import_module("functions.app"), a granian factory "functions.asgi:app_factory", …
+            # importlib.import_module("flux7.functions.app"), a granian factory "flux7.functions.asgi:app_factory", …
             and node.value.startswith(("functions.", "functions:"))
         ):
             found.append(repr(node.value))
@@ -29,16 +29,16 @@ def _edge_references(path: Path) -> list[str]:
 
 def test_no_module_under_shared_imports_functions() -> None:
     offenders = [ref for path in sorted((REPO / "shared").rglob("*.py")) for ref in _edge_references(path)]
-    assert offenders == [], "shared/ must not import functions/ (the web apps come from shared.webapps):\n" + "\n".join(
-        offenders
+    assert offenders == [], (
+        "shared/ must not import functions/ (the web apps come from flux7.shared.webapps):\n" + "\n".join(offenders)
     )
 
 
 def test_the_check_sees_each_form_of_import(tmp_path: Path) -> None:
     sample = REPO / "shared" / "_layers_probe_sample.py"
     sample.write_text(
-        "import functions.app\nfrom functions import memory\nimport importlib\n"
-        "importlib.import_module('functions.asgi')\nFACTORY = 'functions.asgi:app_factory'\n"
+        "import flux7.functions.app\nfrom flux7.functions import memory\nimport importlib\n"
+        "importlib.import_module('flux7.functions.asgi')\nFACTORY = 'flux7.functions.asgi:app_factory'\n"
     )
     try:
         assert len(_edge_references(sample)) == 4

@@ -18,9 +18,9 @@ import dockerfile
 import pytest
 import yaml
 
-from shared.errors import ConfigError
-from shared.serve import check_bind
-from shared.settings import load_settings
+from flux7.shared.errors import ConfigError
+from flux7.shared.serve import check_bind
+from flux7.shared.settings import load_settings
 
 from .support import REPO
 
