@@ -2,7 +2,8 @@
 
 In the repository `flux7/migrations`, `flux7/console` and `flux7/policies` are symlinks to the top-level
 `migrations/`, `console-spa/dist` and `policies/`; the wheel carries them as package data at the same places.
-Nothing here resolves symlinks: the package's own location is the anchor.
+The package's own location is the anchor (a symlinked `flux7/shared` resolves elsewhere); the data folders are then
+resolved, so a checkout hands out the real top-level folders (what logs, errors and the static files router see).
 """
 
 from __future__ import annotations
@@ -14,6 +15,6 @@ import flux7
 __all__ = ["CONSOLE_DIST", "MIGRATIONS_DIR", "PACKAGE_ROOT", "POLICIES_DIR"]
 
 PACKAGE_ROOT = Path(flux7.__file__).parent
-MIGRATIONS_DIR = PACKAGE_ROOT / "migrations"
-CONSOLE_DIST = PACKAGE_ROOT / "console"
-POLICIES_DIR = PACKAGE_ROOT / "policies"
+MIGRATIONS_DIR = (PACKAGE_ROOT / "migrations").resolve()
+CONSOLE_DIST = (PACKAGE_ROOT / "console").resolve()
+POLICIES_DIR = (PACKAGE_ROOT / "policies").resolve()
