@@ -48,7 +48,7 @@ def test_the_check_sees_each_form_of_import(tmp_path: Path) -> None:
     sample.write_text(
         "import flux7.functions.app\nfrom flux7.functions import memory\nfrom ..functions import tools\n"
         "from .. import functions\nimport importlib\nimportlib.import_module('flux7.functions.asgi')\n"
-        "FACTORY = 'flux7.functions.asgi:app_factory'\nimport functions.app\n"
+        "FACTORY = 'flux7.functions.asgi:app_factory'\nimport functions  # the old top-level name\n"
         "from . import db\nfrom .. import shared\nfrom flux7.shared import paths\n"
     )
     try:
