@@ -24,11 +24,11 @@ sys.path.insert(0, str(ROOT))
 
 from bench._common import save, summary  # noqa: E402
 from bench.rest_overhead_bench import start_mesh, stop  # noqa: E402
-from shared.agent.agent import Agent, Workspace  # noqa: E402
-from shared.agent.conversation import Message  # noqa: E402
-from shared.agent.llm import TextDelta, make_chat  # noqa: E402
-from shared.agent.mesh_tools import MeshTools  # noqa: E402
-from shared.agent.sessions import Session, SessionStore  # noqa: E402
+from flux7.shared.agent.agent import Agent, Workspace  # noqa: E402
+from flux7.shared.agent.conversation import Message  # noqa: E402
+from flux7.shared.agent.llm import TextDelta, make_chat  # noqa: E402
+from flux7.shared.agent.mesh_tools import MeshTools  # noqa: E402
+from flux7.shared.agent.sessions import Session, SessionStore  # noqa: E402
 from tests.agent.llm_stream_servers import last_tool_results, openai_stream  # noqa: E402
 
 POLICY = 'name: bench\nagent: "*"\nrules:\n  - tools: ["*"]\n    action: allow\n'

@@ -50,7 +50,7 @@ def start_server(config: Path) -> tuple[subprocess.Popen[bytes], str]:
         "--port",
         str(port),
         "--no-log",
-        "functions.asgi:app_factory",
+        "flux7.functions.asgi:app_factory",
     ]
     proc = subprocess.Popen(
         cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
@@ -87,8 +87,8 @@ def one_round(client: httpx.Client, blocked_url: str, resolve_url: str, round_: 
 
 
 def _resolver(db_dir: str, ids: Any, sent: Any) -> None:
-    from shared.mesh import Mesh
-    from shared.settings import load_settings
+    from flux7.shared.mesh import Mesh
+    from flux7.shared.settings import load_settings
 
     mesh = Mesh(load_settings(None, env={}, storage_path=f"{db_dir}/core.db", memory={"enabled": False}))
     while (approval_id := ids.get()) is not None:
@@ -102,8 +102,8 @@ async def _core_rounds(db_dir: str, rounds: int) -> list[float]:
     import asyncio
     import multiprocessing
 
-    from shared.mesh import Mesh
-    from shared.settings import load_settings
+    from flux7.shared.mesh import Mesh
+    from flux7.shared.settings import load_settings
 
     mesh = Mesh(load_settings(None, env={}, storage_path=f"{db_dir}/core.db", memory={"enabled": False}))
     ids: Any = multiprocessing.Queue()

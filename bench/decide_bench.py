@@ -13,8 +13,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import save, summary
-from shared.policy import PolicySet
-from shared.settings import Condition, Policy, Rule
+from flux7.shared.policy import PolicySet
+from flux7.shared.settings import Condition, Policy, Rule
 
 
 def build(n_rules: int) -> PolicySet:

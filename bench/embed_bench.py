@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from shared.memory.embed import BATCH, MiniLMEmbedder, default_embedder
+from flux7.shared.memory.embed import BATCH, MiniLMEmbedder, default_embedder
 
 WORDS = re.findall(
     r"\w+",

@@ -20,9 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import save
-from shared.mesh import Mesh
-from shared.settings import load_settings
-from shared.tracing.entry import TraceEntry
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
+from flux7.shared.tracing.entry import TraceEntry
 
 CURRENT = """
 name: fleet

@@ -30,7 +30,7 @@ from bench._common import free_port, save, summary, wait_http  # noqa: E402
 from bench.rest_overhead_bench import start, stop, wrk  # noqa: E402
 
 ECHO = ROOT / "tests" / "upstreams" / "servers" / "mcp_echo.py"
-MESH7 = "from functions.entry import mesh7_main; raise SystemExit(mesh7_main())"
+MESH7 = "from flux7.functions.entry import mesh7_main; raise SystemExit(mesh7_main())"
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
@@ -162,7 +162,7 @@ def main() -> None:
                 [
                     sys.executable,
                     "-m",
-                    "functions.entry",
+                    "flux7.functions.entry",
                     "serve",
                     "--config",
                     str(config),

@@ -22,16 +22,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import free_port, save, summary
-from shared.db import Database
-from shared.decision_signing import DecisionSigner
-from shared.decisions import decision_fact
-from shared.memory.config import MemoryConfig
-from shared.memory.service import MemoryService
-from shared.memory_client import InProcessMemory, MemoryClient, RpcMemory
-from shared.precedents import EffectiveSettings, PrecedentLedger, Precedents
-from shared.supervisor.config import parse_config
-from shared.supervisor.loop import Supervisor
-from shared.upstreams.base import Classification, ToolDef
+from flux7.shared.db import Database
+from flux7.shared.decision_signing import DecisionSigner
+from flux7.shared.decisions import decision_fact
+from flux7.shared.memory.config import MemoryConfig
+from flux7.shared.memory.service import MemoryService
+from flux7.shared.memory_client import InProcessMemory, MemoryClient, RpcMemory
+from flux7.shared.precedents import EffectiveSettings, PrecedentLedger, Precedents
+from flux7.shared.supervisor.config import parse_config
+from flux7.shared.supervisor.loop import Supervisor
+from flux7.shared.upstreams.base import Classification, ToolDef
 
 N_DECISIONS = 10_000
 COUPLES = 2_500
@@ -100,7 +100,7 @@ async def precedents_bench(directory: Path) -> dict[str, Any]:
     from granian.constants import Interfaces
     from granian.server.embed import Server
 
-    from functions.memory import create_memory_app
+    from flux7.functions.memory import create_memory_app
 
     port = free_port()
     server = Server(

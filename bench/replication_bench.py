@@ -27,13 +27,20 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import save, summary
-from shared.backup import Litestream, ReplicaSource, RestoreOutcome, find_litestream, recreate_beside, restore_database
-from shared.db import Database
-from shared.memory.store import MemoryStore
-from shared.memory.workspace import Entry
-from shared.settings import load_settings
-from shared.tracing.entry import TraceEntry, encode_entry, format_timestamp, normalise
-from shared.tracing.store import TraceStore
+from flux7.shared.backup import (
+    Litestream,
+    ReplicaSource,
+    RestoreOutcome,
+    find_litestream,
+    recreate_beside,
+    restore_database,
+)
+from flux7.shared.db import Database
+from flux7.shared.memory.store import MemoryStore
+from flux7.shared.memory.workspace import Entry
+from flux7.shared.settings import load_settings
+from flux7.shared.tracing.entry import TraceEntry, encode_entry, format_timestamp, normalise
+from flux7.shared.tracing.store import TraceStore
 
 
 def _trace(i: int) -> TraceEntry:

@@ -86,7 +86,7 @@ def start_mesh(config: Path, workers: int) -> tuple[subprocess.Popen[bytes], int
     cmd = [
         sys.executable,
         "-m",
-        "functions.entry",
+        "flux7.functions.entry",
         "serve",
         "--config",
         str(config),

@@ -104,7 +104,7 @@ def main() -> None:
             rounds.append({"acknowledged": len(acked), "lost": len(lost)})
             print(f"round {n + 1}: {len(acked)} acknowledged, {len(lost)} lost", flush=True)
         verify = subprocess.run(
-            [sys.executable, "-m", "functions.entry", "trace", "verify", str(tmp / "traces.jsonl")],
+            [sys.executable, "-m", "flux7.functions.entry", "trace", "verify", str(tmp / "traces.jsonl")],
             capture_output=True,
             text=True,
             env={**os.environ, "PYTHONPATH": str(ROOT)},

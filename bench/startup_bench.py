@@ -41,7 +41,16 @@ def one_run() -> tuple[float, float]:
     port = free_port()
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "functions.entry", "serve", "--config", str(tmp / "config.yaml"), "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "flux7.functions.entry",
+            "serve",
+            "--config",
+            str(tmp / "config.yaml"),
+            "--port",
+            str(port),
+        ],
         cwd=tmp,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

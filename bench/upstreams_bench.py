@@ -24,8 +24,8 @@ import httpx  # noqa: E402
 import msgspec  # noqa: E402
 
 from bench._common import free_port, save, summary  # noqa: E402
-from shared.settings import Settings  # noqa: E402
-from shared.upstreams import CallContext, Registry  # noqa: E402
+from flux7.shared.settings import Settings  # noqa: E402
+from flux7.shared.upstreams import CallContext, Registry  # noqa: E402
 
 SERVERS = ROOT / "tests" / "upstreams" / "servers"
 CTX = CallContext(

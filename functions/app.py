@@ -11,7 +11,8 @@ from litestar import Litestar
 from litestar.config.cors import CORSConfig
 from litestar.static_files import create_static_files_router
 
-from shared.mesh import Mesh
+from flux7.shared.mesh import Mesh
+from flux7.shared.paths import CONSOLE_DIST
 
 from .csrf import browser_guard
 from .errors import EXCEPTION_HANDLERS
@@ -22,21 +23,21 @@ __all__ = ["create_app"]
 
 # Each module exports ROUTES (a list of Litestar route handlers). Add a family here when it lands.
 _ROUTE_MODULES = (
-    "functions.health",
-    "functions.tools",
-    "functions.policies",
-    "functions.traces",
-    "functions.metrics",
-    "functions.approvals",
-    "functions.precedents",
-    "functions.grants",
-    "functions.halts",
-    "functions.mcp",
-    "functions.pins",
-    "functions.governance",
-    "functions.memory",
-    "functions.tokens",
-    "functions.wellknown",
+    "flux7.functions.health",
+    "flux7.functions.tools",
+    "flux7.functions.policies",
+    "flux7.functions.traces",
+    "flux7.functions.metrics",
+    "flux7.functions.approvals",
+    "flux7.functions.precedents",
+    "flux7.functions.grants",
+    "flux7.functions.halts",
+    "flux7.functions.mcp",
+    "flux7.functions.pins",
+    "flux7.functions.governance",
+    "flux7.functions.memory",
+    "flux7.functions.tokens",
+    "flux7.functions.wellknown",
 )
 
 
@@ -51,9 +52,6 @@ def _configure_logging() -> None:
     logging.getLogger("flux7").setLevel(logging.INFO)
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
-CONSOLE_DIST = Path(__file__).resolve().parent.parent / "console-spa" / "dist"
 
 
 def _console_dist(mesh: Mesh) -> Path | None:

@@ -9,11 +9,11 @@ import msgspec
 from litestar import Request, get, post, put
 from litestar.params import FromPath, FromQuery, RawBody
 
-from shared.audit import record_event
-from shared.decision_query import parse_decision_query
-from shared.decisions import resolver_kind
-from shared.errors import BadRequest
-from shared.json_depth import decode
+from flux7.shared.audit import record_event
+from flux7.shared.decision_query import parse_decision_query
+from flux7.shared.decisions import resolver_kind
+from flux7.shared.errors import BadRequest
+from flux7.shared.json_depth import decode
 
 from .auth import control_plane, mesh_of, peer_of
 from .openapi import ADMIN, BODY, json_body, ok, responses
@@ -166,7 +166,7 @@ def approval_detail(request: Request[Any, Any, Any], approval_id: FromPath[str])
     out = approval.view(mesh.approvals.expose_content)
     tracer = getattr(mesh, "tracer", None)
     if tracer is not None:
-        from shared.tracing import entry_to_wire
+        from flux7.shared.tracing import entry_to_wire
 
         recent = [entry_to_wire(e) for e in tracer.query(agent=approval.agent_id, limit=10)]
         if recent:

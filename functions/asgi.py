@@ -6,8 +6,8 @@ import os
 
 from litestar import Litestar
 
-from shared.mesh import Mesh
-from shared.settings import load_settings, with_cli_openapi
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings, with_cli_openapi
 
 from .app import create_app
 

@@ -7,8 +7,8 @@ from typing import Any
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
-from shared.errors import Unauthorized
-from shared.identity import Caller
+from flux7.shared.errors import Unauthorized
+from flux7.shared.identity import Caller
 
 __all__ = ["caller_of", "caller_or_admin", "control_plane", "mesh_of", "peer_of"]
 

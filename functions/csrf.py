@@ -26,7 +26,7 @@ from litestar.datastructures import Headers
 from litestar.middleware import DefineMiddleware
 from litestar.types import ASGIApp, HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
-from shared.errors import Flux7Error, Forbidden, UnsupportedMediaType
+from flux7.shared.errors import Flux7Error, Forbidden, UnsupportedMediaType
 
 __all__ = ["browser_guard", "origin_refusal", "refusal"]
 

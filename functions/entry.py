@@ -1,9 +1,9 @@
 """The composition root behind every console script that serves HTTP (`flux7`, `mesh7`, `mem7`).
 
 The core (`shared/`) never imports the edge; the commands that need a web app get it from here, through
-`shared.webapps`. The app modules themselves are imported only when a command serves (so `--help` stays instant).
+`flux7.shared.webapps`. The app modules themselves are imported only when a command serves (so `--help` stays instant).
 
-    python -m functions.entry …   # the same as `flux7 …`
+    python -m flux7.functions.entry …   # the same as `flux7 …`
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from shared import webapps
+from flux7.shared import webapps
 
 __all__ = ["main", "mem7_main", "mesh7_main"]
 
@@ -24,27 +24,27 @@ def _mesh_app(mesh: Any) -> Any:
 
 webapps.provide(
     webapps.WebApps(
-        mesh_factory="functions.asgi:app_factory",
-        memory_factory="functions.memory:serve_app",
+        mesh_factory="flux7.functions.asgi:app_factory",
+        memory_factory="flux7.functions.memory:serve_app",
         mesh_app=_mesh_app,
     )
 )
 
 
 def main(argv: list[str] | None = None) -> int:
-    from shared.cli import main as flux7
+    from flux7.shared.cli import main as flux7
 
     return flux7(argv)
 
 
 def mesh7_main(argv: list[str] | None = None) -> int:
-    from shared.cli import mesh7_main as mesh7
+    from flux7.shared.cli import mesh7_main as mesh7
 
     return mesh7(argv)
 
 
 def mem7_main(argv: list[str] | None = None) -> int:
-    from shared.memory.cli import main as mem7
+    from flux7.shared.memory.cli import main as mem7
 
     return mem7(argv)
 

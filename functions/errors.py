@@ -7,7 +7,7 @@ import logging
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException
 
-from shared.errors import Flux7Error
+from flux7.shared.errors import Flux7Error
 
 __all__ = ["EXCEPTION_HANDLERS"]
 

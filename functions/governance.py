@@ -10,9 +10,9 @@ import msgspec
 from litestar import Request, Response, delete, get, post, put
 from litestar.params import FromPath, FromQuery
 
-from shared.audit import record_event
-from shared.errors import BadRequest
-from shared.json_depth import decode
+from flux7.shared.audit import record_event
+from flux7.shared.errors import BadRequest
+from flux7.shared.json_depth import decode
 
 from .auth import control_plane, mesh_of, peer_of
 from .openapi import ADMIN, BODY, json_body, ok, responses

@@ -2,7 +2,7 @@
 the JSON bodies they decode by hand added from their msgspec Structs. The server itself serves no OpenAPI
 (functions/app.py); tests/governance/test_openapi.py keeps the committed document equal to this one.
 
-    python -m functions.governance_openapi > docs/openapi/governance.json"""
+    python -m flux7.functions.governance_openapi > docs/openapi/governance.json"""
 
 from __future__ import annotations
 

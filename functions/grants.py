@@ -7,8 +7,8 @@ from typing import Any
 from litestar import Request, Response, delete, get, post
 from litestar.params import FromPath, RawBody
 
-from shared.durations import parse_duration
-from shared.errors import BadRequest
+from flux7.shared.durations import parse_duration
+from flux7.shared.errors import BadRequest
 
 from .approvals import acting_agent, json_object, remote_actor
 from .auth import control_plane, mesh_of

@@ -7,7 +7,7 @@ from typing import Any
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, RawBody
 
-from shared.errors import BadRequest
+from flux7.shared.errors import BadRequest
 
 from .approvals import json_object, remote_actor
 from .auth import control_plane, mesh_of

@@ -6,8 +6,8 @@ from typing import Any
 
 from litestar import Request, get
 
-from shared import __version__
-from shared.settings import config_id
+from flux7.shared import __version__
+from flux7.shared.settings import config_id
 
 from .auth import mesh_of
 from .openapi import PUBLIC, ok

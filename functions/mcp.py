@@ -13,9 +13,9 @@ import msgspec
 from litestar import Request, Response, post, route
 from litestar.enums import HttpMethod
 
-from shared.errors import Flux7Error, Unauthorized
-from shared.identity import Caller
-from shared.mcp.messages import (
+from flux7.shared.errors import Flux7Error, Unauthorized
+from flux7.shared.identity import Caller
+from flux7.shared.mcp.messages import (
     HANDSHAKE_VERSIONS,
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -29,9 +29,9 @@ from shared.mcp.messages import (
     result_message,
     unsupported_version,
 )
-from shared.mcp.server import RequestContext
-from shared.mcp.sessions import McpSession, same_identity
-from shared.resource_metadata import bearer_challenge
+from flux7.shared.mcp.server import RequestContext
+from flux7.shared.mcp.sessions import McpSession, same_identity
+from flux7.shared.resource_metadata import bearer_challenge
 
 from .auth import mesh_of
 from .openapi import AGENT, header, json_body, ok, operation

@@ -13,10 +13,10 @@ from litestar import Litestar, Request, Response, get, post, route
 from litestar.enums import HttpMethod
 from litestar.response import Stream
 
-from shared.errors import Unauthorized
-from shared.memory.jsonrpc import RpcAnswer, dispatch, error_answer
-from shared.memory.service import MemoryService
-from shared.tokens import looks_like_agent_token
+from flux7.shared.errors import Unauthorized
+from flux7.shared.memory.jsonrpc import RpcAnswer, dispatch, error_answer
+from flux7.shared.memory.service import MemoryService
+from flux7.shared.tokens import looks_like_agent_token
 
 from .csrf import browser_guard
 from .errors import EXCEPTION_HANDLERS
@@ -298,6 +298,6 @@ def create_memory_app(service: MemoryService) -> Litestar:
 
 def serve_app() -> Litestar:
     """granian's factory in each `mem7 serve` worker: the memory app over the config its parent validated."""
-    from shared.memory.cli import worker_service
+    from flux7.shared.memory.cli import worker_service
 
     return create_memory_app(worker_service())

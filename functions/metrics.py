@@ -6,7 +6,7 @@ from typing import Any
 
 from litestar import Request, Response, get
 
-from shared.metrics import CONTENT_TYPE
+from flux7.shared.metrics import CONTENT_TYPE
 
 from .auth import control_plane, mesh_of
 from .openapi import ADMIN, errors, ok

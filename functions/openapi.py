@@ -32,7 +32,7 @@ from litestar.openapi.spec import (
 )
 from litestar.typing import FieldDefinition
 
-from shared import __version__
+from flux7.shared import __version__
 
 from .schemas import ErrorBody
 

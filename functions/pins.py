@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, get, post
 
-from shared.errors import BadRequest, NotImplementedFeature
-from shared.json_depth import decode
+from flux7.shared.errors import BadRequest, NotImplementedFeature
+from flux7.shared.json_depth import decode
 
 from .auth import control_plane, mesh_of, peer_of
 from .openapi import ADMIN, BODY, json_body, ok, responses

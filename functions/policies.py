@@ -9,10 +9,10 @@ from litestar import Request, Response, get, put
 from litestar.openapi.spec import OpenAPIType, Schema
 from litestar.params import FromPath
 
-from shared.audit import record_event
-from shared.errors import BadRequest
-from shared.json_depth import decode
-from shared.policy_edit import PolicyFiles
+from flux7.shared.audit import record_event
+from flux7.shared.errors import BadRequest
+from flux7.shared.json_depth import decode
+from flux7.shared.policy_edit import PolicyFiles
 
 from .auth import control_plane, mesh_of
 from .openapi import ADMIN, BODY, json_body, ok, responses

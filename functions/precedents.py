@@ -9,8 +9,8 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath
 
-from shared.errors import BadRequest, NotImplementedFeature
-from shared.json_depth import decode
+from flux7.shared.errors import BadRequest, NotImplementedFeature
+from flux7.shared.json_depth import decode
 
 from .approvals import remote_actor
 from .auth import control_plane, mesh_of

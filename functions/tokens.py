@@ -9,8 +9,8 @@ import msgspec
 from litestar import Request, Response, delete, get, post
 from litestar.params import FromPath, FromQuery, RawBody
 
-from shared.errors import BadRequest
-from shared.tokens import AgentToken, parse_expiry
+from flux7.shared.errors import BadRequest
+from flux7.shared.tokens import AgentToken, parse_expiry
 
 from .approvals import json_object
 from .auth import control_plane, mesh_of

@@ -11,13 +11,13 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
-from shared.decide_outcome import OutcomeReport, report_outcome
-from shared.errors import BadRequest, Forbidden, OutboundRefused, TooDeep, Unauthorized, Unavailable
-from shared.identity import Caller
-from shared.json_depth import decode
-from shared.pipeline import ApprovalMode, Call, Outcome
-from shared.tracecontext import from_headers
-from shared.tracing import entry_to_wire
+from flux7.shared.decide_outcome import OutcomeReport, report_outcome
+from flux7.shared.errors import BadRequest, Forbidden, OutboundRefused, TooDeep, Unauthorized, Unavailable
+from flux7.shared.identity import Caller
+from flux7.shared.json_depth import decode
+from flux7.shared.pipeline import ApprovalMode, Call, Outcome
+from flux7.shared.tracecontext import from_headers
+from flux7.shared.tracing import entry_to_wire
 
 from .auth import caller_of, caller_or_admin, control_plane, mesh_of
 from .openapi import ADMIN, AGENT, BODY, CALL_HEADERS, header, json_body, ok, responses

@@ -8,8 +8,8 @@ from typing import Any
 from litestar import Request, get
 from litestar.params import FromPath, FromQuery
 
-from shared.errors import NotFound
-from shared.tracing import entry_to_wire
+from flux7.shared.errors import NotFound
+from flux7.shared.tracing import entry_to_wire
 
 from .auth import control_plane, mesh_of
 from .openapi import ADMIN, ok, responses

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, get
 
-from shared.resource_metadata import WELL_KNOWN, base_url, protected_resource_metadata
+from flux7.shared.resource_metadata import WELL_KNOWN, base_url, protected_resource_metadata
 
 from .auth import mesh_of
 from .openapi import PUBLIC, ok

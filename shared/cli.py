@@ -15,26 +15,26 @@ from .clikit import CONTEXT, LazyGroup, UsageFail, delegate, run
 __all__ = ["flux7", "main", "mesh7", "mesh7_main"]
 
 _ROOT_LAZY = {
-    "trace": ("shared.tracing.verify_cli:trace", "Check the hash chain of trace files (trace verify)."),
-    "discover": ("shared.discover:discover", "Connect to the configured upstreams and draft a policy."),
-    "approvals": ("shared.approval_cli:approvals", "Review and resolve approvals; emergency stop (alias: mesh)."),
-    "memory": ("shared.memory.cli:memory", "The memory role: daemon, MCP stdio, verify, rescan (alias: mem7)."),
-    "supervisor": ("shared.supervisor.cli:supervisor", "sup7, the level-1 approval reviewer (alias: sup7)."),
-    "token": ("shared.token_cli:token", "Per-agent tokens, and the machine's admin and memory tokens."),
-    "agent": ("shared.cli:agent", "A terminal agent whose every tool call goes through the mesh."),
-    "governance": ("shared.cli:governance", "Agent catalog, scores, verdicts, dependency graph, diffs, replay."),
-    "doctor": ("shared.doctor:doctor", "Check a deployment and say what to fix."),
-    "backup": ("shared.backup:backup", "Push the database to its Litestream replica now."),
-    "restore": ("shared.backup:restore", "Restore the database from its Litestream replica."),
+    "trace": ("flux7.shared.tracing.verify_cli:trace", "Check the hash chain of trace files (trace verify)."),
+    "discover": ("flux7.shared.discover:discover", "Connect to the configured upstreams and draft a policy."),
+    "approvals": ("flux7.shared.approval_cli:approvals", "Review and resolve approvals; emergency stop (alias: mesh)."),
+    "memory": ("flux7.shared.memory.cli:memory", "The memory role: daemon, MCP stdio, verify, rescan (alias: mem7)."),
+    "supervisor": ("flux7.shared.supervisor.cli:supervisor", "sup7, the level-1 approval reviewer (alias: sup7)."),
+    "token": ("flux7.shared.token_cli:token", "Per-agent tokens, and the machine's admin and memory tokens."),
+    "agent": ("flux7.shared.cli:agent", "A terminal agent whose every tool call goes through the mesh."),
+    "governance": ("flux7.shared.cli:governance", "Agent catalog, scores, verdicts, dependency graph, diffs, replay."),
+    "doctor": ("flux7.shared.doctor:doctor", "Check a deployment and say what to fix."),
+    "backup": ("flux7.shared.backup:backup", "Push the database to its Litestream replica now."),
+    "restore": ("flux7.shared.backup:restore", "Restore the database from its Litestream replica."),
 }
 
 agent = delegate(
-    "shared.agent.cli:main",
+    "flux7.shared.agent.cli:main",
     "A terminal agent whose every tool call goes through the mesh (flux7 agent --help).",
     "agent",
 )
 governance = delegate(
-    "shared.governance_cli:main",
+    "flux7.shared.governance_cli:main",
     "Agent catalog, scores, verdicts, dependency graph, diffs and policy replay (flux7 governance --help).",
     "governance",
 )

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import Unavailable
+from .paths import MIGRATIONS_DIR
 
 try:  # a recent SQLite (FTS5 trigram, RETURNING, ...) where the wheel exists
     import pysqlite3.dbapi2 as sqlite3
@@ -19,7 +20,6 @@ except ImportError:  # pragma: no cover - platform without the wheel
 
 __all__ = ["MIGRATIONS_DIR", "Database", "sqlite3"]
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 # The longest a write waits for a lock held outside this deployment's writer queue (which the flock orders).
 BUSY_TIMEOUT_MS = 5000

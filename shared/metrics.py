@@ -203,7 +203,7 @@ class Metrics:
         full = _canonical(name)
         spec = COUNTERS.get(full)
         if spec is None:
-            raise ValueError(f"unknown counter {name!r}: declare it in shared.metrics.COUNTERS")
+            raise ValueError(f"unknown counter {name!r}: declare it in flux7.shared.metrics.COUNTERS")
         given = dict(labels or {})
         if set(given) != set(spec[1]):
             raise ValueError(f"counter {full} takes labels {list(spec[1])}, got {sorted(given)}")
@@ -215,7 +215,7 @@ class Metrics:
         full = _canonical(name)
         spec = HISTOGRAMS.get(full)
         if spec is None:
-            raise ValueError(f"unknown histogram {name!r}: declare it in shared.metrics.HISTOGRAMS")
+            raise ValueError(f"unknown histogram {name!r}: declare it in flux7.shared.metrics.HISTOGRAMS")
         given = dict(labels or {})
         if set(given) != set(spec[1]):
             raise ValueError(f"histogram {full} takes labels {list(spec[1])}, got {sorted(given)}")

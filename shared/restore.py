@@ -1,4 +1,4 @@
-"""`flux7 restore`: lives with `flux7 backup` in shared.backup (one concept: the Litestream replica)."""
+"""`flux7 restore`: lives with `flux7 backup` in flux7.shared.backup (one concept: the Litestream replica)."""
 
 from __future__ import annotations
 

@@ -35,6 +35,6 @@ def current() -> WebApps:
     if _provided is None:
         raise Flux7Error(
             "this command serves HTTP and needs the web apps: run it as `flux7 …` / `mesh7 …` / `mem7 …` "
-            "(or `python -m functions.entry …`), not `python -m shared.cli`"
+            "(or `python -m flux7.functions.entry …`), not `python -m flux7.shared.cli`"
         )
     return _provided

@@ -17,9 +17,9 @@ from typing import Any
 import click
 import msgspec
 
-from shared.clikit import CONTEXT, Fail, LazyGroup, run, runtime
-from shared.db import Database
-from shared.errors import ConfigError, Flux7Error
+from flux7.shared.clikit import CONTEXT, Fail, LazyGroup, run, runtime
+from flux7.shared.db import Database
+from flux7.shared.errors import ConfigError, Flux7Error
 
 from .config import MemoryConfig
 from .service import MemoryService

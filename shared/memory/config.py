@@ -6,8 +6,8 @@ from pathlib import Path
 
 import msgspec
 
-from shared import __version__
-from shared.settings import Settings
+from flux7.shared import __version__
+from flux7.shared.settings import Settings
 
 __all__ = ["MemoryConfig", "config_from_settings"]
 

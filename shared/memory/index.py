@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from shared.db import Database
+from flux7.shared.db import Database
 
 from .workspace import DEFAULT_PREDICATE, LONG_TERM_FILE, Entry
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import msgspec
 
-from shared.errors import ConfigError
+from flux7.shared.errors import ConfigError
 
 __all__ = ["Scopes", "go_path_match"]
 

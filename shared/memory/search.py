@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from shared.db import Database, sqlite3
-from shared.errors import BadRequest
+from flux7.shared.db import Database, sqlite3
+from flux7.shared.errors import BadRequest
 
 from . import retrieval
 from .index import _RANK, Fact, FactIndex, ReadFilter
@@ -26,7 +26,7 @@ RRF_K = 60
 
 
 class VectorSource(Protocol):
-    """shared.memory.vectors.VectorIndex, as this module uses it."""
+    """flux7.shared.memory.vectors.VectorIndex, as this module uses it."""
 
     def upsert(self, key: str, text: str) -> None: ...
     def delete(self, key: str) -> None: ...
@@ -94,8 +94,8 @@ def default_vectors(
 ) -> VectorSource | None:
     """The embedding model + vector index, or None when no model is available (BM25 alone then)."""
     try:
-        from shared.memory.embed import default_embedder
-        from shared.memory.vectors import VectorIndex
+        from flux7.shared.memory.embed import default_embedder
+        from flux7.shared.memory.vectors import VectorIndex
     except ImportError:
         return None
     embedder = default_embedder(url or None, model or None, provider or None, key or None)
@@ -105,7 +105,7 @@ def default_vectors(
 
 
 class Reorder(Protocol):
-    """shared.memory.rerank.Reranker, as this module uses it."""
+    """flux7.shared.memory.rerank.Reranker, as this module uses it."""
 
     def rerank(self, query: str, candidates: list[tuple[str, str]], limit: int) -> list[str]: ...
 

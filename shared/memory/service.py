@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 
-from shared.db import Database
-from shared.errors import Flux7Error
-from shared.settings import Settings
+from flux7.shared.db import Database
+from flux7.shared.errors import Flux7Error
+from flux7.shared.settings import Settings
 
 from . import texts
 from .config import MemoryConfig, config_from_settings

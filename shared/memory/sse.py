@@ -11,7 +11,7 @@ import asyncio
 import secrets
 import time
 
-from shared.db import Database
+from flux7.shared.db import Database
 
 __all__ = ["SseSessions"]
 

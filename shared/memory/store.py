@@ -22,8 +22,8 @@ from typing import Any
 
 import msgspec
 
-from shared.db import Database
-from shared.errors import BadRequest, Conflict, Flux7Error
+from flux7.shared.db import Database
+from flux7.shared.errors import BadRequest, Conflict, Flux7Error
 
 from .chain import ChainReport, chain_order, seal, verify_chain
 from .index import FactIndex

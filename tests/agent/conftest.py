@@ -9,9 +9,9 @@ from pathlib import Path
 
 import httpx
 
-from shared.agent.mesh_tools import MeshTools
-from shared.mesh import Mesh
-from shared.settings import load_settings
+from flux7.shared.agent.mesh_tools import MeshTools
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
 from tests.support.mesh import in_process, pets_mesh_config
 from tests.upstreams.servers.http_backend import Backend
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from shared.agent.agent import Agent, Workspace
-from shared.agent.context import SUMMARY_PROMPT, ContextEngine
-from shared.agent.events import AgentEvent
-from shared.agent.llm import make_chat
-from shared.agent.mesh_tools import MeshTools
+from flux7.shared.agent.agent import Agent, Workspace
+from flux7.shared.agent.context import SUMMARY_PROMPT, ContextEngine
+from flux7.shared.agent.events import AgentEvent
+from flux7.shared.agent.llm import make_chat
+from flux7.shared.agent.mesh_tools import MeshTools
 from tests.agent.conftest import POLICY, InProcessMesh, in_process_mesh, write_mesh_config
 from tests.agent.llm_stream_servers import anthropic_stream, last_tool_results, openai_stream
 from tests.support.mesh import pets_mesh_config

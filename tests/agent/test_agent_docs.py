@@ -7,8 +7,8 @@ import re
 import shutil
 from pathlib import Path
 
-from shared.mesh import Mesh
-from shared.settings import load_settings
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
 from tests.support.server import REPO
 
 Call = tuple[str, str, dict[str, str]]

@@ -48,7 +48,7 @@ def agent_cli(
     workdir = cwd or home / "work"
     workdir.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
-        [sys.executable, "-m", "functions.entry", "agent", *args],
+        [sys.executable, "-m", "flux7.functions.entry", "agent", *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -132,7 +132,7 @@ def test_a_call_held_for_approval_shows_it_waits_until_a_human_approves(tmp_path
     ):
         args = ["-p", "Add Kit", "--mesh", server.url, "--model", "m", "--agent-id", "cli-agent"]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "functions.entry", "agent", *args],
+            [sys.executable, "-m", "flux7.functions.entry", "agent", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

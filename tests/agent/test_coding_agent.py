@@ -200,7 +200,7 @@ def test_a_call_held_for_approval_waits_and_runs_once_released_through_the_mesh(
     with openai_stream(script) as llm:
         args = ["--mesh", mesh.url, "-p", "bump", "--mode", "auto", "--session", "held-1", "--agent-id", "rel"]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "functions.entry", "agent", *args],
+            [sys.executable, "-m", "flux7.functions.entry", "agent", *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -3,9 +3,9 @@ no model (the chat here points at a closed port: asking it would fail the test).
 
 from __future__ import annotations
 
-from shared.agent.context import ContextEngine, estimate_tokens
-from shared.agent.conversation import Message, ToolCall, ToolResult
-from shared.agent.llm import make_chat
+from flux7.shared.agent.context import ContextEngine, estimate_tokens
+from flux7.shared.agent.conversation import Message, ToolCall, ToolResult
+from flux7.shared.agent.llm import make_chat
 
 
 def conversation(big: int) -> list[Message]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.agent.config import HookConfig
-from shared.agent.hooks import Hooks
+from flux7.shared.agent.config import HookConfig
+from flux7.shared.agent.hooks import Hooks
 
 
 async def test_a_json_decision_on_stdout_blocks_with_its_reason(tmp_path: Path) -> None:

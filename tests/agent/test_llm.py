@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from shared.agent.conversation import Message, ToolCall, ToolResult, ToolSpec
-from shared.agent.llm import (
+from flux7.shared.agent.conversation import Message, ToolCall, ToolResult, ToolSpec
+from flux7.shared.agent.llm import (
     Finished,
     LLMError,
     StreamEvent,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.agent.mesh_tools import MeshTools, schema_of
+from flux7.shared.agent.mesh_tools import MeshTools, schema_of
 from tests.agent.conftest import in_process_mesh, write_mesh_config
 from tests.mcp_server.conftest import echo_server
 from tests.support.http import serve_json

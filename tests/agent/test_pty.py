@@ -79,7 +79,7 @@ def test_the_repl_at_a_terminal_asks_and_runs_what_the_user_confirms(tmp_path: P
         running_server(pets_mesh_config(tmp_path, backend, POLICY, admin_token=None)) as mesh,
     ):
         env = {**agent_env(llm.url, tmp_path / "home", openai_env()), "TERM": "xterm-256color"}
-        argv = [sys.executable, "-m", "functions.entry", "agent", "--mesh", mesh.url, "--session", "tty-1"]
+        argv = [sys.executable, "-m", "flux7.functions.entry", "agent", "--mesh", mesh.url, "--session", "tty-1"]
         term = Terminal(argv, env, work)
         try:
             at = term.wait_for("flux7> ")  # a prompt, since stdin is a terminal

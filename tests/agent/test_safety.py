@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.agent import safety
-from shared.agent.builtin_tools import BUILTINS, ShellLimits, validation_error
+from flux7.shared.agent import safety
+from flux7.shared.agent.builtin_tools import BUILTINS, ShellLimits, validation_error
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
-from functions.app import create_app
-from shared.mesh import Mesh
-from shared.settings import Settings, load_settings
+from flux7.functions.app import create_app
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import Settings, load_settings
 
 ECHO_POLICY = {
     "name": "gate",

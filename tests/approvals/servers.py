@@ -1,4 +1,4 @@
-"""Real server processes for the tests: `granian --workers N` over functions.asgi:app_factory on loopback."""
+"""Real server processes for the tests: `granian --workers N` over flux7.functions.asgi:app_factory on loopback."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def write_config(tmp: Path, **extra: Any) -> Path:
 
 
 class Server:
-    """`granian --workers N` over functions.asgi:app_factory, in its own process group (so kill -9 takes the
+    """`granian --workers N` over flux7.functions.asgi:app_factory, in its own process group (so kill -9 takes the
     workers too)."""
 
     def __init__(self, config: Path, workers: int = 2) -> None:
@@ -60,7 +60,7 @@ class Server:
             "127.0.0.1",
             "--port",
             str(self.port),
-            "functions.asgi:app_factory",
+            "flux7.functions.asgi:app_factory",
         ]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(

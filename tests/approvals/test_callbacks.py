@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from shared.callbacks import Notifier
-from shared.mesh import Mesh
-from shared.outbound import OutboundGuard
+from flux7.shared.callbacks import Notifier
+from flux7.shared.mesh import Mesh
+from flux7.shared.outbound import OutboundGuard
 from tests.support.http import serve_json, wait_until
 
 

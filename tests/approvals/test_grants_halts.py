@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
-from shared.errors import BadRequest, NotFound
-from shared.grants import MCP_MAX_SECONDS
-from shared.halts import CACHE_SECONDS
-from shared.mesh import Mesh
+from flux7.shared.errors import BadRequest, NotFound
+from flux7.shared.grants import MCP_MAX_SECONDS
+from flux7.shared.halts import CACHE_SECONDS
+from flux7.shared.mesh import Mesh
 from tests.support.http import wait_until
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.mesh import Mesh
+from flux7.shared.mesh import Mesh
 from tests.support.waiting import eventually
 
 from .conftest import echo_settings

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from shared.errors import ConfigError
-from shared.mesh import Mesh
-from shared.settings import Policy, RateLimit, ToolLimit, parse_policy
+from flux7.shared.errors import ConfigError
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import Policy, RateLimit, ToolLimit, parse_policy
 
 LIMITED = Policy(name="limited", rate_limit=RateLimit(max_per_minute=5))
 BUDGET = Policy(name="budget", rate_limit=RateLimit(max_total=2))

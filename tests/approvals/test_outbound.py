@@ -16,9 +16,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from shared.errors import ConfigError, OutboundRefused
-from shared.outbound import OutboundGuard, post_json
-from shared.settings import load_settings
+from flux7.shared.errors import ConfigError, OutboundRefused
+from flux7.shared.outbound import OutboundGuard, post_json
+from flux7.shared.settings import load_settings
 from tests.support.http import serve_json
 
 

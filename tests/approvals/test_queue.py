@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from shared.approvals import Approval
-from shared.errors import Conflict, NotFound
-from shared.mesh import Mesh
+from flux7.shared.approvals import Approval
+from flux7.shared.errors import Conflict, NotFound
+from flux7.shared.mesh import Mesh
 from tests.support.http import wait_until
 from tests.support.waiting import eventually
 
@@ -259,7 +259,7 @@ def test_settings_overrides_are_validated_stored_and_seen_by_every_worker(mesh_o
     assert two.approvals.effective_settings().timeout_seconds == 30
     a = submit(two)
     assert 29 < a.expires_ts - a.created_ts <= 30
-    from shared.errors import BadRequest
+    from flux7.shared.errors import BadRequest
 
     with pytest.raises(BadRequest):
         two.approvals.settings_store.update({"timeout_seconds": -1}, by="ops")

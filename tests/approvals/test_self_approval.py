@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.errors import Forbidden
-from shared.mesh import Mesh
-from shared.supervisor.mesh_api import MeshApi
+from flux7.shared.errors import Forbidden
+from flux7.shared.mesh import Mesh
+from flux7.shared.supervisor.mesh_api import MeshApi
 from tests.support.waiting import eventually
 
 from .conftest import echo_settings

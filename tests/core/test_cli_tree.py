@@ -12,18 +12,18 @@ from pathlib import Path
 import click
 import pytest
 
-from shared.cli import flux7, mesh7
-from shared.clikit import LazyGroup
+from flux7.shared.cli import flux7, mesh7
+from flux7.shared.clikit import LazyGroup
 from tests.support.http import free_port
 from tests.support.server import REPO
 
 # The installed console scripts, run as `python -c` so the tests use this checkout's code.
 ENTRY = {
-    "flux7": "from functions.entry import main as m",
-    "mesh7": "from functions.entry import mesh7_main as m",
-    "mem7": "from functions.entry import mem7_main as m",
-    "sup7": "from shared.supervisor.cli import main as m",
-    "mesh": "from shared.approval_cli import main as m",
+    "flux7": "from flux7.functions.entry import main as m",
+    "mesh7": "from flux7.functions.entry import mesh7_main as m",
+    "mem7": "from flux7.functions.entry import mem7_main as m",
+    "sup7": "from flux7.shared.supervisor.cli import main as m",
+    "mesh": "from flux7.shared.approval_cli import main as m",
 }
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from shared.settings import load_policy_dir
+from flux7.shared.settings import load_policy_dir
 from tests.functions.conftest import make_config
 from tests.support.server import REPO
 from tests.upstreams.servers.http_backend import Backend
@@ -18,7 +18,7 @@ def test_discover_drafts_a_loadable_policy_from_the_upstreams(tmp_path: Path, ba
         [
             sys.executable,
             "-c",
-            "from functions.entry import mesh7_main; raise SystemExit(mesh7_main())",
+            "from flux7.functions.entry import mesh7_main; raise SystemExit(mesh7_main())",
             "discover",
             "--config",
             str(cfg),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import msgspec
 
-from shared.settings import Settings
+from flux7.shared.settings import Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "config.md"
 # Filled by the loader, not config keys; list items documented with their parent key.

@@ -9,9 +9,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from shared.errors import Unauthorized
-from shared.identity import IdentityResolver
-from shared.settings import load_settings
+from flux7.shared.errors import Unauthorized
+from flux7.shared.identity import IdentityResolver
+from flux7.shared.settings import load_settings
 from tests.support.http import serve_json
 
 

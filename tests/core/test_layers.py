@@ -1,4 +1,5 @@
-"""The core never imports the edge: no module under shared/ imports functions/ (statically or by name)."""
+"""The core never imports the edge: no module under shared/ (flux7.shared) imports functions/ (flux7.functions),
+statically, relatively or by name."""
 
 from __future__ import annotations
 
@@ -6,22 +7,31 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+EDGE = ("flux7.functions", "functions")  # the installed name, and the old top-level one (never importable twice)
+
+
+def _is_edge(name: str) -> bool:
+    return any(name == e or name.startswith(e + ".") for e in EDGE)
 
 
 def _edge_references(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
+    # the module's package as the installed distribution names it: shared/memory/x.py -> flux7.shared.memory
+    package = ["flux7", *path.relative_to(REPO).parent.parts]
     found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [a.name for a in node.names if a.name == "functions" or a.name.startswith("functions.")]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module == "functions" or node.module.startswith("functions."):
-                found.append(node.module)
+            found += [a.name for a in node.names if _is_edge(a.name)]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names = [module] if node.module else [f"{module}.{a.name}" for a in node.names]
+            found += [n for n in names if _is_edge(n)]
         elif (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)
-            # importlib.import_module("functions.app"), a granian factory "functions.asgi:app_factory", …
-            and node.value.startswith(("functions.", "functions:"))
+            # importlib.import_module("flux7.functions.app"), a granian factory "flux7.functions.asgi:app_factory", …
+            and node.value.startswith(tuple(f"{e}{sep}" for e in EDGE for sep in ".:"))
         ):
             found.append(repr(node.value))
     return [f"{path.relative_to(REPO)}: {ref}" for ref in found]
@@ -29,18 +39,19 @@ def _edge_references(path: Path) -> list[str]:
 
 def test_no_module_under_shared_imports_functions() -> None:
     offenders = [ref for path in sorted((REPO / "shared").rglob("*.py")) for ref in _edge_references(path)]
-    assert offenders == [], "shared/ must not import functions/ (the web apps come from shared.webapps):\n" + "\n".join(
-        offenders
-    )
+    why = "shared/ must not import functions/ (the web apps come from flux7.shared.webapps):\n"
+    assert offenders == [], why + "\n".join(offenders)
 
 
 def test_the_check_sees_each_form_of_import(tmp_path: Path) -> None:
     sample = REPO / "shared" / "_layers_probe_sample.py"
     sample.write_text(
-        "import functions.app\nfrom functions import memory\nimport importlib\n"
-        "importlib.import_module('functions.asgi')\nFACTORY = 'functions.asgi:app_factory'\n"
+        "import flux7.functions.app\nfrom flux7.functions import memory\nfrom ..functions import tools\n"
+        "from .. import functions\nimport importlib\nimportlib.import_module('flux7.functions.asgi')\n"
+        "FACTORY = 'flux7.functions.asgi:app_factory'\nimport functions  # the old top-level name\n"
+        "from . import db\nfrom .. import shared\nfrom flux7.shared import paths\n"
     )
     try:
-        assert len(_edge_references(sample)) == 4
+        assert len(_edge_references(sample)) == 7
     finally:
         sample.unlink()

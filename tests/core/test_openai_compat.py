@@ -1,4 +1,4 @@
-from shared.openai_compat import openai_path
+from flux7.shared.openai_compat import openai_path
 
 
 def test_the_server_the_api_base_and_the_endpoint_itself_reach_the_same_endpoint() -> None:

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.globs import glob_match
-from shared.policy import Decision, PolicySet, condition_holds, stricter
-from shared.settings import Condition, Policy, Rule
+from flux7.shared.globs import glob_match
+from flux7.shared.policy import Decision, PolicySet, condition_holds, stricter
+from flux7.shared.settings import Condition, Policy, Rule
 
 
 def rule(tools: list[str], action: str, condition: Condition | None = None) -> Rule:

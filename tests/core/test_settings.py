@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.errors import ConfigError
-from shared.settings import load_settings
+from flux7.shared.errors import ConfigError
+from flux7.shared.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 

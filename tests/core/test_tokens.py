@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from shared.db import Database
-from shared.errors import BadRequest, ConfigError, Conflict, NotFound, Unauthorized
-from shared.identity import IdentityResolver, accepted_identities
-from shared.settings import load_settings
-from shared.tokens import TokenStore, parse_expiry
+from flux7.shared.db import Database
+from flux7.shared.errors import BadRequest, ConfigError, Conflict, NotFound, Unauthorized
+from flux7.shared.identity import IdentityResolver, accepted_identities
+from flux7.shared.settings import load_settings
+from flux7.shared.tokens import TokenStore, parse_expiry
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -132,7 +132,11 @@ def test_identity_resolution_with_tokens(db: Database, tmp_path: Path) -> None:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "functions.entry", "token", *args], capture_output=True, text=True, cwd=REPO, timeout=60
+        [sys.executable, "-m", "flux7.functions.entry", "token", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
     )
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.memory.service import MemoryService
-from shared.mesh import Mesh
-from shared.settings import load_settings
+from flux7.shared.memory.service import MemoryService
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
 from tests.decisions.support import new_memory_service
 from tests.support.mesh import mesh_client as running
 from tests.support.mesh import pets_mesh_config

@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 
-from shared.db import Database
-from shared.memory.config import MemoryConfig
-from shared.memory.service import MemoryService
+from flux7.shared.db import Database
+from flux7.shared.memory.config import MemoryConfig
+from flux7.shared.memory.service import MemoryService
 from tests.support.http import free_port, wait_until
 from tests.support.server import REPO
 from tests.support.waiting import eventually
@@ -84,7 +84,7 @@ class Mem7:
             [
                 sys.executable,
                 "-c",
-                "from functions.entry import mem7_main; raise SystemExit(mem7_main())",
+                "from flux7.functions.entry import mem7_main; raise SystemExit(mem7_main())",
                 "serve",
                 "--listen",
                 f"127.0.0.1:{self.port}",

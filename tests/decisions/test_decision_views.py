@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.decision_query import kind_sql
-from shared.decisions import resolver_kind, signed_decision
-from shared.memory_client import InProcessMemory, parse_memory_list
-from shared.mesh import Mesh
+from flux7.shared.decision_query import kind_sql
+from flux7.shared.decisions import resolver_kind, signed_decision
+from flux7.shared.memory_client import InProcessMemory, parse_memory_list
+from flux7.shared.mesh import Mesh
 from tests.decisions.conftest import ADMIN, AGENT, build_mesh, mesh_config, running
 from tests.decisions.test_precedents import READ, WRITE, decide, decided, forge
 from tests.upstreams.servers.http_backend import Backend

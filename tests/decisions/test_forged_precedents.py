@@ -26,9 +26,9 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from shared.decision_signing import DecisionSigner
-from shared.decisions import signed_decision
-from shared.memory_client import ListedMemory, parse_memory_list
+from flux7.shared.decision_signing import DecisionSigner
+from flux7.shared.decisions import signed_decision
+from flux7.shared.memory_client import ListedMemory, parse_memory_list
 from tests.decisions.conftest import POLICY
 from tests.decisions.support import Mem7, rpc_tool
 from tests.decisions.test_e2e import pending, resolve_next, start_call
@@ -114,7 +114,7 @@ def stdio_relay(memory_port: int, directory: Path) -> StdioServerParameters:
     env = {**os.environ, "MEM7_DIR": str(directory), "MEM7_LISTEN": f"127.0.0.1:{memory_port}", "MEM7_HYBRID": "0"}
     env.pop("MEM7_TOKEN", None)
     env["PYTHONPATH"] = str(REPO)
-    return StdioServerParameters(command=sys.executable, args=["-m", "shared.memory.cli"], env=env, cwd=str(REPO))
+    return StdioServerParameters(command=sys.executable, args=["-m", "flux7.shared.memory.cli"], env=env, cwd=str(REPO))
 
 
 async def forge_over_rpc(url: str) -> None:

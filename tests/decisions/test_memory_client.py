@@ -3,9 +3,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from functions.memory import create_memory_app
-from shared.memory.service import MemoryService
-from shared.memory_client import (
+from flux7.functions.memory import create_memory_app
+from flux7.shared.memory.service import MemoryService
+from flux7.shared.memory_client import (
     InProcessMemory,
     MemoryToolError,
     MemoryUnavailable,

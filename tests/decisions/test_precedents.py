@@ -7,12 +7,12 @@ from typing import Any
 
 import httpx
 
-from shared.decision_signing import DecisionSigner
-from shared.decisions import decision_fact
-from shared.memory_client import InProcessMemory, RpcMemory, parse_memory_list
-from shared.mesh import Mesh
-from shared.precedents import EffectiveSettings, PrecedentLedger, Precedents
-from shared.upstreams.base import Classification, ToolDef
+from flux7.shared.decision_signing import DecisionSigner
+from flux7.shared.decisions import decision_fact
+from flux7.shared.memory_client import InProcessMemory, RpcMemory, parse_memory_list
+from flux7.shared.mesh import Mesh
+from flux7.shared.precedents import EffectiveSettings, PrecedentLedger, Precedents
+from flux7.shared.upstreams.base import Classification, ToolDef
 from tests.decisions.conftest import ADMIN, AGENT, build_mesh, mesh_config, running
 from tests.decisions.support import wait_for
 from tests.support.http import free_port, serve_json

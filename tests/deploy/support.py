@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.backup import Litestream, ReplicaSource, find_litestream
+from flux7.shared.backup import Litestream, ReplicaSource, find_litestream
 from tests.functions.conftest import POLICY
 from tests.support.http import free_port, wait_until
 from tests.support.server import REPO, Server, healthy
 from tests.upstreams.servers.http_backend import Backend
 
 LITESTREAM_YML = REPO / "litestream.yml"
-FLUX7 = f"{sys.executable} -m functions.entry"
+FLUX7 = f"{sys.executable} -m flux7.functions.entry"
 
 
 def write_config(
@@ -121,7 +121,7 @@ def replicated(config: Path, data: Path, replica: Path) -> Iterator[Replicated]:
 
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "functions.entry", *args],
+        [sys.executable, "-m", "flux7.functions.entry", *args],
         capture_output=True,
         text=True,
         cwd=cwd,

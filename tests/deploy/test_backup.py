@@ -7,9 +7,9 @@ import json
 import sqlite3
 from pathlib import Path
 
-from shared.db import Database
-from shared.tracing.entry import TraceEntry
-from shared.tracing.store import TraceStore
+from flux7.shared.db import Database
+from flux7.shared.tracing.entry import TraceEntry
+from flux7.shared.tracing.store import TraceStore
 
 from .support import run_cli
 

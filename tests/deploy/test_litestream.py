@@ -184,7 +184,7 @@ def run_mem7(*args: str, env: dict[str, str]) -> Any:
     import sys
 
     return subprocess.run(
-        [sys.executable, "-c", "from functions.entry import mem7_main; raise SystemExit(mem7_main())", *args],
+        [sys.executable, "-c", "from flux7.functions.entry import mem7_main; raise SystemExit(mem7_main())", *args],
         capture_output=True,
         text=True,
         env=env,

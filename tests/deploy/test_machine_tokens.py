@@ -13,7 +13,7 @@ from tests.support.server import REPO
 
 def token(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "functions.entry", "token", *args, "--root", str(root)],
+        [sys.executable, "-m", "flux7.functions.entry", "token", *args, "--root", str(root)],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.db import Database
-from shared.tracing.entry import TraceEntry
-from shared.tracing.store import TraceStore
+from flux7.shared.db import Database
+from flux7.shared.tracing.entry import TraceEntry
+from flux7.shared.tracing.store import TraceStore
 from tests.support.http import free_port
 
 from .s3_fake import FakeS3, running_s3

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.json_depth import MAX_JSON_DEPTH, too_deep
-from shared.memory.stdio import serve_stdio
+from flux7.shared.json_depth import MAX_JSON_DEPTH, too_deep
+from flux7.shared.memory.stdio import serve_stdio
 from tests.functions.conftest import ADMIN, AGENT
 from tests.mcp_server.conftest import write_config
 from tests.mcp_server.test_stdio import env, mesh7_args
@@ -159,9 +159,9 @@ def test_mesh_stdio_answers_a_parse_error_saying_why(tmp_path: Path) -> None:
 
 
 def test_mem7_rpc_and_stdio_answer_a_parse_error_saying_why(client: Client, tmp_path: Path) -> None:
-    from shared.db import Database
-    from shared.memory.config import MemoryConfig
-    from shared.memory.service import MemoryService
+    from flux7.shared.db import Database
+    from flux7.shared.memory.config import MemoryConfig
+    from flux7.shared.memory.service import MemoryService
 
     expected = {"jsonrpc": "2.0", "error": {"code": -32700, "message": f"parse error: JSON {TOO_DEEP}"}}
     r = client.post(

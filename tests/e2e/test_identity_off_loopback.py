@@ -81,7 +81,7 @@ def token_cli(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
     """`flux7 token …` on the running server's database, as an operator would type it."""
     cfg = server.log.parent / "config.yaml"
     return subprocess.run(
-        [sys.executable, "-m", "functions.entry", "token", *args, "--config", str(cfg)],
+        [sys.executable, "-m", "flux7.functions.entry", "token", *args, "--config", str(cfg)],
         capture_output=True,
         text=True,
         cwd=REPO,

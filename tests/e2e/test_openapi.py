@@ -28,7 +28,7 @@ from schemathesis import GenerationMode
 from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
 
-from shared.json_depth import MAX_JSON_DEPTH
+from flux7.shared.json_depth import MAX_JSON_DEPTH
 from tests.support.http import wait_until
 from tests.support.mesh import pets_mesh_config
 from tests.support.server import running_server

@@ -44,7 +44,7 @@ def test_two_workers_share_traces_chain_and_metrics(tmp_path: Path, backend: Bac
         }
         assert calls["allow"] == 40 and calls["deny"] == 1
     verify = subprocess.run(
-        [sys.executable, "-m", "functions.entry", "trace", "verify", str(tmp_path / "traces.jsonl")],
+        [sys.executable, "-m", "flux7.functions.entry", "trace", "verify", str(tmp_path / "traces.jsonl")],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -85,7 +85,7 @@ def test_bad_config_stops_the_start_naming_file_and_key(tmp_path: Path) -> None:
     cfg = tmp_path / "config.yaml"
     cfg.write_text("approval:\n  timeout: 5\n")
     r = subprocess.run(
-        [sys.executable, "-m", "functions.entry", "serve", "--config", str(cfg)],
+        [sys.executable, "-m", "flux7.functions.entry", "serve", "--config", str(cfg)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -98,7 +98,7 @@ def test_refuses_to_bind_off_loopback_without_an_admin_token(tmp_path: Path) -> 
     cfg = tmp_path / "config.yaml"
     cfg.write_text("host: 0.0.0.0\n")
     r = subprocess.run(
-        [sys.executable, "-m", "functions.entry", "serve", "--config", str(cfg)],
+        [sys.executable, "-m", "flux7.functions.entry", "serve", "--config", str(cfg)],
         capture_output=True,
         text=True,
         cwd=REPO,

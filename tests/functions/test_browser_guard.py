@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
-from functions.memory import create_memory_app
-from shared.errors import ConfigError
-from shared.memory.service import MemoryService
-from shared.mesh import Mesh
-from shared.settings import load_settings
+from flux7.functions.memory import create_memory_app
+from flux7.shared.errors import ConfigError
+from flux7.shared.memory.service import MemoryService
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
 from tests.functions.conftest import ADMIN, AGENT, make_config
 from tests.support.mesh import in_process
 from tests.upstreams.servers.http_backend import Backend
@@ -159,8 +159,8 @@ async def test_cors_answers_only_when_console_cors_is_on(tmp_path: Path, backend
 
 
 async def test_mem7_serve_has_the_guard_too(tmp_path: Path) -> None:
-    from shared.db import Database
-    from shared.memory.config import MemoryConfig
+    from flux7.shared.db import Database
+    from flux7.shared.memory.config import MemoryConfig
 
     service = MemoryService(MemoryConfig(dir=str(tmp_path), hybrid=False), Database(tmp_path / "index.db"))
     app = create_memory_app(service)

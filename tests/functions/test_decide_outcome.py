@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from functions.app import create_app
-from shared.mesh import Mesh
-from shared.settings import load_settings
+from flux7.functions.app import create_app
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
 from tests.support.mesh import pets_mesh_config
 from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.safe_yaml import MAX_DEPTH, MAX_POLICY_BYTES
+from flux7.shared.safe_yaml import MAX_DEPTH, MAX_POLICY_BYTES
 from tests.functions.conftest import ADMIN, AGENT, make_config
 from tests.support.http import wait_until
 from tests.support.server import REPO, Server, running_server
@@ -122,7 +122,7 @@ def test_a_start_with_a_bad_policy_file_refuses_with_the_file_and_fault(
     config = make_config(tmp_path, backend, "auth: {admin_token: adm1n}")
     (tmp_path / "policies" / "agents.yaml").write_bytes(data)
     done = subprocess.run(
-        [sys.executable, "-m", "functions.entry", "serve", "--config", str(config), "--port", "1"],
+        [sys.executable, "-m", "flux7.functions.entry", "serve", "--config", str(config), "--port", "1"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import httpx
 
-from shared.mesh import Mesh
-from shared.settings import load_settings
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
 from tests.functions.conftest import ADMIN, AGENT, make_config
 from tests.support.mesh import mesh_client as running
 from tests.support.waiting import eventually

@@ -76,9 +76,9 @@ def test_malformed_json_is_400_with_the_contract_body(client: TestClient[Any]) -
 
 
 def test_oversized_body_is_413(tmp_path: Path, backend: Backend) -> None:
-    from functions.app import create_app
-    from shared.mesh import Mesh
-    from shared.settings import load_settings
+    from flux7.functions.app import create_app
+    from flux7.shared.mesh import Mesh
+    from flux7.shared.settings import load_settings
     from tests.functions.conftest import make_config
 
     cfg = make_config(tmp_path, backend, "max_body_bytes: 1024")
@@ -177,9 +177,9 @@ def test_control_plane_requires_the_admin_token(client: TestClient[Any]) -> None
 
 
 def test_configured_openapi_headers_reach_the_backend(tmp_path: Path, backend: Backend) -> None:
-    from functions.app import create_app
-    from shared.mesh import Mesh
-    from shared.settings import load_settings
+    from flux7.functions.app import create_app
+    from flux7.shared.mesh import Mesh
+    from flux7.shared.settings import load_settings
     from tests.functions.conftest import make_config
 
     cfg = make_config(tmp_path, backend)

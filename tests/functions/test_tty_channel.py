@@ -15,11 +15,11 @@ from tests.upstreams.servers.http_backend import Backend
 SCRIPT = textwrap.dedent(
     """
     import asyncio, json, sys
-    from shared.identity import Caller
-    from shared.mesh import Mesh
-    from shared.pipeline import Call
-    from shared.settings import load_settings
-    from shared.tracecontext import from_headers
+    from flux7.shared.identity import Caller
+    from flux7.shared.mesh import Mesh
+    from flux7.shared.pipeline import Call
+    from flux7.shared.settings import load_settings
+    from flux7.shared.tracecontext import from_headers
 
     async def main():
         mesh = Mesh(load_settings(sys.argv[1], {}))

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
-from shared.mesh import Mesh
-from shared.settings import load_settings
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
 from tests.support.mesh import pets_mesh_config
 from tests.upstreams.servers.http_backend import Backend
 

@@ -195,8 +195,8 @@ async def test_catalog_files_are_edited_through_the_control_plane_and_hot_reload
 
 
 async def test_a_catalog_dir_is_required_for_editing(tmp_path: Path, backend: Backend) -> None:
-    from shared.mesh import Mesh
-    from shared.settings import load_settings
+    from flux7.shared.mesh import Mesh
+    from flux7.shared.settings import load_settings
     from tests.support.mesh import pets_mesh_config
 
     mesh = Mesh(load_settings(pets_mesh_config(tmp_path, backend, "name: p\nrules: []\n"), env={}))
@@ -224,8 +224,8 @@ async def test_a_write_the_whole_catalog_cannot_load_with_is_undone(tmp_path: Pa
 def test_a_missing_catalog_dir_or_rules_file_stops_the_start(tmp_path: Path, backend: Backend) -> None:
     import pytest
 
-    from shared.errors import ConfigError
-    from shared.settings import load_settings
+    from flux7.shared.errors import ConfigError
+    from flux7.shared.settings import load_settings
     from tests.governance.support import governed_config
 
     config = governed_config(tmp_path, backend)
@@ -245,7 +245,7 @@ def test_a_missing_catalog_dir_or_rules_file_stops_the_start(tmp_path: Path, bac
 
 
 async def test_a_transition_on_one_worker_is_enforced_by_another(tmp_path: Path, backend: Backend) -> None:
-    from shared.mesh import Mesh
+    from flux7.shared.mesh import Mesh
 
     first = governed_mesh(tmp_path, backend)
     second = Mesh(first.settings)  # another worker over the same database

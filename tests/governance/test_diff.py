@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from shared.governance.diff import tool_changes
+from flux7.shared.governance.diff import tool_changes
 from tests.governance.support import ADMIN, call, governed_mesh
 from tests.mcp_server.conftest import write_config
 from tests.mcp_server.inproc import mesh_client as mcp_mesh_client

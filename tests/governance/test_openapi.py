@@ -1,13 +1,13 @@
 """The committed OpenAPI document of /governance/… is the one the routes produce (regenerate with
-`python -m functions.governance_openapi > docs/openapi/governance.json`)."""
+`python -m flux7.functions.governance_openapi > docs/openapi/governance.json`)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from functions import governance
-from functions.governance_openapi import document
+from flux7.functions import governance
+from flux7.functions.governance_openapi import document
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openapi" / "governance.json"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.errors import ConfigError
-from shared.governance.rules import escalated, parse_rules
+from flux7.shared.errors import ConfigError
+from flux7.shared.governance.rules import escalated, parse_rules
 from tests.governance.support import ADMIN, call, governed_mesh
 from tests.governance.test_scores import evaluate
 from tests.support.mesh import mesh_client

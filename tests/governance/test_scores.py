@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from shared.mesh import Mesh
+from flux7.shared.mesh import Mesh
 from tests.governance.support import ADMIN, call, governed_mesh
 from tests.support.mesh import mesh_client
 from tests.support.waiting import eventually
@@ -167,7 +167,7 @@ async def test_hygiene_gaps(tmp_path: Path, backend: Backend) -> None:
         assert grant.status_code == 201
         # a grant made two days ago and still open (its age is what hygiene reads)
         mesh_db = tmp_path / "flux7.db"
-        from shared.db import Database
+        from flux7.shared.db import Database
 
         db = Database(mesh_db)
         db.execute("UPDATE grants SET created_at = created_at - 2 * 86400 WHERE id = ?", (grant.json()["id"],))

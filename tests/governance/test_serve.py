@@ -42,7 +42,7 @@ rules:
 def flux7(server: Server, *args: str, cwd: Path) -> tuple[int, str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "MESH_URL": server.url, "MESH_ADMIN_TOKEN": "adm1n"}
     done = subprocess.run(
-        [sys.executable, "-m", "functions.entry", "governance", *args],
+        [sys.executable, "-m", "flux7.functions.entry", "governance", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

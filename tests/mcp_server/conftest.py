@@ -18,7 +18,7 @@ from tests.support.http import free_port
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-MESH7 = "from functions.entry import mesh7_main; raise SystemExit(mesh7_main())"
+MESH7 = "from flux7.functions.entry import mesh7_main; raise SystemExit(mesh7_main())"
 ECHO_SERVER = REPO / "tests" / "upstreams" / "servers" / "mcp_echo.py"
 
 # claude: the everyday agent; boss: a supervisor agent (supervisor_agents); others fall to the default deny.

@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 
-from shared.mesh import Mesh
-from shared.settings import load_settings
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
 from tests.support import mesh as support
 
 ADMIN_TOKEN = "admin-s3cret"

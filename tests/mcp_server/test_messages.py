@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from shared.mcp import texts
-from shared.mcp.messages import (
+from flux7.shared.mcp import texts
+from flux7.shared.mcp.messages import (
     McpError,
     decode_header_value,
     decode_message,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from shared.mesh import Mesh
-from shared.pins import fingerprint, legacy_fingerprint
-from shared.settings import load_settings
+from flux7.shared.mesh import Mesh
+from flux7.shared.pins import fingerprint, legacy_fingerprint
+from flux7.shared.settings import load_settings
 from tests.mcp_server.conftest import write_config
 from tests.mcp_server.inproc import Rpc, mesh_client
 from tests.support import mesh as support

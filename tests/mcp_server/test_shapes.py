@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from shared.errors import ConfigError
-from shared.mcp import texts
-from shared.mcp.shapes import outcome_result
-from shared.pipeline import Outcome
-from shared.settings import load_settings
+from flux7.shared.errors import ConfigError
+from flux7.shared.mcp import texts
+from flux7.shared.mcp.shapes import outcome_result
+from flux7.shared.pipeline import Outcome
+from flux7.shared.settings import load_settings
 from tests.mcp_server.inproc import Rpc, mesh_client
 from tests.support.mesh import pets_mesh_config
 from tests.upstreams.servers.http_backend import Backend

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.db import Database
-from shared.memory.config import MemoryConfig
-from shared.memory.service import MemoryService
+from flux7.shared.db import Database
+from flux7.shared.memory.config import MemoryConfig
+from flux7.shared.memory.service import MemoryService
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,7 +109,7 @@ class Mem7Process:
         args = [
             sys.executable,
             "-c",
-            "from functions.entry import mem7_main; raise SystemExit(mem7_main())",
+            "from flux7.functions.entry import mem7_main; raise SystemExit(mem7_main())",
             "serve",
             "--listen",
             f"127.0.0.1:{self.port}",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.memory.service import MemoryService
+from flux7.shared.memory.service import MemoryService
 
 from .conftest import Clock, call, fail
 

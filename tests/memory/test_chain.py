@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from shared.memory.service import MemoryService
+from flux7.shared.memory.service import MemoryService
 
 from .conftest import call
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared.memory.cli import config_from_env, listen_address
-from shared.memory.service import MemoryService
+from flux7.shared.memory.cli import config_from_env, listen_address
+from flux7.shared.memory.service import MemoryService
 
 from .conftest import REPO, call
 
@@ -17,7 +17,7 @@ from .conftest import REPO, call
 def mem7(directory: Path, *args: str, key: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MEM7_DIR": str(directory), "MEM7_HYBRID": "0", "MEM7_CHAIN_KEY": key}
     return subprocess.run(
-        [sys.executable, "-c", "from functions.entry import mem7_main; raise SystemExit(mem7_main())", *args],
+        [sys.executable, "-c", "from flux7.functions.entry import mem7_main; raise SystemExit(mem7_main())", *args],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -11,9 +11,9 @@ from typing import Any
 
 from mem7 import Mem7
 
-from shared.db import Database
-from shared.memory.config import MemoryConfig
-from shared.memory.service import MemoryService
+from flux7.shared.db import Database
+from flux7.shared.memory.config import MemoryConfig
+from flux7.shared.memory.service import MemoryService
 
 from .conftest import Clock, Mem7Process, call, eventually
 

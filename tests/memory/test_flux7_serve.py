@@ -7,9 +7,9 @@ from typing import Any
 
 from litestar.testing import TestClient
 
-from functions.app import create_app
-from shared.mesh import Mesh
-from shared.settings import load_settings
+from flux7.functions.app import create_app
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
 
 
 def _app(tmp_path: Path, memory: str) -> tuple[Mesh, TestClient[Any]]:

@@ -13,8 +13,8 @@ import pytest
 from mem7 import Mem7
 from mem7.client import Mem7Error
 
-from shared.memory.service import MemoryService
-from shared.memory.workspace import LONG_TERM_HEADER, parse_entries
+from flux7.shared.memory.service import MemoryService
+from flux7.shared.memory.workspace import LONG_TERM_HEADER, parse_entries
 from tests.support.server import running_server
 
 from .conftest import Clock, Mem7Process, call, fail

@@ -43,7 +43,15 @@ def test_the_memory_quickstart_works_as_documented(tmp_path: Path) -> None:
         assert "## coffee\nThe team orders from the place on 5th street." in sdk.stdout
         assert "coffee -> The team orders from the place on 5th street." in sdk.stdout
         verify = subprocess.run(
-            [sys.executable, "-m", "functions.entry", "memory", "verify", "--db", str(tmp_path / "data" / "flux7.db")],
+            [
+                sys.executable,
+                "-m",
+                "flux7.functions.entry",
+                "memory",
+                "verify",
+                "--db",
+                str(tmp_path / "data" / "flux7.db"),
+            ],
             capture_output=True,
             text=True,
             cwd=REPO,

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from functions.memory import create_memory_app
-from shared.memory.service import MemoryService
+from flux7.functions.memory import create_memory_app
+from flux7.shared.memory.service import MemoryService
 
 TOKEN = "s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

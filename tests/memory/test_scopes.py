@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from shared.errors import ConfigError
-from shared.memory.scopes import go_path_match
-from shared.memory.service import MemoryService
+from flux7.shared.errors import ConfigError
+from flux7.shared.memory.scopes import go_path_match
+from flux7.shared.memory.service import MemoryService
 
 from .conftest import call
 

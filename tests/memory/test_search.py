@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from shared.memory.query import naturalize, neighbour_keys, sanitize
-from shared.memory.search import rrf
-from shared.memory.service import MemoryService
+from flux7.shared.memory.query import naturalize, neighbour_keys, sanitize
+from flux7.shared.memory.search import rrf
+from flux7.shared.memory.service import MemoryService
 
 from .conftest import Clock, call, fail
 

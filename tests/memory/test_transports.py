@@ -34,7 +34,7 @@ def text_of(result: Any) -> str:
 def stdio_params(directory: Path, listen: str, token: str = "") -> StdioServerParameters:
     env = {**os.environ, "MEM7_DIR": str(directory), "MEM7_LISTEN": listen, "MEM7_HYBRID": "0"}
     env["MEM7_TOKEN"] = token
-    return StdioServerParameters(command=sys.executable, args=["-m", "shared.memory.cli"], env=env, cwd=str(REPO))
+    return StdioServerParameters(command=sys.executable, args=["-m", "flux7.shared.memory.cli"], env=env, cwd=str(REPO))
 
 
 async def test_stdio_serves_the_tools_locally_when_no_daemon_answers(tmp_path: Path) -> None:

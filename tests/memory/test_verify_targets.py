@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from shared.db import Database
-from shared.memory.service import MemoryService
-from shared.tracing import TraceEntry, Tracer
+from flux7.shared.db import Database
+from flux7.shared.memory.service import MemoryService
+from flux7.shared.tracing import TraceEntry, Tracer
 from tests.tracing.conftest import make_settings
 
 from .conftest import REPO, call
@@ -93,7 +93,9 @@ def test_the_memory_chain_route_sees_a_deleted_daily_file(tmp_path: Path, make_s
 
 
 def _trace_verify(entry: str, *files: Path) -> subprocess.CompletedProcess[str]:
-    code = f"import sys; from functions.entry import {entry}; sys.exit({entry}(['trace', 'verify', *sys.argv[1:]]))"
+    code = (
+        f"import sys; from flux7.functions.entry import {entry}; sys.exit({entry}(['trace', 'verify', *sys.argv[1:]]))"
+    )
     return subprocess.run(
         [sys.executable, "-c", code, *map(str, files)],
         cwd=REPO,

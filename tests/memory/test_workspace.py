@@ -6,9 +6,9 @@ import hashlib
 
 import pytest
 
-from shared.memory.chain import canonical, go_quote, seal
-from shared.memory.service import MemoryService
-from shared.memory.workspace import Entry, escape_body, format_entry, parse_entries, unescape_body
+from flux7.shared.memory.chain import canonical, go_quote, seal
+from flux7.shared.memory.service import MemoryService
+from flux7.shared.memory.workspace import Entry, escape_body, format_entry, parse_entries, unescape_body
 
 from .conftest import call
 

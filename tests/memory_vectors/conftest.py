@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from shared.db import Database
-from shared.memory.embed import MiniLMEmbedder, default_embedder
+from flux7.shared.db import Database
+from flux7.shared.memory.embed import MiniLMEmbedder, default_embedder
 
 # A route answers (status, JSON body); it gets the parsed request body and the request headers.
 Route = Callable[[Any, dict[str, str]], tuple[int, Any]]

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.memory.embed import (
+from flux7.shared.memory.embed import (
     TOKENIZER_PATH,
     EmbeddingUnavailable,
     MiniLMEmbedder,
@@ -83,9 +83,9 @@ def test_missing_model_file_is_refused_at_load(tmp_path: Path) -> None:
 
 def test_importing_memory_vectors_loads_no_model_runtime() -> None:
     code = (
-        "import sys; import shared.memory.vectors, shared.memory.embed, shared.memory.retrieval, "
-        "shared.memory.rerank\n"
-        "from shared.memory.embed import default_embedder; default_embedder()\n"
+        "import sys; import flux7.shared.memory.vectors, flux7.shared.memory.embed, flux7.shared.memory.retrieval, "
+        "flux7.shared.memory.rerank\n"
+        "from flux7.shared.memory.embed import default_embedder; default_embedder()\n"
         "print(sorted(m for m in ('onnxruntime', 'tokenizers') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from shared.memory.rerank import Reranker, default_reranker
+from flux7.shared.memory.rerank import Reranker, default_reranker
 
 from .conftest import ApiServer
 

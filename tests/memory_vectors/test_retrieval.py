@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from shared.db import sqlite3
-from shared.memory.retrieval import (
+from flux7.shared.db import sqlite3
+from flux7.shared.memory.retrieval import (
     HybridWeights,
     date_phrases,
     hybrid_search,

@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 
-from shared.mesh import Mesh
-from shared.settings import load_settings
-from shared.supervisor.config import parse_config
-from shared.supervisor.loop import Supervisor
-from shared.supervisor.mesh_api import MeshApi
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
+from flux7.shared.supervisor.config import parse_config
+from flux7.shared.supervisor.loop import Supervisor
+from flux7.shared.supervisor.mesh_api import MeshApi
 from tests.support.mesh import in_process, pets_mesh_config
 from tests.upstreams.servers.http_backend import Backend
 

@@ -5,9 +5,9 @@ from pathlib import Path
 import httpx
 from litestar.testing import AsyncTestClient
 
-from shared.supervisor.admin import AdminServer, create_admin_app
-from shared.supervisor.config import AdminConfig
-from shared.supervisor.loop import Decision, Supervisor
+from flux7.shared.supervisor.admin import AdminServer, create_admin_app
+from flux7.shared.supervisor.config import AdminConfig
+from flux7.shared.supervisor.loop import Decision, Supervisor
 from tests.supervisor.conftest import sup7_config
 from tests.support.http import free_port
 from tests.support.waiting import eventually

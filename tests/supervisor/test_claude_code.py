@@ -26,8 +26,8 @@ import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from shared.supervisor.loop import Supervisor
-from shared.supervisor.mcp_server import McpEndpoint
+from flux7.shared.supervisor.loop import Supervisor
+from flux7.shared.supervisor.mcp_server import McpEndpoint
 from tests.supervisor import llm_servers
 from tests.supervisor.conftest import ADMIN, AGENT, World, sup7_config, world, write_mesh_config
 from tests.supervisor.test_e2e import mesh_config
@@ -305,7 +305,7 @@ def test_over_stdio_the_session_spawns_sup7_and_approves_a_call(tmp_path: Path, 
         env = {**os.environ, "PYTHONPATH": str(REPO), "MESH_ADMIN_TOKEN": "adm1n"}
         params = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "shared.supervisor.cli", "-c", str(cfg), "start"],
+            args=["-m", "flux7.shared.supervisor.cli", "-c", str(cfg), "start"],
             env=env,
             cwd=str(REPO),
         )
@@ -399,7 +399,7 @@ def test_over_stdio_sup7_stops_when_its_client_closes_stdin(tmp_path: Path) -> N
         )
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shared.supervisor.cli", "-c", str(cfg), "start"],
+        [sys.executable, "-m", "flux7.shared.supervisor.cli", "-c", str(cfg), "start"],
         env={**os.environ, "PYTHONPATH": str(REPO)},
         cwd=tmp_path,
         stdin=subprocess.PIPE,
@@ -434,7 +434,7 @@ def test_sup7_stops_with_a_clear_error_when_its_mcp_port_is_taken(tmp_path: Path
             )
         )
         out = subprocess.run(
-            [sys.executable, "-m", "shared.supervisor.cli", "-c", str(cfg), "start"],
+            [sys.executable, "-m", "flux7.shared.supervisor.cli", "-c", str(cfg), "start"],
             env={**os.environ, "PYTHONPATH": str(REPO)},
             cwd=tmp_path,
             capture_output=True,

@@ -6,9 +6,9 @@ import msgspec
 import pytest
 import yaml
 
-from shared.errors import ConfigError
-from shared.supervisor.cli import with_environment
-from shared.supervisor.config import Sup7Config, load_config, parse_config
+from flux7.shared.errors import ConfigError
+from flux7.shared.supervisor.cli import with_environment
+from flux7.shared.supervisor.config import Sup7Config, load_config, parse_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sup7.yaml"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "supervisor.md"

@@ -55,7 +55,7 @@ def sup7(config: Path) -> Iterator[subprocess.Popen[bytes]]:
     log = (config.parent / "sup7.log").open("wb")
     env = {**os.environ, "PYTHONPATH": str(REPO), "MESH_ADMIN_TOKEN": "adm1n"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "shared.supervisor.cli", "-c", str(config), "start"],
+        [sys.executable, "-m", "flux7.shared.supervisor.cli", "-c", str(config), "start"],
         cwd=config.parent,
         env=env,
         stdout=log,
@@ -145,7 +145,7 @@ def test_sup7_approves_by_rule_escalates_to_a_human_and_asks_the_llm(tmp_path: P
 def test_sup7_status_reports_the_mesh(tmp_path: Path, backend: Backend) -> None:
     with running_server(mesh_config(tmp_path, backend)) as server:
         cfg = sup7_yaml(tmp_path, server.url, "http://127.0.0.1:9", free_port())
-        args = [sys.executable, "-m", "shared.supervisor.cli", "-c", str(cfg), "status"]
+        args = [sys.executable, "-m", "flux7.shared.supervisor.cli", "-c", str(cfg), "status"]
         env = {**os.environ, "PYTHONPATH": str(REPO), "MESH_ADMIN_TOKEN": "adm1n"}
         ok = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
         assert ok.returncode == 0, ok.stderr
@@ -153,7 +153,7 @@ def test_sup7_status_reports_the_mesh(tmp_path: Path, backend: Backend) -> None:
         assert report["mesh"]["reachable"] is True and report["pending"] == 0
         assert report["rules"][-1] == "default"
         assert report["mcp_server"] == {"enabled": False}
-        via_flux7 = [sys.executable, "-m", "functions.entry", "supervisor", "-c", str(cfg), "status"]
+        via_flux7 = [sys.executable, "-m", "flux7.functions.entry", "supervisor", "-c", str(cfg), "status"]
         same = subprocess.run(via_flux7, env=env, capture_output=True, text=True, timeout=60)
         assert same.returncode == 0 and json.loads(same.stdout)["mesh"]["reachable"] is True
         env.pop("MESH_ADMIN_TOKEN")
@@ -162,7 +162,7 @@ def test_sup7_status_reports_the_mesh(tmp_path: Path, backend: Backend) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("rules: [{name: x, condition: 'tool resembles y'}]")
     out = subprocess.run(
-        [sys.executable, "-m", "shared.supervisor.cli", "-c", str(bad), "status"],
+        [sys.executable, "-m", "flux7.shared.supervisor.cli", "-c", str(bad), "status"],
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,

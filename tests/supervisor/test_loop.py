@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from shared.supervisor.loop import Decision, Supervisor
+from flux7.shared.supervisor.loop import Decision, Supervisor
 from tests.supervisor import llm_servers
 from tests.supervisor.conftest import ADMIN, AGENT, sup7_config, world, write_mesh_config
 from tests.support.http import free_port

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from shared.supervisor.config import ProviderConfig
-from shared.supervisor.providers import ProviderChain, Verdict, parse_reply
+from flux7.shared.supervisor.config import ProviderConfig
+from flux7.shared.supervisor.providers import ProviderChain, Verdict, parse_reply
 from tests.supervisor import llm_servers
 from tests.support.http import free_port
 

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from shared.supervisor.config import RuleConfig
-from shared.supervisor.rules import RuleEngine, parse_condition
+from flux7.shared.supervisor.config import RuleConfig
+from flux7.shared.supervisor.rules import RuleEngine, parse_condition
 
 CTX: dict[str, Any] = {
     "tool": "Filesystem.Read_File",
@@ -109,7 +109,7 @@ def test_project_dir_against_a_cli_tools_args_needs_every_path_inside(args: list
 def test_the_example_sup7_yaml_approves_the_example_tools_inside_the_project_and_logs_under_data() -> None:
     from pathlib import Path
 
-    from shared.supervisor.config import load_config
+    from flux7.shared.supervisor.config import load_config
 
     repo = Path(__file__).resolve().parents[2]
     config = load_config(repo / "examples" / "sup7.yaml")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 
-from functions.app import create_app
-from shared.mesh import Mesh
+from flux7.functions.app import create_app
+from flux7.shared.mesh import Mesh
 from tests.upstreams.servers.http_backend import Backend
 
 __all__ = ["in_process", "mesh_client", "pets_mesh_config"]

@@ -54,7 +54,7 @@ def start_server(
     log = config.parent / f"server-{port}.log"
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "functions.entry", "serve", "--config", str(config)),
+            *(sys.executable, "-m", "flux7.functions.entry", "serve", "--config", str(config)),
             *("--port", str(port), "--workers", str(workers), *(extra or [])),
         ],
         cwd=config.parent,

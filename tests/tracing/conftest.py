@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from shared.db import Database
-from shared.settings import Settings, load_settings
-from shared.tracing import Tracer
+from flux7.shared.db import Database
+from flux7.shared.settings import Settings, load_settings
+from flux7.shared.tracing import Tracer
 
 
 def make_settings(tmp: Path, **overrides: Any) -> Settings:

@@ -6,9 +6,9 @@ import json
 import multiprocessing
 from pathlib import Path
 
-from shared.db import Database
-from shared.tracing import TraceEntry, Tracer, verify_files
-from shared.tracing.chain import split_line
+from flux7.shared.db import Database
+from flux7.shared.tracing import TraceEntry, Tracer, verify_files
+from flux7.shared.tracing.chain import split_line
 
 from . import workers
 from .conftest import make_settings

@@ -2,8 +2,16 @@ from __future__ import annotations
 
 import json
 
-from shared.tracing import Egress, Ingress, TraceEntry, encode_entry, entry_to_wire, format_timestamp, parse_timestamp
-from shared.tracing.entry import decode_entry, normalise
+from flux7.shared.tracing import (
+    Egress,
+    Ingress,
+    TraceEntry,
+    encode_entry,
+    entry_to_wire,
+    format_timestamp,
+    parse_timestamp,
+)
+from flux7.shared.tracing.entry import decode_entry, normalise
 
 
 def test_zero_optional_fields_are_dropped_and_required_ones_kept() -> None:

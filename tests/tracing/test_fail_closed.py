@@ -198,7 +198,7 @@ def test_a_kill_9_during_the_upstream_call_leaves_an_outcome_unknown_row(tmp_pat
         assert report["outcome_unknown_calls"][0]["tool"] == "hang"
 
         cli = subprocess.run(
-            [sys.executable, "-m", "functions.entry", "trace", "verify", str(tmp_path / "traces.jsonl")],
+            [sys.executable, "-m", "flux7.functions.entry", "trace", "verify", str(tmp_path / "traces.jsonl")],
             capture_output=True,
             text=True,
             cwd=REPO,

@@ -7,8 +7,8 @@ import io
 import json
 from pathlib import Path
 
-from shared.tracing import TraceEntry, Tracer
-from shared.tracing.verify_cli import main as verify_main
+from flux7.shared.tracing import TraceEntry, Tracer
+from flux7.shared.tracing.verify_cli import main as verify_main
 
 
 def _intent(span: str) -> TraceEntry:

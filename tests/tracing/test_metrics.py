@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared import __version__
-from shared.db import MIGRATIONS_DIR, Database
-from shared.metrics import OTHER, CallSample, Metrics, UpstreamState
-from shared.settings import MetricsSettings
+from flux7.shared import __version__
+from flux7.shared.db import MIGRATIONS_DIR, Database
+from flux7.shared.metrics import OTHER, CallSample, Metrics, UpstreamState
+from flux7.shared.settings import MetricsSettings
 
 from . import workers
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from shared.mesh import Mesh
-from shared.settings import load_settings
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
 from tests.mcp_server.inproc import Rpc
 from tests.support.mesh import mesh_client
 from tests.support.waiting import eventually

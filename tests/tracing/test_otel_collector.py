@@ -22,8 +22,8 @@ import pytest
 import rotel
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from shared.tracing import Egress, Ingress, OtlpExporter, TraceEntry, resource_attributes, spans_for
-from shared.tracing.otlp import JSON, PROTOBUF
+from flux7.shared.tracing import Egress, Ingress, OtlpExporter, TraceEntry, resource_attributes, spans_for
+from flux7.shared.tracing.otlp import JSON, PROTOBUF
 from tests.support.http import free_port
 from tests.support.waiting import wait_until
 

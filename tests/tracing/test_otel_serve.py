@@ -18,9 +18,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from shared.mcp.messages import HANDSHAKE_VERSIONS, MODERN_VERSIONS
-from shared.tracecontext import client_span_id
-from shared.tracing import parse_timestamp
+from flux7.shared.mcp.messages import HANDSHAKE_VERSIONS, MODERN_VERSIONS
+from flux7.shared.tracecontext import client_span_id
+from flux7.shared.tracing import parse_timestamp
 from tests.support.http import free_port
 from tests.support.mesh import pets_mesh_config
 from tests.support.server import running_server
@@ -238,7 +238,7 @@ def test_the_traces_endpoint_and_json_protocol_variables(
     lines = (tmp_path / "traces.jsonl").read_text().splitlines()
     assert any('"request":{' in line and '"upstream":{' in line for line in lines)
     verify = subprocess.run(
-        [sys.executable, "-m", "functions.entry", "trace", "verify", str(tmp_path / "traces.jsonl")],
+        [sys.executable, "-m", "flux7.functions.entry", "trace", "verify", str(tmp_path / "traces.jsonl")],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -270,7 +270,7 @@ async def test_mesh7_mcp_over_stdio_exports_pipe_spans_with_the_negotiated_versi
 def test_a_bad_otel_variable_stops_flux7_serve_with_a_clear_message(tmp_path: Path, backend: Backend) -> None:
     config = _config(tmp_path, backend)
     done = subprocess.run(
-        [sys.executable, "-m", "functions.entry", "serve", "--config", str(config), "--port", str(free_port())],
+        [sys.executable, "-m", "flux7.functions.entry", "serve", "--config", str(config), "--port", str(free_port())],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -13,10 +13,10 @@ import msgspec
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from shared import __version__
-from shared.db import Database
-from shared.tracecontext import TraceContext, client_span_id
-from shared.tracing import (
+from flux7.shared import __version__
+from flux7.shared.db import Database
+from flux7.shared.tracecontext import TraceContext, client_span_id
+from flux7.shared.tracing import (
     Egress,
     Ingress,
     OtlpExporter,
@@ -28,7 +28,7 @@ from shared.tracing import (
     resource_attributes,
     spans_for,
 )
-from shared.tracing.otlp import INSTANCE_ID
+from flux7.shared.tracing.otlp import INSTANCE_ID
 
 from .conftest import Collector, make_settings
 

@@ -11,9 +11,9 @@ from litestar.testing import TestClient
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client.parser import text_string_to_metric_families
 
-from functions.app import create_app
-from shared.mesh import Mesh
-from shared.tracing import TraceEntry
+from flux7.functions.app import create_app
+from flux7.shared.mesh import Mesh
+from flux7.shared.tracing import TraceEntry
 
 from .conftest import make_settings
 

@@ -4,9 +4,9 @@ import io
 import json
 from pathlib import Path
 
-from shared.db import Database
-from shared.tracing import TraceEntry, Tracer
-from shared.tracing.verify_cli import main
+from flux7.shared.db import Database
+from flux7.shared.tracing import TraceEntry, Tracer
+from flux7.shared.tracing.verify_cli import main
 
 from .conftest import make_settings
 

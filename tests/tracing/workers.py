@@ -6,9 +6,9 @@ from typing import Any
 
 
 def append_traces(storage: str, trace_file: str, worker: int, count: int, max_file_bytes: int, start: Any) -> None:
-    from shared.db import Database
-    from shared.settings import load_settings
-    from shared.tracing import TraceEntry, Tracer
+    from flux7.shared.db import Database
+    from flux7.shared.settings import load_settings
+    from flux7.shared.tracing import TraceEntry, Tracer
 
     settings = load_settings(None, env={}, storage_path=storage, trace_file=trace_file)
     db = Database(storage)
@@ -20,8 +20,8 @@ def append_traces(storage: str, trace_file: str, worker: int, count: int, max_fi
 
 
 def bump_counters(storage: str, count: int, start: Any) -> None:
-    from shared.db import Database
-    from shared.metrics import Metrics
+    from flux7.shared.db import Database
+    from flux7.shared.metrics import Metrics
 
     db = Database(storage)
     metrics = Metrics(db)
@@ -34,9 +34,9 @@ def bump_counters(storage: str, count: int, start: Any) -> None:
 
 def distinct_tools(storage: str, worker: int, count: int, cap: int, start: Any) -> None:
     """`count` calls, each to a tool of its own, with a cap of `cap` tools shared by every process."""
-    from shared.db import Database
-    from shared.metrics import CallSample, Metrics
-    from shared.settings import MetricsSettings
+    from flux7.shared.db import Database
+    from flux7.shared.metrics import CallSample, Metrics
+    from flux7.shared.settings import MetricsSettings
 
     db = Database(storage)
     metrics = Metrics(db, MetricsSettings(max_tools=cap))

@@ -6,8 +6,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared.settings import Settings
-from shared.upstreams import CallContext, Registry, Timings
+from flux7.shared.settings import Settings
+from flux7.shared.upstreams import CallContext, Registry, Timings
 
 # Fast retries so reconnection tests finish in seconds; the production defaults are CONTRACT 1.15's.
 FAST = Timings(

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from shared.upstreams import CallContext, Registry, ToolDef
+from flux7.shared.upstreams import CallContext, Registry, ToolDef
 
 
 def _tool(reg: Registry, name: str) -> ToolDef:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from mcp.client import Client
 
-from shared.upstreams import CallContext, Registry, ToolDef
+from flux7.shared.upstreams import CallContext, Registry, ToolDef
 
 from .conftest import FAST, TRACEPARENT
 from .servers import mcp_echo

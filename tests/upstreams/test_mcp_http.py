@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from shared.upstreams.mcp_http import HttpError, HttpPool, SseParser, valid_headers
+from flux7.shared.upstreams.mcp_http import HttpError, HttpPool, SseParser, valid_headers
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from shared.errors import ConfigError
-from shared.upstreams import CallContext, Registry
+from flux7.shared.errors import ConfigError
+from flux7.shared.upstreams import CallContext, Registry
 
 from .conftest import FAST, TRACE_ID, TRACEPARENT, settings
 from .servers.http_backend import Backend, running_backend

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from shared.upstreams import CallContext, Registry
+from flux7.shared.upstreams import CallContext, Registry
 
 from .conftest import FAST, settings
 from .servers.http_backend import spec

@@ -24,9 +24,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from shared.errors import ConfigError
-from shared.settings import load_settings
-from shared.upstreams import CallContext, Registry
+from flux7.shared.errors import ConfigError
+from flux7.shared.settings import load_settings
+from flux7.shared.upstreams import CallContext, Registry
 from tests.support.server import Server, running_server
 from tests.upstreams.conftest import FAST
 from tests.upstreams.servers.launch import free_port, wait_port
