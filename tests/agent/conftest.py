@@ -12,22 +12,12 @@ import httpx
 from flux7.shared.agent.mesh_tools import MeshTools
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
-from tests.support.mesh import in_process, pets_mesh_config
+from tests.support.mesh import PETS_POLICY, in_process, pets_mesh_config
 from tests.upstreams.servers.http_backend import Backend
 
 ADMIN = {"Authorization": "Bearer adm1n"}
 
-POLICY = """
-name: agents
-agent: "*"
-rules:
-  - tools: ["delete_pet"]
-    action: deny
-  - tools: ["create_pet"]
-    action: human_approval
-  - tools: ["*"]
-    action: allow
-"""
+POLICY = PETS_POLICY
 
 
 # A CLI tool too: its name (`clock.run`) has a dot, which no model API accepts in a tool name.

@@ -9,23 +9,13 @@ import httpx
 
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
-from tests.support.mesh import pets_mesh_config
+from tests.support.mesh import PETS_POLICY, pets_mesh_config
 from tests.upstreams.servers.http_backend import Backend
 
 ADMIN = {"Authorization": "Bearer adm1n"}
 
 # reads allowed, writes behind a human, deletes denied; `rogue` may do everything
-POLICY = """
-name: agents
-agent: "*"
-rules:
-  - tools: ["delete_pet"]
-    action: deny
-  - tools: ["create_pet"]
-    action: human_approval
-  - tools: ["*"]
-    action: allow
-"""
+POLICY = PETS_POLICY
 
 CATALOG = """
 agents:

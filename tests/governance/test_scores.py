@@ -11,21 +11,11 @@ import httpx
 
 from flux7.shared.mesh import Mesh
 from tests.governance.support import ADMIN, call, governed_mesh
-from tests.support.mesh import mesh_client
+from tests.support.mesh import PETS_POLICY, mesh_client
 from tests.support.waiting import eventually
 from tests.upstreams.servers.http_backend import Backend
 
-LIMITED = """
-name: agents
-agent: "*"
-rules:
-  - tools: ["delete_pet"]
-    action: deny
-  - tools: ["create_pet"]
-    action: human_approval
-  - tools: ["*"]
-    action: allow
-"""
+LIMITED = PETS_POLICY
 
 
 async def evaluate(client: httpx.AsyncClient) -> dict[str, dict[str, Any]]:

@@ -22,6 +22,20 @@ from tests.upstreams.servers.http_backend import Backend
 __all__ = ["in_process", "mesh_client", "pets_mesh_config"]
 
 
+# The pets backend governed as most tests want it: reads allowed, writes behind a human, deletes denied.
+PETS_POLICY = """
+name: agents
+agent: "*"
+rules:
+  - tools: ["delete_pet"]
+    action: deny
+  - tools: ["create_pet"]
+    action: human_approval
+  - tools: ["*"]
+    action: allow
+"""
+
+
 def pets_mesh_config(
     tmp_path: Path,
     backend: Backend,
