@@ -52,13 +52,14 @@ def remote_actor(request: Request[Any, Any, Any]) -> str:
     return f"http:{host}:{client[1]}"
 
 
-def _text(body: dict[str, Any], key: str) -> str:
+def text_field(body: dict[str, Any], key: str, *, strip: bool = False) -> str:
+    """An optional string field of a JSON object body ("" when absent); 400 when it is not a string."""
     value = body.get(key)
     if value is None:
         return ""
     if not isinstance(value, str):
         raise BadRequest(f"{key} must be a string")
-    return value
+    return value.strip() if strip else value
 
 
 @get(
@@ -116,7 +117,7 @@ def get_settings(request: Request[Any, Any, Any]) -> dict[str, Any]:
 def put_settings(request: Request[Any, Any, Any], body: RawBody) -> dict[str, Any]:
     mesh = mesh_of(request)
     changes = json_object(body)
-    by = _text(changes, "by") or remote_actor(request)
+    by = text_field(changes, "by") or remote_actor(request)
     changes.pop("by", None)
     changed = mesh.approvals.settings_store.update(changes, by=by)
     if changed:
@@ -197,9 +198,9 @@ def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, dec
     approval = mesh_of(request).approvals.resolve(
         approval_id,
         decision,
-        resolved_by=_text(fields, "resolved_by") or remote_actor(request),
+        resolved_by=text_field(fields, "resolved_by") or remote_actor(request),
         resolver=acting_agent(request),
-        reasoning=_text(fields, "reasoning"),
+        reasoning=text_field(fields, "reasoning"),
         confidence=float(confidence) if confidence is not None else None,
     )
     return {"status": approval.status, "id": approval.id}

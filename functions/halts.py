@@ -7,23 +7,12 @@ from typing import Any
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, RawBody
 
-from flux7.shared.errors import BadRequest
-
-from .approvals import json_object, remote_actor
+from .approvals import json_object, remote_actor, text_field
 from .auth import control_plane, mesh_of
 from .openapi import ADMIN, BODY, json_body, ok, responses
 from .schemas import Halt, HaltCreated, HaltRequest, HaltResumed
 
 __all__ = ["ROUTES"]
-
-
-def _str(body: dict[str, Any], key: str) -> str:
-    value = body.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise BadRequest(f"{key} must be a string")
-    return value.strip()
 
 
 @get(
@@ -55,10 +44,10 @@ def list_halts(request: Request[Any, Any, Any], status: FromQuery[str] = "active
 def create_halt(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[str, Any]]:
     fields = json_object(body)
     result = mesh_of(request).halts.create(
-        _str(fields, "scope"),
-        _str(fields, "target"),
-        _str(fields, "reason"),
-        _str(fields, "by") or remote_actor(request),
+        text_field(fields, "scope", strip=True),
+        text_field(fields, "target", strip=True),
+        text_field(fields, "reason", strip=True),
+        text_field(fields, "by", strip=True) or remote_actor(request),
     )
     payload: dict[str, Any] = {
         "halt": result.halt.view(),
@@ -83,7 +72,7 @@ def create_halt(request: Request[Any, Any, Any], body: RawBody) -> Response[dict
 )
 def resume_halt(request: Request[Any, Any, Any], halt_id: FromPath[str], body: RawBody) -> dict[str, Any]:
     fields = json_object(body)
-    result = mesh_of(request).halts.resume(halt_id, _str(fields, "by") or remote_actor(request))
+    result = mesh_of(request).halts.resume(halt_id, text_field(fields, "by", strip=True) or remote_actor(request))
     return {"halt": result.halt.view(), "restored_grants": result.restored_grants}
 
 

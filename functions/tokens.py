@@ -9,10 +9,11 @@ import msgspec
 from litestar import Request, Response, delete, get, post
 from litestar.params import FromPath, FromQuery, RawBody
 
+from flux7.shared.audit import record_event
 from flux7.shared.errors import BadRequest
 from flux7.shared.tokens import AgentToken, parse_expiry
 
-from .approvals import json_object
+from .approvals import json_object, remote_actor, text_field
 from .auth import control_plane, mesh_of
 from .openapi import ADMIN, BODY, json_body, ok, responses
 from .schemas import TokenRequest, TokenView
@@ -31,6 +32,12 @@ def _str(fields: dict[str, Any], key: str) -> str:
     if not isinstance(value, str):
         raise BadRequest(f"{key} must be a string")
     return value.strip()
+
+
+def _audit(request: Request[Any, Any, Any], event: str, record: AgentToken) -> None:
+    """Issuing and revoking credentials are control-plane events in the trace (never the token itself)."""
+    params = {"agent": record.agent_id, "id": record.id, "note": record.note}
+    record_event(mesh_of(request), tool=event, agent_id=remote_actor(request), params=params, policy_rule=event[5:])
 
 
 @get(
@@ -58,12 +65,16 @@ def list_tokens(request: Request[Any, Any, Any], agent: FromQuery[str] = "") -> 
 )
 def issue_token(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[str, Any]]:
     fields = json_object(body)
-    agent = _str(fields, "agent") or _str(fields, "agent_id")
+    agent = text_field(fields, "agent", strip=True) or text_field(fields, "agent_id", strip=True)
     if not agent:
         raise BadRequest("agent is required")
-    issued = mesh_of(request).tokens.issue(
-        agent, note=_str(fields, "note"), expires_at=parse_expiry(_str(fields, "expires"))
+    mesh = mesh_of(request)
+    issued = mesh.tokens.issue(
+        agent,
+        note=text_field(fields, "note", strip=True),
+        expires_at=parse_expiry(text_field(fields, "expires", strip=True)),
     )
+    _audit(request, "mesh.token_issue", issued.record)
     return Response({**view(issued.record), "token": issued.token}, status_code=201)
 
 
@@ -77,7 +88,9 @@ def issue_token(request: Request[Any, Any, Any], body: RawBody) -> Response[dict
     responses=responses({200: ok(TokenView, "Revoked")}, 400, 401, 404, 503),
 )
 def revoke_token(request: Request[Any, Any, Any], ref: FromPath[str]) -> dict[str, Any]:
-    return view(mesh_of(request).tokens.revoke(ref))
+    record = mesh_of(request).tokens.revoke(ref)
+    _audit(request, "mesh.token_revoke", record)
+    return view(record)
 
 
 ROUTES = [list_tokens, issue_token, revoke_token]

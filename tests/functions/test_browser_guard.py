@@ -4,6 +4,7 @@ site can make a browser send; clients that are not browsers pass; JSON routes wa
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
+from flux7.functions.app import create_app
+from flux7.functions.auth import control_plane
 from flux7.functions.memory import create_memory_app
 from flux7.shared.errors import ConfigError
 from flux7.shared.memory.service import MemoryService
@@ -78,6 +81,50 @@ async def test_every_state_changing_route_refuses_another_sites_page(client: htt
     assert r.json() == {
         "error": f"cross-site request refused (Sec-Fetch-Site: {site}); list the origin in console.allowed_origins"
     }
+
+
+STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+def app_routes(tmp_path: Path, backend: Backend) -> list[tuple[str, str, bool]]:
+    """Every (method, path, control plane?) the flux7 app serves, path parameters filled in: the list the two
+    tests below walk, so a route added later is covered without anyone remembering to list it."""
+    (tmp_path / "routes").mkdir(exist_ok=True)
+    cfg = make_config(tmp_path / "routes", backend, "auth: {admin_token: adm1n}")
+    mesh = Mesh(load_settings(cfg, env={}))
+    out: list[tuple[str, str, bool]] = []
+    try:
+        for route in create_app(mesh).routes:
+            for handler in getattr(route, "route_handlers", []):
+                guarded = control_plane in (handler.guards or [])
+                path = re.sub(r"\{[^}]+\}", "x", route.path)
+                out += [(method, path, guarded) for method in sorted(getattr(handler, "http_methods", ()))]
+    finally:
+        mesh.db.close()
+    return out
+
+
+async def test_every_route_the_app_serves_refuses_a_cross_site_write(
+    client: httpx.AsyncClient, tmp_path: Path, backend: Backend
+) -> None:
+    writes = [(m, p) for m, p, _ in app_routes(tmp_path, backend) if m in STATE_CHANGING]
+    assert {("POST", "/tokens"), ("POST", "/governance/replay"), ("POST", "/decide/x/outcome")} <= set(writes)
+    hostile = {**ADMIN, **JSON, "Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}
+    for method, path in writes:
+        r = await client.request(method, path, content=b"{}", headers=hostile)
+        assert refused(r, path), (method, path, r.status_code, r.text)
+
+
+async def test_every_control_plane_route_refuses_a_caller_without_the_admin_token(
+    client: httpx.AsyncClient, tmp_path: Path, backend: Backend
+) -> None:
+    guarded = [(m, p) for m, p, cp in app_routes(tmp_path, backend) if cp and m != "HEAD"]
+    assert len([1 for m, _ in guarded if m in STATE_CHANGING]) >= 20
+    for method, path in guarded:
+        for headers in ({}, {"Authorization": "Bearer agent:claude"}, {"Authorization": "Bearer wrong"}):
+            body = b"{}" if method in STATE_CHANGING else None
+            r = await client.request(method, path, content=body, headers={**JSON, **headers})
+            assert r.status_code == 401, (method, path, headers, r.status_code, r.text)
 
 
 async def test_a_foreign_origin_is_refused_even_without_sec_fetch_site(client: httpx.AsyncClient) -> None:
