@@ -146,6 +146,14 @@ class _LoopWaiters:
         self.poller: asyncio.Task[None] | None = None
 
 
+def _params_text(arguments: Any) -> str:
+    """The stored text of a call's arguments; 400 when they are not JSON."""
+    try:
+        return json.dumps(arguments, ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise BadRequest(f"arguments are not JSON: {e}") from None
+
+
 class ApprovalQueue:
     def __init__(
         self,
@@ -294,10 +302,7 @@ class ApprovalQueue:
     ) -> Approval:
         """Queue a call for approval. `also(conn, approval)` runs in the same write transaction (the call's
         trace), so the approval and its trace are committed together or not at all."""
-        try:
-            params_text = json.dumps(arguments, ensure_ascii=False)
-        except (TypeError, ValueError) as e:
-            raise BadRequest(f"arguments are not JSON: {e}") from None
+        params_text = _params_text(arguments)
         now = time.time()
         timeout = self.effective_settings().timeout_seconds
         row = {
@@ -343,10 +348,7 @@ class ApprovalQueue:
         """An approval decided the moment it was asked (a precedent auto-approval): a settled row, so the decision
         has an id, a place in the decisions list and its fact in the outbox like any other. It is marked used at
         once: nobody can claim it for another call."""
-        try:
-            params_text = json.dumps(arguments, ensure_ascii=False)
-        except (TypeError, ValueError) as e:
-            raise BadRequest(f"arguments are not JSON: {e}") from None
+        params_text = _params_text(arguments)
         now = time.time()
         row = {
             "id": secrets.token_hex(8),
