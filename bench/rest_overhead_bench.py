@@ -47,8 +47,10 @@ def wrk(url: str, conns: int, seconds: int, script: Path | None = None) -> dict[
     lat = dict(re.findall(r"^\s+(50|90|99)%\s+(\S+)", out, re.M))
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    done = re.search(r"(\d+) requests in", out)
     return {
         "rps": rps,
+        "requests": float(done.group(1)) if done else float("nan"),
         "p50_ms": _ms(lat.get("50", "nan")),
         "p90_ms": _ms(lat.get("90", "nan")),
         "p99_ms": _ms(lat.get("99", "nan")),

@@ -1,0 +1,469 @@
+"""The governed call against the upstream called directly, in one run (issue 19): a raw echo backend (granian RSGI)
+called directly and through the mesh's `POST /tool/echo` (one allow rule, traces on, memory off, `flux7 serve`
+with the access log off), with two load generators, `wrk` and an async Python client (aiohttp), at c=1 and c=32,
+the mesh with 1 and 2 granian workers; and MCP `tools/call` through `/mcp` against the SDK echo server called
+directly, at c=32, with the official SDK client (and wrk beside it).
+
+Every point runs direct and governed back to back, and the whole sequence is repeated in rounds whose order
+alternates (direct first, then governed first), so a burst of load from elsewhere on the machine hits both sides;
+each figure is the median of the rounds' figures. Mesh server CPU per governed call is the CPU time of the mesh's
+process tree (user + system, every process and thread, read from /proc) over a load segment, divided by the calls
+it answered in that segment.
+
+Run: python bench/governed_call_bench.py [--quick] [--seconds 5] [--rounds 3]
+Needs wrk (apt-get install wrk) and the dev extras. Prints the issue's five figures against their targets as a
+markdown table (ready to paste into docs/benchmarks.md) and saves bench/results/governed_call.json and .md."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import aiohttp  # noqa: E402
+import httpx  # noqa: E402
+
+from bench._common import RESULTS, free_port, pct, save, wait_http  # noqa: E402
+from bench.mcp_bench import ECHO, check, lua  # noqa: E402
+from bench.rest_overhead_bench import ENV, start, stop, wrk  # noqa: E402
+
+SPEC = {
+    "openapi": "3.0.3",
+    "info": {"title": "bench", "version": "1"},
+    "paths": {
+        "/echo": {
+            "post": {
+                "operationId": "echo",
+                "summary": "echo the body",
+                "requestBody": {
+                    "content": {
+                        "application/json": {"schema": {"type": "object", "properties": {"text": {"type": "string"}}}}
+                    }
+                },
+            }
+        }
+    },
+}
+# One allow rule: the REST tool `echo` and the MCP server's tools `echo.*`.
+POLICY = "name: bench\nagent: '*'\nrules:\n  - tools: ['echo', 'echo.*']\n    action: allow\n"
+AGENT = {"Authorization": "Bearer agent:bench"}
+GRANIAN = [sys.executable, "-m", "granian", "--interface", "rsgi", "--host", "127.0.0.1"]
+SERVE = [sys.executable, "-m", "flux7.functions.entry", "serve", "--no-access-log"]
+DIRECT_BODY = b'{"text": "hello"}'
+GOVERNED_BODY = b'{"params": {"text": "hello"}}'
+
+# The issue's five figures: (key, label, target, higher is better).
+TARGETS: list[tuple[str, str, float, bool]] = [
+    ("added_p50_ms_c1_w1", "added p50 latency at c=1, 1 worker (Python client)", 1.0, False),
+    ("ratio_c32_w2_py", "calls/s at c=32, 2 workers, vs direct, Python client", 0.75, True),
+    ("wrk_rps_c32_w2", "calls/s at c=32, 2 workers, with `wrk`", 4000.0, True),
+    ("cpu_ms_per_call_c32_w2", "mesh server CPU per governed call at c=32, 2 workers (Python client)", 0.5, False),
+    ("mcp_ratio_c32", "MCP `tools/call` through `/mcp` vs direct, c=32 (official SDK client)", 0.90, True),
+]
+
+
+# --- CPU time of a process tree, from /proc -------------------------------------------------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, user + system CPU seconds) of one process, all its threads included; None once it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = raw[raw.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
+    return int(rest[1]), (int(rest[11]) + int(rest[12])) / _TICK
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds used so far by `root` and every process under it."""
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (s := _stat(int(entry))) is not None:
+            stats[int(entry)] = s
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            total += stats[pid][1]
+        todo.extend(children.get(pid, []))
+    return total
+
+
+# --- load generators -----------------------------------------------------------------------------------------
+
+
+def _latency_summary(latencies: list[float], elapsed: float, errors: int) -> dict[str, float]:
+    ms = [x * 1000 for x in latencies]
+    return {
+        "rps": len(ms) / elapsed,
+        "requests": float(len(ms)),
+        "p50_ms": pct(ms, 50),
+        "p90_ms": pct(ms, 90),
+        "p99_ms": pct(ms, 99),
+        "non_2xx": float(errors),
+    }
+
+
+async def _aiohttp_load(url: str, body: bytes, headers: dict[str, str], conns: int, seconds: float) -> dict[str, float]:
+    """`conns` clients, each sending its next request when the last is answered, for `seconds`."""
+    latencies: list[float] = []
+    errors = 0
+    connector = aiohttp.TCPConnector(limit=conns)
+    headers = {"Content-Type": "application/json", **headers}
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def client(deadline: float) -> None:
+            nonlocal errors
+            while (t0 := time.perf_counter()) < deadline:
+                async with session.post(url, data=body, headers=headers) as r:
+                    await r.read()
+                    if r.status != 200:
+                        errors += 1
+                latencies.append(time.perf_counter() - t0)
+
+        await asyncio.gather(*[client(time.perf_counter() + 0.2) for _ in range(conns)])  # open the connections
+        latencies.clear()
+        errors = 0
+        started = time.perf_counter()
+        await asyncio.gather(*[client(started + seconds) for _ in range(conns)])
+        elapsed = time.perf_counter() - started
+    return _latency_summary(latencies, elapsed, errors)
+
+
+def py_load(url: str, body: bytes, headers: dict[str, str], conns: int, seconds: int) -> dict[str, float]:
+    return asyncio.run(_aiohttp_load(url, body, headers, conns, seconds))
+
+
+async def _sdk_load(url: str, tool: str, headers: dict[str, str], conns: int, seconds: float) -> dict[str, float]:
+    """`conns` concurrent `tools/call`s from one official MCP SDK client (its default, stateless mode)."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    latencies: list[float] = []
+    errors = 0
+    limits = httpx2.Limits(max_connections=conns, max_keepalive_connections=conns)
+    http = httpx2.AsyncClient(headers=headers, timeout=30, limits=limits)
+    async with http, Client(streamable_http_client(url, http_client=http)) as mcp_client:
+
+        async def client(deadline: float) -> None:
+            nonlocal errors
+            while (t0 := time.perf_counter()) < deadline:
+                result = await mcp_client.call_tool(tool, {"text": "hello"})
+                if result.is_error:
+                    errors += 1
+                latencies.append(time.perf_counter() - t0)
+
+        await asyncio.gather(*[client(time.perf_counter() + 0.3) for _ in range(conns)])
+        latencies.clear()
+        errors = 0
+        started = time.perf_counter()
+        await asyncio.gather(*[client(started + seconds) for _ in range(conns)])
+        elapsed = time.perf_counter() - started
+    return _latency_summary(latencies, elapsed, errors)
+
+
+def sdk_load(url: str, tool: str, headers: dict[str, str], conns: int, seconds: float) -> dict[str, float]:
+    return asyncio.run(_sdk_load(url, tool, headers, conns, seconds))
+
+
+def wrk_script(path: Path, body: bytes, headers: dict[str, str]) -> Path:
+    lines = ['wrk.method = "POST"', f"wrk.body = '{body.decode()}'", 'wrk.headers["Content-Type"] = "application/json"']
+    lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# --- the processes ---------------------------------------------------------------------------------------------
+
+
+class Stack:
+    """The echo backend, the SDK's MCP echo server and one `flux7 serve` per worker count, all on loopback."""
+
+    def __init__(self, tmp: Path, workers: list[int]) -> None:
+        self.procs: list[Any] = []
+        self.backend_port = free_port()
+        self.backend = self._start(
+            [*GRANIAN, "--port", str(self.backend_port), "--workers", "1", "--no-ws", "bench._echo_rsgi:app"]
+        )
+        self.mcp_port = free_port()
+        self.mcp_upstream = self._start(
+            [sys.executable, str(ECHO), "--transport", "streamable-http", "--port", str(self.mcp_port)]
+        )
+        self.direct_url = f"http://127.0.0.1:{self.backend_port}/echo"
+        self.mcp_direct_url = f"http://127.0.0.1:{self.mcp_port}/mcp"
+        wait_http(self.direct_url)
+        wait_http(f"http://127.0.0.1:{self.mcp_port}/", 30)
+        self.meshes: dict[int, tuple[Any, int]] = {}
+        for w in workers:
+            home = tmp / f"mesh-w{w}"
+            (home / "policies").mkdir(parents=True)
+            (home / "spec.json").write_text(json.dumps(SPEC))
+            (home / "policies" / "bench.yaml").write_text(POLICY)
+            (home / "config.yaml").write_text(
+                "storage_path: flux7.db\ntrace_file: traces.jsonl\npolicy_dir: policies\nmemory: {enabled: false}\n"
+                f"openapi:\n  - file: spec.json\n    backend_url: http://127.0.0.1:{self.backend_port}\n"
+                f"mcp_servers:\n  - {{name: echo, transport: streamable-http, url: '{self.mcp_direct_url}'}}\n"
+            )
+            port = free_port()
+            proc = self._start(
+                [*SERVE, "--config", str(home / "config.yaml"), "--port", str(port), "--workers", str(w)]
+            )
+            self.meshes[w] = (proc, port)
+        for w, (_, port) in self.meshes.items():
+            base = f"http://127.0.0.1:{port}"
+            wait_http(f"{base}/health", 60)
+            deadline = time.monotonic() + 30
+            while httpx.get(f"{base}/health").json().get("tools", 0) < 2:  # the MCP upstream connects later
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"mesh with {w} workers: the MCP upstream never connected")
+                time.sleep(0.1)
+            self.check_rest(w)
+            check(f"{base}/mcp", "echo.echo")
+        check(self.mcp_direct_url, "echo")
+
+    def _start(self, cmd: list[str]) -> Any:
+        proc = start(cmd, env=ENV)
+        self.procs.append(proc)
+        return proc
+
+    def url(self, w: int, path: str) -> str:
+        return f"http://127.0.0.1:{self.meshes[w][1]}{path}"
+
+    def check_rest(self, w: int) -> None:
+        """One governed call first: the load counts statuses only, so make sure the answer is the echo."""
+        r = httpx.post(self.url(w, "/tool/echo"), json={"params": {"text": "hello"}}, headers=AGENT)
+        if r.status_code != 200 or "hello" not in r.text:
+            raise SystemExit(f"governed /tool/echo ({w} workers): {r.status_code} {r.text[:300]}")
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            stop(proc)
+
+
+def measured(load: Callable[[], dict[str, float]], *trees: int) -> dict[str, Any]:
+    """Run one load segment; add the CPU ms per answered call of each process tree (mesh, backend)."""
+    before = [tree_cpu(t) for t in trees]
+    out: dict[str, Any] = load()
+    after = [tree_cpu(t) for t in trees]
+    calls = max(out["requests"], 1.0)
+    out["cpu_ms_per_call"] = [(a - b) * 1000 / calls for a, b in zip(after, before, strict=True)]
+    return out
+
+
+# --- the run ---------------------------------------------------------------------------------------------------
+
+
+def run_round(stack: Stack, args: argparse.Namespace, r: int, scripts: dict[str, Path]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    backend = stack.backend.pid
+    for w in args.workers:
+        mesh = stack.meshes[w][0].pid
+        governed_url = stack.url(w, "/tool/echo")
+        for client in ("py", "wrk"):
+            for c in args.concurrency:
+                sides: dict[str, Callable[[], dict[str, float]]]
+                if client == "py":
+                    sides = {
+                        "direct": partial(py_load, stack.direct_url, DIRECT_BODY, {}, c, args.seconds),
+                        "governed": partial(py_load, governed_url, GOVERNED_BODY, AGENT, c, args.seconds),
+                    }
+                else:
+                    sides = {
+                        "direct": partial(wrk, stack.direct_url, c, args.seconds, scripts["direct"]),
+                        "governed": partial(wrk, governed_url, c, args.seconds, scripts["governed"]),
+                    }
+                point = {}
+                for side in sorted(sides, reverse=r % 2 == 1):  # direct first in even rounds, governed first in odd
+                    point[side] = measured(sides[side], mesh, backend)
+                out[f"w{w}_c{c}_{client}"] = point
+                print(f"  round {r + 1} {describe(w, c, client, point)}", flush=True)
+    w = args.mcp_workers
+    mesh = stack.meshes[w][0].pid
+    upstream = stack.mcp_upstream.pid
+    mcp_sides = {
+        "sdk": {
+            "direct": partial(sdk_load, stack.mcp_direct_url, "echo", {}, 32, args.seconds),
+            "governed": partial(sdk_load, stack.url(w, "/mcp"), "echo.echo", AGENT, 32, args.seconds),
+        },
+        "wrk": {
+            "direct": partial(wrk, stack.mcp_direct_url, 32, args.seconds, scripts["mcp_direct"]),
+            "governed": partial(wrk, stack.url(w, "/mcp"), 32, args.seconds, scripts["mcp_governed"]),
+        },
+    }
+    for client, sides in mcp_sides.items():
+        point = {side: measured(sides[side], mesh, upstream) for side in sorted(sides, reverse=r % 2 == 1)}
+        out[f"mcp_w{w}_c32_{client}"] = point
+        print(f"  round {r + 1} MCP {describe(w, 32, client, point)}", flush=True)
+    return out
+
+
+def describe(w: int, c: int, client: str, point: dict[str, Any]) -> str:
+    d, g = point["direct"], point["governed"]
+    warn = f" NON-2XX {d['non_2xx']:.0f}/{g['non_2xx']:.0f}" if d["non_2xx"] or g["non_2xx"] else ""
+    return (
+        f"w={w} c={c:>2} {client:>3}: direct {d['rps']:7.0f}/s p50 {d['p50_ms']:6.2f} ms"
+        f" | governed {g['rps']:7.0f}/s p50 {g['p50_ms']:6.2f} ms p99 {g['p99_ms']:6.2f} ms"
+        f" | ratio {g['rps'] / d['rps']:4.0%} | mesh CPU {g['cpu_ms_per_call'][0]:.3f} ms/call{warn}"
+    )
+
+
+def derive(point: dict[str, Any]) -> dict[str, float]:
+    """One round's figures for one point."""
+    d, g = point["direct"], point["governed"]
+    return {
+        "direct_rps": d["rps"],
+        "governed_rps": g["rps"],
+        "direct_p50_ms": d["p50_ms"],
+        "governed_p50_ms": g["p50_ms"],
+        "governed_p99_ms": g["p99_ms"],
+        "added_p50_ms": g["p50_ms"] - d["p50_ms"],
+        "ratio": g["rps"] / d["rps"],
+        "mesh_cpu_ms_per_call": g["cpu_ms_per_call"][0],
+        "upstream_cpu_ms_per_call": d["cpu_ms_per_call"][1],
+        "non_2xx": d["non_2xx"] + g["non_2xx"],
+    }
+
+
+def medians(rounds: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per point and figure: the median of the rounds' values, and their range."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for key in rounds[0]:
+        per_round = [derive(r[key]) for r in rounds]
+        out[key] = {
+            name: {
+                "median": statistics.median(v[name] for v in per_round),
+                "min": min(v[name] for v in per_round),
+                "max": max(v[name] for v in per_round),
+            }
+            for name in per_round[0]
+        }
+    return out
+
+
+def headline(points: dict[str, dict[str, dict[str, float]]], mcp_workers: int) -> dict[str, dict[str, float]]:
+    """The issue's five figures, each {median, min, max}."""
+    return {
+        "added_p50_ms_c1_w1": points["w1_c1_py"]["added_p50_ms"],
+        "ratio_c32_w2_py": points["w2_c32_py"]["ratio"],
+        "wrk_rps_c32_w2": points["w2_c32_wrk"]["governed_rps"],
+        "cpu_ms_per_call_c32_w2": points["w2_c32_py"]["mesh_cpu_ms_per_call"],
+        "mcp_ratio_c32": points[f"mcp_w{mcp_workers}_c32_sdk"]["ratio"],
+    }
+
+
+def _fmt(key: str, v: float) -> str:
+    if key.startswith(("ratio", "mcp_ratio")):
+        return f"{v:.0%}"
+    if key.startswith("added"):
+        return f"{v:+.2f} ms"
+    if key.startswith("cpu"):
+        return f"{v:.2f} ms"
+    return f"{v:,.0f}"
+
+
+def markdown(points: dict[str, dict[str, dict[str, float]]], figures: dict[str, dict[str, float]], n: int) -> str:
+    rows = [f"| figure | measured (median of {n}; range) | target | |", "|---|---|---|---|"]
+    for key, label, target, higher in TARGETS:
+        f = figures[key]
+        met = f["median"] >= target if higher else f["median"] <= target
+        extra = ""
+        if key == "wrk_rps_c32_w2":
+            extra = f" (direct {points['w2_c32_wrk']['direct_rps']['median']:,.0f})"
+        spread = f"{_fmt(key, f['min'])} to {_fmt(key, f['max'])}"
+        target_text = ("≥ " if higher else "≤ ") + _fmt(key, target).lstrip("+")
+        rows.append(
+            f"| {label} | **{_fmt(key, f['median'])}**{extra}; {spread} | {target_text} |"
+            f" {'met' if met else '**not met**'} |"
+        )
+    rows += [
+        "",
+        "| point | direct calls/s | governed calls/s | ratio | direct p50 | governed p50 / p99 | added p50 |"
+        " mesh CPU / call | upstream CPU / call |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, p in points.items():
+        m = {k: v["median"] for k, v in p.items()}
+        rows.append(
+            f"| {key.replace('_', ' ')} | {m['direct_rps']:,.0f} | {m['governed_rps']:,.0f} | {m['ratio']:.0%} |"
+            f" {m['direct_p50_ms']:.2f} ms | {m['governed_p50_ms']:.2f} / {m['governed_p99_ms']:.2f} ms |"
+            f" {m['added_p50_ms']:+.2f} ms | {m['mesh_cpu_ms_per_call']:.3f} ms |"
+            f" {m['upstream_cpu_ms_per_call']:.3f} ms |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--seconds", type=int, default=5, help="length of each load segment")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; figures are their medians")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 1 round of 1 s segments")
+    parser.add_argument("--out", default="governed_call", help="name of the result files under bench/results/")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seconds, args.rounds = 1, 1
+    args.workers, args.concurrency, args.mcp_workers = [1, 2], [1, 32], 2
+    if not shutil.which("wrk"):
+        sys.exit("wrk is needed: apt-get install wrk")
+    tmp = Path(tempfile.mkdtemp(prefix="flux7-governed-bench-"))
+    scripts = {
+        "direct": wrk_script(tmp / "direct.lua", DIRECT_BODY, {}),
+        "governed": wrk_script(tmp / "governed.lua", GOVERNED_BODY, AGENT),
+    }
+    (scripts_mcp_direct := tmp / "mcp_direct.lua").write_text(lua("echo"))
+    (scripts_mcp_governed := tmp / "mcp_governed.lua").write_text(lua("echo.echo"))
+    scripts |= {"mcp_direct": scripts_mcp_direct, "mcp_governed": scripts_mcp_governed}
+    stack = Stack(tmp, args.workers)
+    rounds: list[dict[str, Any]] = []
+    try:
+        for w in args.workers:  # warm every worker and connection pool
+            wrk(stack.url(w, "/tool/echo"), 4, 1, scripts["governed"])
+        for r in range(args.rounds):
+            rounds.append(run_round(stack, args, r, scripts))
+    finally:
+        stack.close()
+    points = medians(rounds)
+    figures = headline(points, args.mcp_workers)
+    table = markdown(points, figures, args.rounds)
+    print()
+    print(table)
+    load = os.getloadavg()
+    path = save(
+        args.out,
+        {
+            "seconds_per_segment": args.seconds,
+            "rounds": args.rounds,
+            "load_average_after": load,
+            "targets": {key: target for key, _, target, _ in TARGETS},
+            "figures": figures,
+            "points": points,
+            "raw_rounds": rounds,
+            "note": "loads, backend, MCP upstream and mesh share this machine's cores; read the ratios",
+        },
+    )
+    (RESULTS / f"{args.out}.md").write_text(table)
+    print(f"saved {path} and {RESULTS / (args.out + '.md')} (load average after: {load[0]:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
