@@ -123,7 +123,9 @@ def _latency_summary(latencies: list[float], elapsed: float, errors: int) -> dic
     }
 
 
-async def _aiohttp_load(url: str, body: bytes, headers: dict[str, str], conns: int, seconds: float) -> dict[str, float]:
+async def _aiohttp_load(
+    url: str, body: bytes, headers: dict[str, str], conns: int, seconds: int, probe: Probe
+) -> dict[str, float]:
     """`conns` clients, each sending its next request when the last is answered, for `seconds`."""
     latencies: list[float] = []
     errors = 0
@@ -143,17 +145,21 @@ async def _aiohttp_load(url: str, body: bytes, headers: dict[str, str], conns: i
         await asyncio.gather(*[client(time.perf_counter() + 0.2) for _ in range(conns)])  # open the connections
         latencies.clear()
         errors = 0
+        probe.start()
         started = time.perf_counter()
         await asyncio.gather(*[client(started + seconds) for _ in range(conns)])
         elapsed = time.perf_counter() - started
+        probe.stop()
     return _latency_summary(latencies, elapsed, errors)
 
 
-def py_load(url: str, body: bytes, headers: dict[str, str], conns: int, seconds: int) -> dict[str, float]:
-    return asyncio.run(_aiohttp_load(url, body, headers, conns, seconds))
+def py_load(url: str, body: bytes, headers: dict[str, str], conns: int, seconds: int, probe: Probe) -> dict[str, float]:
+    return asyncio.run(_aiohttp_load(url, body, headers, conns, seconds, probe))
 
 
-async def _sdk_load(url: str, tool: str, headers: dict[str, str], conns: int, seconds: float) -> dict[str, float]:
+async def _sdk_load(
+    url: str, tool: str, headers: dict[str, str], conns: int, seconds: int, probe: Probe
+) -> dict[str, float]:
     """`conns` concurrent `tools/call`s from one official MCP SDK client (its default, stateless mode)."""
     import httpx2
     from mcp import Client
@@ -176,14 +182,16 @@ async def _sdk_load(url: str, tool: str, headers: dict[str, str], conns: int, se
         await asyncio.gather(*[client(time.perf_counter() + 0.3) for _ in range(conns)])
         latencies.clear()
         errors = 0
+        probe.start()
         started = time.perf_counter()
         await asyncio.gather(*[client(started + seconds) for _ in range(conns)])
         elapsed = time.perf_counter() - started
+        probe.stop()
     return _latency_summary(latencies, elapsed, errors)
 
 
-def sdk_load(url: str, tool: str, headers: dict[str, str], conns: int, seconds: float) -> dict[str, float]:
-    return asyncio.run(_sdk_load(url, tool, headers, conns, seconds))
+def sdk_load(url: str, tool: str, headers: dict[str, str], conns: int, seconds: int, probe: Probe) -> dict[str, float]:
+    return asyncio.run(_sdk_load(url, tool, headers, conns, seconds, probe))
 
 
 def wrk_script(path: Path, body: bytes, headers: dict[str, str]) -> Path:
@@ -199,20 +207,22 @@ def wrk_script(path: Path, body: bytes, headers: dict[str, str]) -> Path:
 class Stack:
     """The echo backend, the SDK's MCP echo server and one `flux7 serve` per worker count, all on loopback."""
 
-    def __init__(self, tmp: Path, workers: list[int]) -> None:
+    def __init__(self, tmp: Path, workers: list[int], mcp: bool = True) -> None:
         self.procs: list[Any] = []
         self.backend_port = free_port()
         self.backend = self._start(
             [*GRANIAN, "--port", str(self.backend_port), "--workers", "1", "--no-ws", "bench._echo_rsgi:app"]
         )
         self.mcp_port = free_port()
-        self.mcp_upstream = self._start(
-            [sys.executable, str(ECHO), "--transport", "streamable-http", "--port", str(self.mcp_port)]
-        )
+        if mcp:
+            self.mcp_upstream = self._start(
+                [sys.executable, str(ECHO), "--transport", "streamable-http", "--port", str(self.mcp_port)]
+            )
         self.direct_url = f"http://127.0.0.1:{self.backend_port}/echo"
         self.mcp_direct_url = f"http://127.0.0.1:{self.mcp_port}/mcp"
         wait_http(self.direct_url)
-        wait_http(f"http://127.0.0.1:{self.mcp_port}/", 30)
+        if mcp:
+            wait_http(f"http://127.0.0.1:{self.mcp_port}/", 30)
         self.meshes: dict[int, tuple[Any, int]] = {}
         for w in workers:
             home = tmp / f"mesh-w{w}"
@@ -222,7 +232,11 @@ class Stack:
             (home / "config.yaml").write_text(
                 "storage_path: flux7.db\ntrace_file: traces.jsonl\npolicy_dir: policies\nmemory: {enabled: false}\n"
                 f"openapi:\n  - file: spec.json\n    backend_url: http://127.0.0.1:{self.backend_port}\n"
-                f"mcp_servers:\n  - {{name: echo, transport: streamable-http, url: '{self.mcp_direct_url}'}}\n"
+                + (
+                    f"mcp_servers:\n  - {{name: echo, transport: streamable-http, url: '{self.mcp_direct_url}'}}\n"
+                    if mcp
+                    else ""
+                )
             )
             port = free_port()
             proc = self._start(
@@ -233,13 +247,15 @@ class Stack:
             base = f"http://127.0.0.1:{port}"
             wait_http(f"{base}/health", 60)
             deadline = time.monotonic() + 30
-            while httpx.get(f"{base}/health").json().get("tools", 0) < 2:  # the MCP upstream connects later
+            while mcp and httpx.get(f"{base}/health").json().get("tools", 0) < 2:  # the MCP upstream connects later
                 if time.monotonic() > deadline:
                     raise SystemExit(f"mesh with {w} workers: the MCP upstream never connected")
                 time.sleep(0.1)
             self.check_rest(w)
-            check(f"{base}/mcp", "echo.echo")
-        check(self.mcp_direct_url, "echo")
+            if mcp:
+                check(f"{base}/mcp", "echo.echo")
+        if mcp:
+            check(self.mcp_direct_url, "echo")
 
     def _start(self, cmd: list[str]) -> Any:
         proc = start(cmd, env=ENV)
@@ -260,14 +276,39 @@ class Stack:
             stop(proc)
 
 
-def measured(load: Callable[[], dict[str, float]], *trees: int) -> dict[str, Any]:
-    """Run one load segment; add the CPU ms per answered call of each process tree (mesh, backend)."""
-    before = [tree_cpu(t) for t in trees]
-    out: dict[str, Any] = load()
-    after = [tree_cpu(t) for t in trees]
+class Probe:
+    """CPU time of process trees (mesh, upstream) over the measured part of a load segment, warm-up excluded."""
+
+    def __init__(self, *trees: int) -> None:
+        self.trees = trees
+        self.before: list[float] = []
+        self.cpu: list[float] = []
+        self.wall = 0.0
+
+    def start(self) -> None:
+        self.before, self.t0 = [tree_cpu(t) for t in self.trees], time.monotonic()
+
+    def stop(self) -> None:
+        self.wall = time.monotonic() - self.t0
+        self.cpu = [tree_cpu(t) - b for t, b in zip(self.trees, self.before, strict=True)]
+
+
+def measured(load: Callable[[Probe], dict[str, float]], *trees: int) -> dict[str, Any]:
+    """Run one load segment; add the CPU ms per answered call, and the cores busy, of each process tree."""
+    probe = Probe(*trees)
+    out: dict[str, Any] = load(probe)
     calls = max(out["requests"], 1.0)
-    out["cpu_ms_per_call"] = [(a - b) * 1000 / calls for a, b in zip(after, before, strict=True)]
+    out["cpu_ms_per_call"] = [cpu * 1000 / calls for cpu in probe.cpu]
+    out["cores_busy"] = [cpu / probe.wall for cpu in probe.cpu]
     return out
+
+
+def wrk_load(url: str, conns: int, seconds: int, script: Path, probe: Probe) -> dict[str, float]:
+    probe.start()
+    try:
+        return wrk(url, conns, seconds, script)
+    finally:
+        probe.stop()
 
 
 # --- the run ---------------------------------------------------------------------------------------------------
@@ -281,7 +322,7 @@ def run_round(stack: Stack, args: argparse.Namespace, r: int, scripts: dict[str,
         governed_url = stack.url(w, "/tool/echo")
         for client in ("py", "wrk"):
             for c in args.concurrency:
-                sides: dict[str, Callable[[], dict[str, float]]]
+                sides: dict[str, Callable[[Probe], dict[str, float]]]
                 if client == "py":
                     sides = {
                         "direct": partial(py_load, stack.direct_url, DIRECT_BODY, {}, c, args.seconds),
@@ -289,8 +330,8 @@ def run_round(stack: Stack, args: argparse.Namespace, r: int, scripts: dict[str,
                     }
                 else:
                     sides = {
-                        "direct": partial(wrk, stack.direct_url, c, args.seconds, scripts["direct"]),
-                        "governed": partial(wrk, governed_url, c, args.seconds, scripts["governed"]),
+                        "direct": partial(wrk_load, stack.direct_url, c, args.seconds, scripts["direct"]),
+                        "governed": partial(wrk_load, governed_url, c, args.seconds, scripts["governed"]),
                     }
                 point = {}
                 for side in sorted(sides, reverse=r % 2 == 1):  # direct first in even rounds, governed first in odd
@@ -300,14 +341,14 @@ def run_round(stack: Stack, args: argparse.Namespace, r: int, scripts: dict[str,
     w = args.mcp_workers
     mesh = stack.meshes[w][0].pid
     upstream = stack.mcp_upstream.pid
-    mcp_sides = {
+    mcp_sides: dict[str, dict[str, Callable[[Probe], dict[str, float]]]] = {
         "sdk": {
             "direct": partial(sdk_load, stack.mcp_direct_url, "echo", {}, 32, args.seconds),
             "governed": partial(sdk_load, stack.url(w, "/mcp"), "echo.echo", AGENT, 32, args.seconds),
         },
         "wrk": {
-            "direct": partial(wrk, stack.mcp_direct_url, 32, args.seconds, scripts["mcp_direct"]),
-            "governed": partial(wrk, stack.url(w, "/mcp"), 32, args.seconds, scripts["mcp_governed"]),
+            "direct": partial(wrk_load, stack.mcp_direct_url, 32, args.seconds, scripts["mcp_direct"]),
+            "governed": partial(wrk_load, stack.url(w, "/mcp"), 32, args.seconds, scripts["mcp_governed"]),
         },
     }
     for client, sides in mcp_sides.items():
@@ -339,6 +380,7 @@ def derive(point: dict[str, Any]) -> dict[str, float]:
         "added_p50_ms": g["p50_ms"] - d["p50_ms"],
         "ratio": g["rps"] / d["rps"],
         "mesh_cpu_ms_per_call": g["cpu_ms_per_call"][0],
+        "mesh_cores_busy": g["cores_busy"][0],
         "upstream_cpu_ms_per_call": d["cpu_ms_per_call"][1],
         "non_2xx": d["non_2xx"] + g["non_2xx"],
     }
@@ -398,15 +440,15 @@ def markdown(points: dict[str, dict[str, dict[str, float]]], figures: dict[str, 
     rows += [
         "",
         "| point | direct calls/s | governed calls/s | ratio | direct p50 | governed p50 / p99 | added p50 |"
-        " mesh CPU / call | upstream CPU / call |",
-        "|---|---|---|---|---|---|---|---|---|",
+        " mesh CPU / call | mesh cores busy | upstream CPU / call |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, p in points.items():
         m = {k: v["median"] for k, v in p.items()}
         rows.append(
             f"| {key.replace('_', ' ')} | {m['direct_rps']:,.0f} | {m['governed_rps']:,.0f} | {m['ratio']:.0%} |"
             f" {m['direct_p50_ms']:.2f} ms | {m['governed_p50_ms']:.2f} / {m['governed_p99_ms']:.2f} ms |"
-            f" {m['added_p50_ms']:+.2f} ms | {m['mesh_cpu_ms_per_call']:.3f} ms |"
+            f" {m['added_p50_ms']:+.2f} ms | {m['mesh_cpu_ms_per_call']:.3f} ms | {m['mesh_cores_busy']:.2f} |"
             f" {m['upstream_cpu_ms_per_call']:.3f} ms |"
         )
     return "\n".join(rows) + "\n"

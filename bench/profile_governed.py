@@ -1,0 +1,232 @@
+"""Where a governed call's CPU goes (issue 19): py-spy samples `flux7 serve` (every worker) while wrk drives
+`POST /tool/echo` at c=32 against the raw echo backend, with the set-up of bench/governed_call_bench.py (one allow
+rule, traces on, memory off, access log off). Two recordings of the same load, one after the other: a flame
+graph (SVG, for the docs) and py-spy's raw collapsed stacks, from which the samples are attributed to categories
+by the source file of their frames.
+
+Attribution, two views. "Self": each sample goes to the category of the frame nearest its leaf that belongs to
+one (JSON work inside the trace write counts as JSON; code of no category counts for its nearest categorised
+caller). "Inclusive": the share of samples with a frame of the category anywhere on the stack (the categories
+overlap, so these do not add up to 100%). C extensions (sqlite3, msgspec, _json) are seen through --native when
+py-spy can unwind them, otherwise their time counts for the Python line that called them. Threads that run no
+Python (granian's Rust I/O threads) are not sampled; the summary compares the sampled time with the process
+tree's CPU time from /proc to say how much that is.
+
+Run as root (py-spy needs ptrace): python bench/profile_governed.py [--seconds 15] [--label before]
+Needs wrk (apt-get install wrk) and py-spy (pip install py-spy, in the dev extras)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._common import RESULTS, save  # noqa: E402
+from bench.governed_call_bench import _TICK as TICK  # noqa: E402
+from bench.governed_call_bench import AGENT, GOVERNED_BODY, Stack, tree_cpu, wrk_script  # noqa: E402
+
+DOCS = ROOT / "docs" / "benchmarks"
+
+# Categories by frame, first match wins; patterns are searched in the frame text "function (file:line)".
+CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
+    ("JSON", ("/json/", "msgspec", "_json", "orjson", "json_depth")),
+    ("trace write (SQLite)", ("shared/tracing/", "sqlite3", "shared/db.py", "shared/audit.py")),
+    ("metrics", ("shared/metrics.py", "prometheus_client", "functions/metrics.py")),
+    ("identity", ("shared/identity.py", "shared/tokens.py", "shared/machine_tokens.py", "functions/auth.py", "/jwt/")),
+    ("policy", ("shared/policy", "shared/globs.py", "shared/governance/", "shared/grants.py", "shared/halts.py")),
+    ("limits", ("shared/limits.py",)),
+    (
+        "upstream client",
+        ("shared/upstreams/", "shared/outbound.py", "/aiohttp/", "/httpx/", "/httpcore/", "/yarl/", "/multidict/"),
+    ),
+    ("logging", ("/logging/",)),
+    ("flux7 edge and pipeline", ("flux7/functions/", "flux7/shared/")),  # the rest of flux7's own code
+    ("HTTP framework (litestar, granian)", ("/litestar/", "/granian/", "/anyio/")),
+    ("event loop (asyncio)", ("/asyncio/", "selectors.py")),
+]
+OTHER = "other"
+
+
+def categorise(stack: list[str]) -> tuple[str, set[str]]:
+    """(the nearest category from the leaf, every category on the stack) of one sample's frames, root first."""
+    found: list[str] = []
+    for frame in reversed(stack):
+        if frame.startswith("process "):  # --subprocesses puts the process's command line at the root
+            continue
+        for name, patterns in CATEGORIES:
+            if any(p in frame for p in patterns):
+                found.append(name)
+                break
+    return (found[0] if found else OTHER), set(found)
+
+
+def attribute(raw: str) -> dict[str, Any]:
+    """Sample counts per category from py-spy's raw output (one `frame;frame;... count` line per distinct stack)."""
+    self_count: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    leaves: Counter[str] = Counter()
+    total = 0
+    for line in raw.splitlines():
+        stack_text, _, count_text = line.rpartition(" ")
+        if not stack_text or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        nearest, anywhere = categorise(stack_text.split(";"))
+        self_count[nearest] += count
+        leaves[f"{nearest}: {_leaf(stack_text.split(';'))}"] += count
+        for name in anywhere:
+            inclusive[name] += count
+        total += count
+    names = [name for name, _ in CATEGORIES] + [OTHER]
+    return {
+        "samples": total,
+        "self": {n: self_count[n] / total if total else 0.0 for n in names},
+        "inclusive": {n: inclusive[n] / total if total else 0.0 for n in names if n != OTHER},
+        "top_leaves": {k: v / total for k, v in leaves.most_common(25)},
+    }
+
+
+def _leaf(stack: list[str]) -> str:
+    """The innermost named frame, its file shortened to the last two path parts (bare native addresses skipped)."""
+    for frame in reversed(stack):
+        if not frame.startswith("0x"):
+            return re.sub(r"\(\S*?([^/\s]+/[^/\s]+)\)$", r"(\1)", frame)
+    return stack[-1]
+
+
+def record(pid: int, seconds: int, rate: int, fmt: str, out: Path, native: bool) -> None:
+    cmd = ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--rate", str(rate), "--duration", str(seconds)]
+    cmd += ["--gil", "--format", fmt, "--output", str(out)]
+    if fmt == "raw":
+        cmd.append("--full-filenames")
+    if native:
+        cmd.append("--native")
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0 or not out.exists():
+        raise SystemExit(f"py-spy failed ({' '.join(cmd)}): {done.stderr[-800:]}")
+
+
+def threads_cpu(root: int) -> Counter[str]:
+    """CPU seconds so far of every thread under `root` (processes included), summed by thread name; the main
+    thread of each process is named "main"."""
+    out: Counter[str] = Counter()
+    pids = [root]
+    seen: set[int] = set()
+    while pids:
+        pid = pids.pop()
+        seen.add(pid)
+        task_dir = Path(f"/proc/{pid}/task")
+        try:
+            tids = [int(t) for t in os.listdir(task_dir)]
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                name = (task_dir / str(tid) / "comm").read_text().strip()
+                raw = (task_dir / str(tid) / "stat").read_text()
+                children = (task_dir / str(tid) / "children").read_text().split()
+            except OSError:
+                continue
+            rest = raw[raw.rindex(")") + 2 :].split()
+            thread = "main" if tid == pid else re.sub(r"[-_ ]?\d+$", "", name)
+            out[thread] += (int(rest[11]) + int(rest[12])) / TICK  # type: ignore[assignment]  # float seconds
+            pids.extend(int(c) for c in children if int(c) not in seen)
+    return out
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    rows = ["| category | self | inclusive |", "|---|---|---|"]
+    for name, share in sorted(summary["self"].items(), key=lambda kv: -kv[1]):
+        inclusive = summary["inclusive"].get(name)
+        rows.append(f"| {name} | {share:.0%} | {'' if inclusive is None else f'{inclusive:.0%}'} |")
+    return "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--seconds", type=int, default=15, help="length of each recording")
+    parser.add_argument("--rate", type=int, default=100, help="samples per second per process")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--label", default="before", help="names the outputs: governed-profile-<label>.svg")
+    parser.add_argument("--no-native", action="store_true", help="do not unwind C extensions")
+    args = parser.parse_args(argv)
+    for tool, how in (("wrk", "apt-get install wrk"), ("py-spy", "pip install py-spy")):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is needed: {how}")
+    tmp = Path(tempfile.mkdtemp(prefix="flux7-profile-"))
+    script = wrk_script(tmp / "governed.lua", GOVERNED_BODY, AGENT)
+    DOCS.mkdir(parents=True, exist_ok=True)
+    svg = DOCS / f"governed-profile-{args.label}.svg"
+    raw = RESULTS / f"profile_governed_{args.label}.txt"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stack = Stack(tmp, [args.workers], mcp=False)
+    try:
+        mesh = stack.meshes[args.workers][0].pid
+        url = stack.url(args.workers, "/tool/echo")
+        load_seconds = 2 * args.seconds + 6
+        load = subprocess.Popen(
+            ["wrk", "-t", "2", "-c", "32", "-d", f"{load_seconds}s", "-s", str(script), url],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(1)  # the load reaches its steady state
+        record(mesh, args.seconds, args.rate, "flamegraph", svg, not args.no_native)
+        cpu_before, threads_before, t0 = tree_cpu(mesh), threads_cpu(mesh), time.monotonic()
+        record(mesh, args.seconds, args.rate, "raw", raw, not args.no_native)
+        cpu_seconds, wall = tree_cpu(mesh) - cpu_before, time.monotonic() - t0
+        by_thread = threads_cpu(mesh)
+        by_thread.subtract(threads_before)
+        out, _ = load.communicate(timeout=load_seconds + 30)
+    finally:
+        stack.close()
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    summary = attribute(raw.read_text())
+    sampled_seconds = summary["samples"] / args.rate
+    result = {
+        "label": args.label,
+        "seconds": args.seconds,
+        "rate": args.rate,
+        "workers": args.workers,
+        "native": not args.no_native,
+        "wrk_rps": float(rps.group(1)) if rps else float("nan"),
+        "tree_cpu_seconds": cpu_seconds,
+        "recording_wall_seconds": wall,
+        "sampled_python_seconds": sampled_seconds,
+        "sampled_share_of_cpu": sampled_seconds / cpu_seconds if cpu_seconds else float("nan"),
+        "cpu_seconds_by_thread": {k: round(v, 3) for k, v in by_thread.most_common() if v > 0},
+        "flame_graph": str(svg.relative_to(ROOT)),
+        "raw": str(raw.relative_to(ROOT)),
+        **summary,
+    }
+    table = markdown(summary)
+    print(table)
+    print(
+        f"{summary['samples']} samples ({sampled_seconds:.1f} s of Python) against {cpu_seconds:.1f} s of mesh CPU"
+        f" in {wall:.1f} s ({result['sampled_share_of_cpu']:.0%} sampled); wrk {result['wrk_rps']:.0f} calls/s"
+        " under the profiler"
+    )
+    path = save(f"profile_governed_{args.label}", result)
+    (RESULTS / f"profile_governed_{args.label}.md").write_text(table)
+    print("innermost frames:")
+    for leaf, share in summary["top_leaves"].items():
+        print(f"  {share:5.1%} {leaf}")
+    print("mesh CPU by thread name:", ", ".join(f"{k} {v:.2f} s" for k, v in by_thread.most_common() if v > 0))
+    print(f"flame graph {svg}; summary {path}; raw stacks {raw}")
+    print(json.dumps({k: round(v, 3) for k, v in summary["self"].items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
