@@ -18,12 +18,14 @@ Needs wrk (apt-get install wrk) and py-spy (pip install py-spy, in the dev extra
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from collections import Counter
@@ -41,6 +43,7 @@ DOCS = ROOT / "docs" / "benchmarks"
 
 # Categories by frame, first match wins; patterns are searched in the frame text "function (file:line)".
 CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
+    ("garbage collector", ("gc_collect", "(gc)")),  # triggered by allocations anywhere: object churn
     ("JSON", ("/json/", "msgspec", "_json", "orjson", "json_depth")),
     ("trace write (SQLite)", ("shared/tracing/", "sqlite3", "shared/db.py", "shared/audit.py")),
     ("metrics", ("shared/metrics.py", "prometheus_client", "functions/metrics.py")),
@@ -100,10 +103,11 @@ def attribute(raw: str) -> dict[str, Any]:
 
 def _leaf(stack: list[str]) -> str:
     """The innermost named frame, its file shortened to the last two path parts (bare native addresses skipped)."""
-    for frame in reversed(stack):
-        if not frame.startswith("0x"):
-            return re.sub(r"\(\S*?([^/\s]+/[^/\s]+)\)$", r"(\1)", frame)
-    return stack[-1]
+    named = [f for f in stack if not f.startswith("process ")]
+    if not named:
+        return "(no frame)"
+    frame = next((f for f in reversed(named) if not f.startswith("0x")), named[-1])
+    return re.sub(r"\(\S*?([^/\s]+/[^/\s]+)\)$", r"(\1)", frame)
 
 
 def record(pid: int, seconds: int, rate: int, fmt: str, out: Path, native: bool) -> None:
@@ -146,12 +150,56 @@ def threads_cpu(root: int) -> Counter[str]:
     return out
 
 
-def markdown(summary: dict[str, Any]) -> str:
-    rows = ["| category | self | inclusive |", "|---|---|---|"]
+def compact(text: str) -> str:
+    """Raw stacks without the command line on every process frame and with the install prefixes cut short (the
+    categories' patterns still match): small enough, gzipped, to keep beside the results."""
+    text = re.sub(r'process (\d+):"[^"]*"', r"process \1", text)
+    for prefix, short in (
+        (sysconfig.get_paths()["purelib"], "site-packages"),
+        (sysconfig.get_paths()["stdlib"], "stdlib"),
+        (str(ROOT), "."),
+    ):
+        text = text.replace(prefix + "/", short + "/")
+    return text
+
+
+def markdown(summary: dict[str, Any], cpu_ms_per_call: float) -> str:
+    rows = ["| category | self | ≈ CPU per call | inclusive |", "|---|---|---|---|"]
     for name, share in sorted(summary["self"].items(), key=lambda kv: -kv[1]):
         inclusive = summary["inclusive"].get(name)
-        rows.append(f"| {name} | {share:.0%} | {'' if inclusive is None else f'{inclusive:.0%}'} |")
+        anywhere = "" if inclusive is None else f"{inclusive:.0%}"
+        rows.append(f"| {name} | {share:.0%} | {share * cpu_ms_per_call:.2f} ms | {anywhere} |")
     return "\n".join(rows) + "\n"
+
+
+def report(result: dict[str, Any], raw: Path) -> None:
+    """Attribute the raw stacks, print the tables and save them (JSON beside the raw stacks, markdown table)."""
+    summary = attribute(gzip.decompress(raw.read_bytes()).decode())
+    calls = result["wrk_rps"] * result["recording_wall_seconds"]
+    cpu_ms_per_call = result["tree_cpu_seconds"] * 1000 / calls if calls else float("nan")
+    sampled_seconds = summary["samples"] / result["rate"]
+    result |= {
+        "cpu_ms_per_call": cpu_ms_per_call,
+        "sampled_python_seconds": sampled_seconds,
+        "sampled_share_of_cpu": sampled_seconds / result["tree_cpu_seconds"],
+        **summary,
+    }
+    table = markdown(summary, cpu_ms_per_call)
+    print(table)
+    print(
+        f"{summary['samples']} samples ({sampled_seconds:.1f} s holding the GIL) against"
+        f" {result['tree_cpu_seconds']:.1f} s of mesh CPU in {result['recording_wall_seconds']:.1f} s"
+        f" ({result['sampled_share_of_cpu']:.0%}); wrk {result['wrk_rps']:.0f} calls/s under the profiler,"
+        f" ≈ {cpu_ms_per_call:.2f} ms of mesh CPU per call"
+    )
+    print("innermost frames:")
+    for leaf, share in summary["top_leaves"].items():
+        print(f"  {share:5.1%} {leaf}")
+    threads = result["cpu_seconds_by_thread"]
+    print("mesh CPU by thread name:", ", ".join(f"{k} {v:.2f} s" for k, v in threads.items()))
+    path = save(f"profile_governed_{result['label']}", result)
+    (RESULTS / f"profile_governed_{result['label']}.md").write_text(table)
+    print(f"flame graph {ROOT / result['flame_graph']}; summary {path}; raw stacks {raw}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,15 +209,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--label", default="before", help="names the outputs: governed-profile-<label>.svg")
     parser.add_argument("--no-native", action="store_true", help="do not unwind C extensions")
+    parser.add_argument(
+        "--analyse", action="store_true", help="no recording: attribute the saved raw stacks of --label again"
+    )
     args = parser.parse_args(argv)
+    svg = DOCS / f"governed-profile-{args.label}.svg"
+    raw = RESULTS / f"profile_governed_{args.label}.txt.gz"
+    if args.analyse:
+        saved = json.loads((RESULTS / f"profile_governed_{args.label}.json").read_text())
+        keep: tuple[str, ...] = ("label", "seconds", "rate", "workers", "native", "wrk_rps", "tree_cpu_seconds")
+        keep += ("recording_wall_seconds", "cpu_seconds_by_thread", "flame_graph", "raw")
+        report({k: saved[k] for k in keep}, raw)
+        return 0
     for tool, how in (("wrk", "apt-get install wrk"), ("py-spy", "pip install py-spy")):
         if not shutil.which(tool):
             sys.exit(f"{tool} is needed: {how}")
     tmp = Path(tempfile.mkdtemp(prefix="flux7-profile-"))
     script = wrk_script(tmp / "governed.lua", GOVERNED_BODY, AGENT)
     DOCS.mkdir(parents=True, exist_ok=True)
-    svg = DOCS / f"governed-profile-{args.label}.svg"
-    raw = RESULTS / f"profile_governed_{args.label}.txt"
     RESULTS.mkdir(parents=True, exist_ok=True)
     stack = Stack(tmp, [args.workers], mcp=False)
     try:
@@ -184,16 +241,15 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(1)  # the load reaches its steady state
         record(mesh, args.seconds, args.rate, "flamegraph", svg, not args.no_native)
         cpu_before, threads_before, t0 = tree_cpu(mesh), threads_cpu(mesh), time.monotonic()
-        record(mesh, args.seconds, args.rate, "raw", raw, not args.no_native)
+        record(mesh, args.seconds, args.rate, "raw", tmp / "raw.txt", not args.no_native)
         cpu_seconds, wall = tree_cpu(mesh) - cpu_before, time.monotonic() - t0
         by_thread = threads_cpu(mesh)
         by_thread.subtract(threads_before)
         out, _ = load.communicate(timeout=load_seconds + 30)
     finally:
         stack.close()
+    raw.write_bytes(gzip.compress(compact((tmp / "raw.txt").read_text()).encode()))
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    summary = attribute(raw.read_text())
-    sampled_seconds = summary["samples"] / args.rate
     result = {
         "label": args.label,
         "seconds": args.seconds,
@@ -203,28 +259,11 @@ def main(argv: list[str] | None = None) -> int:
         "wrk_rps": float(rps.group(1)) if rps else float("nan"),
         "tree_cpu_seconds": cpu_seconds,
         "recording_wall_seconds": wall,
-        "sampled_python_seconds": sampled_seconds,
-        "sampled_share_of_cpu": sampled_seconds / cpu_seconds if cpu_seconds else float("nan"),
         "cpu_seconds_by_thread": {k: round(v, 3) for k, v in by_thread.most_common() if v > 0},
         "flame_graph": str(svg.relative_to(ROOT)),
         "raw": str(raw.relative_to(ROOT)),
-        **summary,
     }
-    table = markdown(summary)
-    print(table)
-    print(
-        f"{summary['samples']} samples ({sampled_seconds:.1f} s of Python) against {cpu_seconds:.1f} s of mesh CPU"
-        f" in {wall:.1f} s ({result['sampled_share_of_cpu']:.0%} sampled); wrk {result['wrk_rps']:.0f} calls/s"
-        " under the profiler"
-    )
-    path = save(f"profile_governed_{args.label}", result)
-    (RESULTS / f"profile_governed_{args.label}.md").write_text(table)
-    print("innermost frames:")
-    for leaf, share in summary["top_leaves"].items():
-        print(f"  {share:5.1%} {leaf}")
-    print("mesh CPU by thread name:", ", ".join(f"{k} {v:.2f} s" for k, v in by_thread.most_common() if v > 0))
-    print(f"flame graph {svg}; summary {path}; raw stacks {raw}")
-    print(json.dumps({k: round(v, 3) for k, v in summary["self"].items()}))
+    report(result, raw)
     return 0
 
 

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH=.
 python3 bench/decide_bench.py
 python3 bench/rest_overhead_bench.py
+python3 bench/governed_call_bench.py
 python3 bench/limits_bench.py
 python3 bench/governance_replay_bench.py
 python3 bench/approvals_bench.py
@@ -18,3 +19,5 @@ python3 bench/locomo_eval.py
 python3 bench/precedents_bench.py
 python3 bench/replication_bench.py
 python3 bench/agent_bench.py
+# The sampling profile needs ptrace: root, or a kernel.yama.ptrace_scope of 0.
+if [ "$(id -u)" = 0 ]; then python3 bench/profile_governed.py; fi
