@@ -474,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     (scripts_mcp_direct := tmp / "mcp_direct.lua").write_text(lua("echo"))
     (scripts_mcp_governed := tmp / "mcp_governed.lua").write_text(lua("echo.echo"))
     scripts |= {"mcp_direct": scripts_mcp_direct, "mcp_governed": scripts_mcp_governed}
+    load_before = os.getloadavg()
     stack = Stack(tmp, args.workers)
     rounds: list[dict[str, Any]] = []
     try:
@@ -485,15 +486,21 @@ def main(argv: list[str] | None = None) -> int:
         stack.close()
     points = medians(rounds)
     figures = headline(points, args.mcp_workers)
+    load = os.getloadavg()
     table = markdown(points, figures, args.rounds)
+    table += (
+        f"\n{args.rounds} interleaved round(s) of {args.seconds} s segments,"
+        f" {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())};"
+        f" load average {load_before[0]:.1f} before, {load[0]:.1f} after ({os.cpu_count()} cores).\n"
+    )
     print()
     print(table)
-    load = os.getloadavg()
     path = save(
         args.out,
         {
             "seconds_per_segment": args.seconds,
             "rounds": args.rounds,
+            "load_average_before": load_before,
             "load_average_after": load,
             "targets": {key: target for key, _, target, _ in TARGETS},
             "figures": figures,
