@@ -172,6 +172,23 @@ def markdown(summary: dict[str, Any], cpu_ms_per_call: float) -> str:
     return "\n".join(rows) + "\n"
 
 
+def compare(a: str, b: str) -> str:
+    """Two saved profiles' categories side by side (e.g. before and after), as a markdown table."""
+    runs = [json.loads((RESULTS / f"profile_governed_{label}.json").read_text()) for label in (a, b)]
+    rows = [
+        f"| category | {a} self | {a} ≈ CPU per call | {b} self | {b} ≈ CPU per call |",
+        "|---|---|---|---|---|",
+    ]
+    for name in sorted(runs[0]["self"], key=lambda n: -runs[0]["self"][n]):
+        cells = [
+            f"{r['self'].get(name, 0.0):.0%} | {r['self'].get(name, 0.0) * r['cpu_ms_per_call']:.2f} ms" for r in runs
+        ]
+        rows.append(f"| {name} | {cells[0]} | {cells[1]} |")
+    totals = [f"100% | {r['cpu_ms_per_call']:.2f} ms" for r in runs]
+    rows.append(f"| **mesh CPU per call under the profiler** | {totals[0]} | {totals[1]} |")
+    return "\n".join(rows) + "\n"
+
+
 def report(result: dict[str, Any], raw: Path) -> None:
     """Attribute the raw stacks, print the tables and save them (JSON beside the raw stacks, markdown table)."""
     summary = attribute(gzip.decompress(raw.read_bytes()).decode())
@@ -212,7 +229,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--analyse", action="store_true", help="no recording: attribute the saved raw stacks of --label again"
     )
+    parser.add_argument(
+        "--compare", nargs=2, metavar=("A", "B"), help="no recording: two saved labels side by side, as markdown"
+    )
     args = parser.parse_args(argv)
+    if args.compare:
+        print(compare(*args.compare))
+        return 0
     svg = DOCS / f"governed-profile-{args.label}.svg"
     raw = RESULTS / f"profile_governed_{args.label}.txt.gz"
     if args.analyse:
