@@ -459,10 +459,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=5, help="length of each load segment")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; figures are their medians")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 1 round of 1 s segments")
-    parser.add_argument("--out", default="governed_call", help="name of the result files under bench/results/")
+    # A smoke run saves under its own name, so it never replaces the figures the docs quote.
+    parser.add_argument("--out", help="result files' name under bench/results/ (governed_call, governed_call_quick)")
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.rounds = 1, 1
+    args.out = args.out or ("governed_call_quick" if args.quick else "governed_call")
     args.workers, args.concurrency, args.mcp_workers = [1, 2], [1, 32], 2
     if not shutil.which("wrk"):
         sys.exit("wrk is needed: apt-get install wrk")
