@@ -209,6 +209,13 @@ class Stack:
 
     def __init__(self, tmp: Path, workers: list[int], mcp: bool = True) -> None:
         self.procs: list[Any] = []
+        try:
+            self._up(tmp, workers, mcp)
+        except BaseException:  # nothing started is left running (they run in their own sessions)
+            self.close()
+            raise
+
+    def _up(self, tmp: Path, workers: list[int], mcp: bool) -> None:
         self.backend_port = free_port()
         self.backend = self._start(
             [*GRANIAN, "--port", str(self.backend_port), "--workers", "1", "--no-ws", "bench._echo_rsgi:app"]

@@ -252,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     DOCS.mkdir(parents=True, exist_ok=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stack = Stack(tmp, [args.workers], mcp=False)
+    load: subprocess.Popen[str] | None = None
     try:
         mesh = stack.meshes[args.workers][0].pid
         url = stack.url(args.workers, "/tool/echo")
@@ -270,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         by_thread.subtract(threads_before)
         out, _ = load.communicate(timeout=load_seconds + 30)
     finally:
+        if load is not None and load.poll() is None:
+            load.kill()
         stack.close()
     raw.write_bytes(gzip.compress(compact((tmp / "raw.txt").read_text()).encode()))
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
