@@ -60,6 +60,12 @@ function TextDiff({ text, from, to }: { text: string; from: number; to: number }
   return (
     <div className="table-wrap">
       <table className="diff2" aria-label="Text diff, before and after">
+        <colgroup>
+          <col className="ln-col" />
+          <col />
+          <col className="ln-col" />
+          <col />
+        </colgroup>
         <thead>
           <tr>
             <th scope="col" colSpan={2}>version {from} (before)</th>
