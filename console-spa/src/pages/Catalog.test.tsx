@@ -45,7 +45,7 @@ describe("Catalog page", () => {
     connect(server.url, "adm");
     window.location.hash = "#/catalog";
     renderWithClient(<CatalogPage />);
-    await screen.findByText("Agents (4 of 4)");
+    await screen.findByText("Agents (4 of 4)", undefined, { timeout: 5000 });
     expect(agents()).toEqual(["claude", "cursor", "batch-*", "stranger"]);
     const stranger = document.querySelector('tr[data-agent="stranger"]') as HTMLElement;
     expect(stranger.className).toBe("row-flagged");
@@ -116,7 +116,7 @@ describe("Agent governance detail", () => {
     connect(server.url, "adm");
     window.location.hash = "#/catalog/claude";
     renderWithClient(<GovAgentPage id="claude" />);
-    await screen.findByText("claude bot");
+    await screen.findByText("claude bot", undefined, { timeout: 5000 });
     expect(screen.getByText("alice@example.com")).toBeTruthy();
     expect(screen.getAllByText("fail")[0]!.getAttribute("data-verdict")).toBe("fail");
 

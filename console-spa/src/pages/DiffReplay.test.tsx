@@ -64,7 +64,7 @@ describe("Diff and replay page", () => {
     connect(server.url, "adm");
     window.location.hash = "#/diff?kind=policy&name=agents.yaml";
     renderWithClient(<DiffReplayPage />);
-    await screen.findByText("claude -> get_boom");
+    await screen.findByText("claude -> get_boom", undefined, { timeout: 5000 });
     expect([...document.querySelectorAll(".change-list li")].map((li) => li.getAttribute("data-class"))).toEqual(["breaking", "expanding", "neutral"]);
     expect(server.requests.find((r) => r.path === "/governance/diff")).toBeTruthy();
     const table = screen.getByRole("table", { name: "Text diff, before and after" });
@@ -84,7 +84,7 @@ describe("Diff and replay page", () => {
     connect(server.url, "adm");
     window.location.hash = "#/diff";
     renderWithClient(<DiffReplayPage />);
-    const text = (await screen.findByLabelText("Proposed agents.yaml")) as HTMLTextAreaElement;
+    const text = (await screen.findByLabelText("Proposed agents.yaml", undefined, { timeout: 5000 })) as HTMLTextAreaElement;
     await waitFor(() => expect(text.value).toBe("name: agents\n"));
     fireEvent.change(text, { target: { value: "name: agents\nrules: []\n" } });
     fireEvent.change(screen.getByLabelText("Days of traffic"), { target: { value: "0" } });
@@ -109,7 +109,7 @@ describe("Diff and replay page", () => {
     connect(server.url, "adm");
     window.location.hash = "#/diff";
     renderWithClient(<DiffReplayPage />);
-    const text = (await screen.findByLabelText("Proposed agents.yaml")) as HTMLTextAreaElement;
+    const text = (await screen.findByLabelText("Proposed agents.yaml", undefined, { timeout: 5000 })) as HTMLTextAreaElement;
     await waitFor(() => expect(text.value).toBe("name: agents\n"));
     fireEvent.change(screen.getByLabelText("Draft name"), { target: { value: "no-boom" } });
     fireEvent.click(screen.getByRole("button", { name: "Save as draft" }));

@@ -53,7 +53,7 @@ describe("Graph page", () => {
     connect(server.url, "adm");
     window.location.hash = "#/graph";
     renderWithClient(<GraphPage />);
-    await screen.findByText("5 nodes, 5 edges");
+    await screen.findByText("5 nodes, 5 edges", undefined, { timeout: 5000 });
     expect(listed()).toEqual(["agent:claude", "agent:stranger", "tool:list_pets", "tool:get_boom", "upstream:spec.json"]);
     const stranger = screen.getByRole("button", { name: "agent:stranger" }).closest("li") as HTMLElement;
     expect(within(stranger).getByText("⚑ discovered")).toBeTruthy();
