@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ..db import Database

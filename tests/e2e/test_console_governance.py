@@ -11,7 +11,6 @@ of its page in console-spa/screenshots/e2e/gov-*.png, beside the other e2e scree
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -68,7 +67,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     (tmp / "catalog" / "agents.yaml").write_text(CATALOG)
     with running_backend() as backend:
         cfg = pets_mesh_config(
-            tmp, backend, PETS_POLICY, admin_token=TOKEN, memory="{enabled: true, hybrid: false}", extra="catalog_dir: catalog"
+            tmp,
+            backend,
+            PETS_POLICY,
+            admin_token=TOKEN,
+            memory="{enabled: true, hybrid: false}",
+            extra="catalog_dir: catalog",
         )
         with running_server(cfg) as s:
             assert call(s, "claude", "list_pets") == 200
@@ -168,7 +172,9 @@ def test_replay_then_apply_a_draft_then_the_diff_breaking_first_side_by_side(ser
     assert classes == sorted(classes, key=["breaking", "expanding", "neutral"].index)
     assert classes[0] == "breaking" and "claude -> get_boom" in report["classes"][0]["text"]
     assert len(classes) == len(diff["changes"])
-    assert report["changedLines"] == [{"before": '  - tools: ["delete_pet"]', "after": '  - tools: ["delete_pet", "get_boom"]'}]
+    assert report["changedLines"] == [
+        {"before": '  - tools: ["delete_pet"]', "after": '  - tools: ["delete_pet", "get_boom"]'}
+    ]
     left, right = report["sideBySide"]
     assert left == right  # the diff and the replay panes side by side at laptop width
     screenshot("gov-replay")
