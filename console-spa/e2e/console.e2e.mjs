@@ -354,6 +354,14 @@ const SCENARIOS = {
     await page.waitForFunction((z) => Number(document.querySelector("[data-zoom]")?.getAttribute("data-zoom")) < z, zoomIn);
     const zoomWheel = await zoomOf();
     await page.getByRole("button", { name: "Fit" }).click();
+    // A real click on the canvas, where the library drew the node (its position read from the instance the
+    // library registers on its container): the page selects it and asks for its impact.
+    const at = await canvasBox.evaluate((el, id) => el._cyreg.cy.getElementById(id).renderedPosition(), params.canvasNode);
+    const frame = await canvasBox.boundingBox();
+    await page.mouse.click(frame.x + at.x, frame.y + at.y);
+    await page.locator("#impact", { hasText: params.canvasNode }).waitFor();
+    await page.locator(".impact").waitFor();
+    const canvasImpact = { url: page.url(), calls: Number(await page.locator(".impact").getAttribute("data-calls")), text: await page.locator(".impact").innerText() };
     const counts = async () => (await page.locator("main h2").first().innerText()).trim();
     const all = await counts();
     const canvases = await canvasBox.locator("canvas").count();
@@ -370,7 +378,7 @@ const SCENARIOS = {
     const impactCalls = Number(await impact.getAttribute("data-calls"));
     const impactSessions = Number(await impact.getAttribute("data-sessions"));
     await shot(page, "gov-graph");
-    return { zoom0, zoomIn, zoomWheel, all, canvases, withoutTools, listedWithoutTools, impactText, impactCalls, impactSessions, url: page.url() };
+    return { zoom0, zoomIn, zoomWheel, canvasImpact, all, canvases, withoutTools, listedWithoutTools, impactText, impactCalls, impactSessions, url: page.url() };
   },
 
   /** Replay an edited policy file, save it as a draft, apply the draft; then the diff of the policy file:

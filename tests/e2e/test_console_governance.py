@@ -143,7 +143,7 @@ def test_the_agent_page_shows_scores_findings_with_traces_and_moves_the_lifecycl
 
 def test_the_graph_page_draws_zooms_filters_and_shows_a_nodes_impact(server: Server) -> None:
     graph = get(server, "/governance/graph")
-    report = drive(server, "gov-graph", node="tool:get_boom")
+    report = drive(server, "gov-graph", node="tool:get_boom", canvasNode="agent:stranger")
     n, e = len(graph["nodes"]), len(graph["edges"])
     assert report["all"] == f"{n} nodes, {e} edges"
     assert report["canvases"] >= 1  # cytoscape drew on canvas layers
@@ -151,6 +151,10 @@ def test_the_graph_page_draws_zooms_filters_and_shows_a_nodes_impact(server: Ser
     tools = {x["id"] for x in graph["nodes"] if x["type"] == "tool"}
     assert not tools & set(report["listedWithoutTools"]) and report["listedWithoutTools"]
     assert report["withoutTools"].startswith(f"{n - len(tools)} nodes")
+    # A click on the canvas selects the node under the pointer.
+    stranger = get(server, "/governance/impact", kind="agent", name="stranger")
+    assert "node=agent%3Astranger" in report["canvasImpact"]["url"]
+    assert report["canvasImpact"]["calls"] == stranger["calls"] == 1
     impact = get(server, "/governance/impact", kind="tool", name="get_boom")
     assert (report["impactCalls"], report["impactSessions"]) == (impact["calls"], impact["sessions"]) == (2, 1)
     assert "claude" in report["impactText"] and "node=tool%3Aget_boom" in report["url"]
