@@ -11,7 +11,8 @@ export default defineConfig({
     sourcemap: false,
     // Stable names without content hashes would break caching; hashed names are deterministic for identical sources.
     assetsDir: "assets",
-    chunkSizeWarningLimit: 400,
+    // The largest chunk is cytoscape (about 440 kB), loaded only by the Graph page; the entry chunk stays below 430 kB.
+    chunkSizeWarningLimit: 460,
   },
   test: {
     environment: "jsdom",

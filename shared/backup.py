@@ -235,6 +235,8 @@ class RestoreOutcome:
     set_aside: list[str] = field(default_factory=list)
     policy_files: list[str] = field(default_factory=list)  # written back into policy_dir
     policy_files_set_aside: list[str] = field(default_factory=list)
+    catalog_files: list[str] = field(default_factory=list)  # written back into catalog_dir
+    catalog_files_set_aside: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -290,9 +292,10 @@ def restore_database(
 
 def recreate_beside(settings: Settings, db_path: Path, outcome: RestoreOutcome) -> None:
     """Re-create what lives beside the database from it: missing workspace files, a missing trace file, and the
-    policy files that were in force. Workspace and trace files that exist are left alone: they may hold writes
-    newer than the replica, which the server adopts. Policy files are put back as recorded (a file that differs
-    is kept as `<name>.yaml.bak`): a restored deployment enforces the policies it enforced."""
+    policy files that were in force and the catalog files last loaded. Workspace and trace files that exist are left
+    alone: they may hold writes newer than the replica, which the server adopts. Policy and catalog files are put
+    back as recorded (a file that differs is kept as `<name>.yaml.bak`): a restored deployment enforces the
+    policies it enforced and knows the agents it knew (their lifecycle states are rows, restored with the rest)."""
     from .db import Database
 
     db = Database(db_path, migrate=False)
@@ -311,6 +314,11 @@ def recreate_beside(settings: Settings, db_path: Path, outcome: RestoreOutcome) 
 
             written = materialize(db, settings.resolve_path(settings.policy_dir))
             outcome.policy_files, outcome.policy_files_set_aside = written.written, written.set_aside
+        if settings.catalog_dir:
+            from .governance.versions import materialize_catalog
+
+            catalog = materialize_catalog(db, settings.resolve_path(settings.catalog_dir))
+            outcome.catalog_files, outcome.catalog_files_set_aside = catalog.written, catalog.set_aside
         if settings.trace_file:
             from .tracing.store import TraceStore
 
@@ -435,6 +443,11 @@ def _restore(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         + [
             f"set aside policy file {name} (not in force when the replica was made)"
             for name in outcome.policy_files_set_aside
+        ]
+        + ([f"wrote back catalog file(s): {', '.join(outcome.catalog_files)}"] if outcome.catalog_files else [])
+        + [
+            f"set aside catalog file {name} (not in the catalog when the replica was made)"
+            for name in outcome.catalog_files_set_aside
         ]
         if outcome.restored
         else [f"nothing restored: {outcome.reason}"]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .db import Database
 
-__all__ = ["Materialized", "materialize", "snapshot"]
+__all__ = ["Materialized", "materialize", "plain_yaml", "snapshot", "write_back"]
 
 log = logging.getLogger("flux7.policy")
 
@@ -67,14 +67,21 @@ def materialize(db: Database, directory: Path) -> Materialized:
     rows = db.query("SELECT name, content FROM policy_files ORDER BY name")
     if not rows:
         return outcome
-    # Only plain `*.yaml` names: a row naming anything else (a path) is not written anywhere.
-    recorded = {
-        str(name): bytes(content)
-        for name, content in rows
-        if Path(str(name)).name == str(name) and str(name).endswith(".yaml") and not str(name).startswith(".")
-    }
+    recorded = {str(name): bytes(content) for name, content in rows if plain_yaml(str(name))}
     if not recorded:
         return outcome
+    return write_back(directory, recorded)
+
+
+def plain_yaml(name: str) -> bool:
+    """Only plain `*.yaml` names: a row naming anything else (a path) is not written anywhere."""
+    return Path(name).name == name and name.endswith(".yaml") and not name.startswith(".")
+
+
+def write_back(directory: Path, recorded: dict[str, bytes]) -> Materialized:
+    """Make `directory`'s `*.yaml` files exactly `recorded`: a file that differs is rewritten (the old one kept as
+    `<name>.yaml.bak`), a file not recorded is moved aside as `<name>.yaml.bak`. Also the catalog's restore."""
+    outcome = Materialized()
     directory.mkdir(parents=True, exist_ok=True)
     for path in sorted(directory.glob("*.yaml")):
         if path.is_file() and path.name not in recorded:

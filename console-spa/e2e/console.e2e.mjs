@@ -4,7 +4,8 @@
 //
 //   node e2e/console.e2e.mjs <scenario> --base http://127.0.0.1:9090 [--token T] [--params '{"k": "v"}']
 //
-// Scenarios: approve, grant, halt-stop, halt-resume, memory-search, wrong-token, decision-badges, screenshots.
+// Scenarios: approve, grant, halt-stop, halt-resume, memory-search, wrong-token, decision-badges, screenshots,
+// gov-catalog, gov-agent, gov-graph, gov-diff-replay (the governance pages, each leaving a screenshot).
 // Every wait is a condition with a timeout (locator auto-waiting), never a fixed sleep. A page error or a
 // console error fails the scenario, except the 401s of a tab with no token yet or with the wrong one on purpose.
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
@@ -88,6 +89,14 @@ const DEFAULT_PAGES = Object.fromEntries(
     ...["memory?tab=decisions", "supervisor", "halts", "settings"],
   ].map((r) => [r.replace(/\W+/g, "-") || "overview", `#/${r}`]),
 );
+
+/** A full-page screenshot into screenshots/e2e/ (kept as a CI artifact); returns its path. */
+async function shot(page, name) {
+  await mkdir(SHOTS, { recursive: true });
+  const file = join(SHOTS, `${name}.png`);
+  await page.screenshot({ path: file, fullPage: true });
+  return file;
+}
 
 /** What `main` shows, with the contents of its text boxes (innerText leaves those out). */
 const mainText = (page) =>
@@ -252,6 +261,157 @@ const SCENARIOS = {
     const traceBadges = await main.locator(".badge").evaluateAll((bs) => bs.map((b) => ({ text: b.textContent.trim(), cls: b.className })));
     const decisionLink = await main.locator("a.decision-link").first().getAttribute("href");
     return { rows, filtered, filteredUrl, detail, pendingList, traceBadges, decisionLink };
+  },
+
+  /** Catalog: every declared and discovered agent with its verdict badge, the discovered flagged; the filters. */
+  async "gov-catalog"(page) {
+    expectProbesOk(await connect(page, token));
+    await open(page, "#/catalog");
+    const rowsOf = () =>
+      page.locator("table.catalog-table tbody tr").evaluateAll((trs) =>
+        trs.map((tr) => ({
+          id: tr.getAttribute("data-agent"),
+          verdict: tr.querySelector("[data-verdict]")?.getAttribute("data-verdict"),
+          verdictClass: tr.querySelector("[data-verdict]")?.className,
+          state: tr.querySelector("[data-state]")?.getAttribute("data-state"),
+          flagged: tr.classList.contains("row-flagged") && !!tr.textContent?.includes("discovered"),
+          href: tr.querySelector("a")?.getAttribute("href"),
+        })),
+      );
+    await page.locator("table.catalog-table tbody tr").first().waitFor();
+    const rows = await rowsOf();
+    await shot(page, "gov-catalog");
+    await page.getByLabel("Verdict").selectOption("fail");
+    await page.waitForFunction(() => document.querySelectorAll("table.catalog-table tbody tr").length && [...document.querySelectorAll("table.catalog-table tbody tr [data-verdict]")].every((b) => b.getAttribute("data-verdict") === "fail"));
+    const failing = await rowsOf();
+    await page.getByLabel("Verdict").selectOption("");
+    await page.getByLabel("Declared").selectOption("discovered");
+    await page.getByRole("heading", { name: /^Agents \(1 of / }).waitFor();
+    const discovered = await rowsOf();
+    await page.getByLabel("Declared").selectOption("");
+    await page.getByLabel("Owner or team").fill("alice");
+    await page.getByRole("heading", { name: /^Agents \(1 of / }).waitFor();
+    const byOwner = await rowsOf();
+    return { rows, failing, discovered, byOwner, url: page.url() };
+  },
+
+  /** Agent detail: metadata, scores over time, findings with evidence links that open the trace, then a
+   *  lifecycle move from the admin's form. */
+  async "gov-agent"(page) {
+    expectProbesOk(await connect(page, token));
+    const agent = params.agent;
+    await open(page, `#/catalog/${encodeURIComponent(agent)}`);
+    await page.locator("li.finding").first().waitFor();
+    const findings = await page.locator("li.finding").evaluateAll((lis) =>
+      lis.map((li) => ({
+        rule: li.getAttribute("data-rule"),
+        severity: li.querySelector("[data-severity]")?.getAttribute("data-severity"),
+        fix: li.textContent?.split("Fix:")[1]?.split("Evidence")[0]?.trim(),
+        evidence: [...li.querySelectorAll(".evidence a")].map((a) => a.getAttribute("href")),
+      })),
+    );
+    const chart = await page.getByRole("img", { name: /Scores over time/ }).getAttribute("aria-label");
+    const points = await page.locator('.score-chart g[data-axis="behaviour"] circle').count();
+    const facts = await page.locator("dl.facts").innerText();
+    await shot(page, "gov-agent-detail");
+    // An evidence link opens the existing trace page on that trace.
+    const link = page.locator("li.finding .evidence a").first();
+    const evidenceHref = await link.getAttribute("href");
+    where = evidenceHref;
+    await link.click();
+    await page.locator("main h1", { hasText: "Traces" }).waitFor();
+    await waitLoaded(page);
+    const traceId = decodeURIComponent(evidenceHref.split("trace=")[1]);
+    await page.locator("main", { hasText: traceId }).waitFor();
+    const tracePage = (await mainText(page)).slice(0, 4000);
+    // The lifecycle move.
+    await open(page, `#/catalog/${encodeURIComponent(agent)}`);
+    await page.getByLabel("Move to").selectOption(params.state);
+    await page.getByLabel("Reason").fill(params.reason);
+    await page.getByRole("button", { name: "Apply" }).click();
+    const moved = await page.locator("p.note-ok", { hasText: `→ ${params.state}` }).innerText();
+    await page.locator("table.lifecycle-history tbody tr", { hasText: params.reason }).waitFor();
+    const history = await page.locator("table.lifecycle-history tbody tr").allInnerTexts();
+    const stateNow = await page.locator("#main [data-state]").first().getAttribute("data-state");
+    return { findings, chart, points, facts, evidenceHref, tracePage, moved, history, stateNow };
+  },
+
+  /** Graph: drawn by cytoscape on a canvas; zoom by buttons and by the wheel; filter a node kind; select a
+   *  node to read its impact. */
+  async "gov-graph"(page) {
+    expectProbesOk(await connect(page, token));
+    await open(page, "#/graph");
+    const canvasBox = page.getByTestId("graph-canvas");
+    await canvasBox.locator("canvas").first().waitFor();
+    const zoomOf = async () => Number(await page.locator("[data-zoom]").getAttribute("data-zoom"));
+    const zoom0 = await zoomOf();
+    await page.getByRole("button", { name: "Zoom in" }).click();
+    await page.waitForFunction((z) => Number(document.querySelector("[data-zoom]")?.getAttribute("data-zoom")) > z, zoom0);
+    const zoomIn = await zoomOf();
+    const box = await canvasBox.boundingBox();
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await page.mouse.wheel(0, 400);
+    await page.waitForFunction((z) => Number(document.querySelector("[data-zoom]")?.getAttribute("data-zoom")) < z, zoomIn);
+    const zoomWheel = await zoomOf();
+    await page.getByRole("button", { name: "Fit" }).click();
+    // A real click on the canvas, where the library drew the node (its position read from the instance the
+    // library registers on its container): the page selects it and asks for its impact.
+    const at = await canvasBox.evaluate((el, id) => el._cyreg.cy.getElementById(id).renderedPosition(), params.canvasNode);
+    const frame = await canvasBox.boundingBox();
+    await page.mouse.click(frame.x + at.x, frame.y + at.y);
+    await page.locator("#impact", { hasText: params.canvasNode }).waitFor();
+    await page.locator(".impact").waitFor();
+    const canvasImpact = { url: page.url(), calls: Number(await page.locator(".impact").getAttribute("data-calls")), text: await page.locator(".impact").innerText() };
+    const counts = async () => (await page.locator("main h2").first().innerText()).trim();
+    const all = await counts();
+    const canvases = await canvasBox.locator("canvas").count();
+    await page.getByLabel("Tools", { exact: true }).uncheck();
+    await page.waitForFunction((before) => document.querySelector("main h2")?.textContent?.trim() !== before, all);
+    const withoutTools = await counts();
+    const listedWithoutTools = await page.locator(".node-list li button").allInnerTexts();
+    await page.getByLabel("Tools", { exact: true }).check();
+    await page.locator("main h2", { hasText: all }).waitFor();
+    await page.locator(".node-list").getByRole("button", { name: params.node, exact: true }).click();
+    const impact = page.locator(".impact");
+    await impact.waitFor();
+    const impactText = await impact.innerText();
+    const impactCalls = Number(await impact.getAttribute("data-calls"));
+    const impactSessions = Number(await impact.getAttribute("data-sessions"));
+    await shot(page, "gov-graph");
+    return { zoom0, zoomIn, zoomWheel, canvasImpact, all, canvases, withoutTools, listedWithoutTools, impactText, impactCalls, impactSessions, url: page.url() };
+  },
+
+  /** Replay an edited policy file, save it as a draft, apply the draft; then the diff of the policy file:
+   *  breaking changes first and the text side by side. */
+  async "gov-diff-replay"(page) {
+    expectProbesOk(await connect(page, token));
+    await open(page, "#/diff");
+    const text = page.getByLabel(`Proposed ${params.file}.yaml`);
+    await page.waitForFunction(() => (document.querySelector("#r-text")?.value ?? "").length > 0);
+    await text.fill(params.proposed);
+    await page.getByLabel("Days of traffic").fill("1");
+    await page.getByRole("button", { name: "Replay" }).click();
+    const status = await page.locator(".replay-result [role=status]").innerText();
+    const groups = await page.locator(".replay-agent").evaluateAll((divs) =>
+      divs.map((d) => ({
+        agent: d.getAttribute("data-agent"),
+        rows: [...d.querySelectorAll("tbody tr")].map((tr) => ({ tool: tr.getAttribute("data-tool"), text: tr.textContent })),
+      })),
+    );
+    await shot(page, "gov-replay");
+    await page.getByLabel("Draft name").fill(params.draft);
+    await page.getByRole("button", { name: "Save as draft" }).click();
+    await page.getByRole("button", { name: `Apply draft ${params.draft}` }).click(); // window.confirm is accepted
+    const applied = await page.locator("p.note-ok", { hasText: "Applied" }).innerText();
+    await page.getByLabel("Name", { exact: true }).selectOption(`${params.file}.yaml`);
+    await page.locator(".change-list li").first().waitFor();
+    const classes = await page.locator(".change-list li").evaluateAll((lis) => lis.map((li) => ({ cls: li.getAttribute("data-class"), text: li.textContent })));
+    const changedLines = await page.locator("table.diff2 tr.d-change").evaluateAll((trs) =>
+      trs.map((tr) => ({ before: tr.querySelector("td.l")?.textContent, after: tr.querySelector("td.r")?.textContent })),
+    );
+    const sideBySide = await page.locator(".side-by-side > .card").evaluateAll((cards) => cards.map((c) => Math.round(c.getBoundingClientRect().top)));
+    await shot(page, "gov-diff-replay");
+    return { status, groups, applied, classes, changedLines, sideBySide, url: page.url() };
   },
 
   /** Every page, full size, into screenshots/e2e/; each must load with no error shown or logged.

@@ -190,6 +190,69 @@ async function readBody(req) {
   }
 }
 
+
+// The governance engine (docs/governance.md): a catalog with a discovered agent, one agent's detail, the graph,
+// an impact answer, two versions of a policy file with their diff, a draft and a replay.
+const SCORES = { capability: 42, behaviour: 71, hygiene: 64 };
+const ENTRY = { id: "claude", name: "Claude the issue clerk", owner: "alice@example.com", team: "platform", purpose: "triage GitHub issues", environment: "prod", model: "claude-sonnet", tools: ["github.list_issues", "github.create_issue"], upstreams: ["github"], sub_agents: [], data_classes: ["source-code"], autonomy: "supervised", lifecycle: "active", source_file: "/data/catalog/agents.yaml" };
+const GOV_CATALOG = {
+  agents: [
+    { ...ENTRY, state: "active", verdict: "warn", scores: SCORES },
+    { ...ENTRY, id: "ci-runner", name: "CI runner", owner: "", team: "build", tools: ["fs.*"], upstreams: ["fs"], autonomy: "autonomous", state: "suspended", verdict: "fail", scores: { capability: 80, behaviour: 40, hygiene: 45 } },
+    { ...ENTRY, id: "batch-*", name: "", owner: "ops@example.com", team: "ops", tools: ["get_weather"], upstreams: [], state: "proposed", verdict: "", scores: null },
+  ],
+  discovered: [{ id: "cursor", discovered: true, flag: "seen in traces, not declared in the catalog", verdict: "fail", scores: { capability: 30, behaviour: 100, hygiene: 55 } }],
+  error: "",
+};
+const GOV_AGENT = {
+  agent: "claude", declared: true, entry: ENTRY, state: "active",
+  lifecycle: [{ from: "proposed", to: "active", at: (now - 6 * 86400e3) / 1000, by: "alice", reason: "reviewed in the security meeting" }],
+  verdict: "warn",
+  findings: [
+    { rule: "declared-drift", severity: "info", base_severity: "info", occurrences: 2, message: "the agent used tools its catalog entry does not declare", remediation: "declare the tools it needs, or deny the others", evidence: [hex(310, 32)], first_seen: iso(86400), last_seen: iso(600) },
+    { rule: "behaviour-low", severity: "high", base_severity: "medium", occurrences: 4, message: "behaviour below 60 over the window", remediation: "read the evidence traces; fix the agent or tighten its policy", evidence: [hex(311, 32), hex(312, 32)], first_seen: iso(4 * 86400), last_seen: iso(600) },
+  ],
+  scores: SCORES,
+  evidence: { behaviour: { calls: 120, counts: { denials: 3, upstream_errors: 4 } } },
+  history: Array.from({ length: 8 }, (_, i) => ({ at: iso((7 - i) * 86400), capability: 42, behaviour: 95 - i * 3, hygiene: 60 + (i % 3) * 2, verdict: i > 4 ? "warn" : "pass" })),
+};
+const GOV_GRAPH = {
+  nodes: [
+    { id: "agent:claude", type: "agent", label: "claude", declared: true, state: "active", glob: false, discovered: false },
+    { id: "agent:ci-runner", type: "agent", label: "ci-runner", declared: true, state: "suspended", glob: false, discovered: false },
+    { id: "agent:cursor", type: "agent", label: "cursor", declared: false, discovered: true },
+    ...TOOLS.map((t) => ({ id: `tool:${t.name}`, type: "tool", label: t.name })),
+    { id: "upstream:github", type: "upstream", label: "github" },
+    { id: "upstream:fs", type: "upstream", label: "fs" },
+  ],
+  edges: [
+    { source: "agent:claude", target: "tool:github.list_issues", kind: "declared" },
+    { source: "agent:claude", target: "tool:github.list_issues", kind: "inferred", calls: 40, errors: 0, error_rate: 0, last_seen: iso(600) },
+    { source: "agent:claude", target: "tool:github.create_issue", kind: "inferred", calls: 6, errors: 2, error_rate: 0.33, last_seen: iso(900) },
+    { source: "agent:cursor", target: "tool:get_weather", kind: "inferred", calls: 12, errors: 0, error_rate: 0, last_seen: iso(1200) },
+    { source: "tool:github.list_issues", target: "upstream:github", kind: "served_by" },
+    { source: "tool:github.create_issue", target: "upstream:github", kind: "served_by" },
+  ],
+};
+const GOV_DIFF = {
+  kind: "policy", name: "claude-policy.yaml", from: 1, to: 2,
+  changes: [
+    { class: "neutral", kind: "permission_narrowed_unused", subject: "cursor -> github.create_issue", detail: "allow -> deny", affected_agents: ["cursor"] },
+    { class: "expanding", kind: "approval_removed", subject: "claude -> github.list_issues", detail: "human_approval -> allow", affected_agents: ["claude"] },
+    { class: "breaking", kind: "permission_narrowed", subject: "claude -> github.create_issue", detail: "allow -> deny", affected_agents: ["claude"] },
+  ],
+  summary: { breaking: 1, expanding: 1, neutral: 1 },
+  text_diff: "--- claude-policy.yaml (before)\n+++ claude-policy.yaml (after)\n@@ -3,6 +3,6 @@\n rules:\n-  - tools: [\"github.list_issues\"]\n-    action: human_approval\n+  - tools: [\"github.list_issues\"]\n+    action: allow\n   - tools: [\"github.create_issue\"]\n-    action: allow\n+    action: deny\n",
+};
+const GOV_REPLAY = {
+  days: 7, calls: 1284, changed: 9, transitions: { "allow->deny": 6, "human_approval->allow": 3 },
+  groups: [
+    { agent: "claude", tool: "github.create_issue", from: "allow", to: "deny", rule_before: "claude-policy", rule_after: "claude-policy", count: 6, trace_ids: [hex(320, 32), hex(321, 32)] },
+    { agent: "claude", tool: "github.list_issues", from: "human_approval", to: "allow", rule_before: "claude-policy", rule_after: "claude-policy", count: 3, trace_ids: [hex(322, 32)] },
+  ],
+  changes: [], elapsed_ms: 38.2, draft: "", files: ["claude-policy.yaml"],
+};
+
 const DATA_PLANE = new Set(["/health", "/version", "/tools", "/mcp-servers"]);
 
 export async function handle(req, res) {
@@ -304,6 +367,14 @@ export async function handle(req, res) {
       return name in POLICY_TEXT ? json(res, 200, { name, text: POLICY_TEXT[name] }) : json(res, 404, { error: "policy file not found" });
     }
     if (p === "/memory/chain") return json(res, 200, { holds: true, report: { entries: 4, legacy: 1, sealed: 3, keyed: false, break: null } });
+    if (p === "/governance/catalog") return json(res, 200, GOV_CATALOG);
+    if (p === "/governance/agents/claude") return json(res, 200, GOV_AGENT);
+    if (p === "/governance/graph") return json(res, 200, GOV_GRAPH);
+    if (p === "/governance/impact") return json(res, 200, { kind: "tool", name: q.get("name"), days: 30, calls: 46, sessions: 9, tools: [{ tool: q.get("name"), calls: 46 }], agents: [{ agent: "claude", calls: 46, sessions: 9 }], declared_by: ["claude"] });
+    if (p === "/governance/versions") return json(res, 200, q.get("kind") === "policy" ? [{ kind: "policy", name: "claude-policy.yaml", versions: 2, at: now / 1000 }] : []);
+    if (p === "/governance/versions/policy/claude-policy.yaml") return json(res, 200, [1, 2].map((v) => ({ kind: "policy", name: "claude-policy.yaml", version: v, sha256: hex(330 + v, 64), at: now / 1000 - (3 - v) * 3600, by: "console", removed: false })));
+    if (p === "/governance/diff") return json(res, 200, GOV_DIFF);
+    if (p === "/governance/drafts") return json(res, 200, [{ name: "tighten-claude", files: { "claude-policy.yaml": POLICY_TEXT.claude ?? "" }, created_at: iso(3600), created_by: "console", applied_at: "" }]);
   }
   const body = req.method === "GET" ? {} : await readBody(req);
   if (body === null) return json(res, 400, { error: "invalid JSON body" });
@@ -351,6 +422,7 @@ export async function handle(req, res) {
     return json(res, 200, { halt: h, restored_grants: 0 });
   }
   if (req.method === "PUT" && (r = m(/^\/policies\/([^/]+)\/tools\/([^/]+)$/))) return json(res, 200, { agent: r[1], tool: r[2], action: body.action });
+  if (req.method === "POST" && p === "/governance/replay") return json(res, 200, { ...GOV_REPLAY, days: body.days ?? 7, draft: body.draft ?? "" });
   if (req.method === "POST" && p === "/approvals/precedents/forget") return json(res, 200, { tool: body.tool, agent: body.agent, result: "forgotten" });
   if (req.method === "PUT" && p === "/approvals/settings") return json(res, 200, { changed: Object.keys(body).filter((k) => k !== "by") });
   if (req.method === "POST" && p === "/tools/pins/accept") return json(res, 200, { accepted: body.tools ?? [] });

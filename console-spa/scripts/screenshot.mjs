@@ -28,6 +28,10 @@ const PAGES = [
   ["policies", "#/policies", "claude-policy"],
   ["policies-by-tool", "#/policies?tab=tool", "Which rule"],
   ["policies-yaml", "#/policies?tab=yaml&file=claude", "human_approval"],
+  ["catalog", "#/catalog", "discovered (not declared)"],
+  ["catalog-agent", "#/catalog/claude", "behaviour-low"],
+  ["graph", "#/graph?node=tool%3Agithub.create_issue", "46 calls"],
+  ["diff-replay", "#/diff?kind=policy&name=claude-policy.yaml", "claude -> github.create_issue"],
   ["tools", "#/tools", "MCP servers"],
   ["grants", "#/grants", "feedbeef"],
   ["memory", "#/memory", "project.conventions"],
@@ -39,7 +43,7 @@ const PAGES = [
   ["settings", "#/settings", "Connection"],
 ];
 
-const PHONE = new Set(["overview", "approvals", "approval-detail", "traces", "otel", "agent-detail", "policies-yaml"]);
+const PHONE = new Set(["overview", "approvals", "approval-detail", "traces", "otel", "agent-detail", "policies-yaml", "catalog", "catalog-agent", "graph", "diff-replay"]);
 
 function arg(name) {
   const i = process.argv.indexOf(name);

@@ -3,8 +3,11 @@ import { useApprovals, useHealth } from "./api/queries";
 import { HaltBanner } from "./components/HaltBanner";
 import { AgentDetailPage, AgentsPage } from "./pages/Agents";
 import { ApprovalDetailPage, ApprovalsPage } from "./pages/Approvals";
+import { CatalogPage, GovAgentPage } from "./pages/Catalog";
 import { DecisionsPage } from "./pages/Decisions";
+import { DiffReplayPage } from "./pages/DiffReplay";
 import { GrantsPage } from "./pages/Grants";
+import { GraphPage } from "./pages/Graph";
 import { HaltsPage } from "./pages/Halts";
 import { MemoryPage } from "./pages/Memory";
 import { OtelPage } from "./pages/Otel";
@@ -24,6 +27,9 @@ const NAV: { to: string; label: string }[] = [
   { to: "/approvals", label: "Approvals" },
   { to: "/decisions", label: "Decisions" },
   { to: "/agents", label: "Agents" },
+  { to: "/catalog", label: "Catalog" },
+  { to: "/graph", label: "Graph" },
+  { to: "/diff", label: "Diff and replay" },
   { to: "/traces", label: "Traces" },
   { to: "/sessions", label: "Sessions" },
   { to: "/otel", label: "OTEL waterfall" },
@@ -42,6 +48,10 @@ const ROUTES: Route[] = [
   ["/", () => <OverviewPage />, "Overview"],
   ["/agents", () => <AgentsPage />, "Agents"],
   ["/agents/:id", (p) => <AgentDetailPage id={p.id!} />, "Agent"],
+  ["/catalog", () => <CatalogPage />, "Catalog"],
+  ["/catalog/:id", (p) => <GovAgentPage id={p.id!} />, "Agent governance"],
+  ["/graph", () => <GraphPage />, "Graph"],
+  ["/diff", () => <DiffReplayPage />, "Diff and replay"],
   ["/traces", () => <TracesPage />, "Traces"],
   ["/sessions", () => <SessionsPage />, "Sessions"],
   ["/sessions/:id", (p) => <SessionDetailPage id={p.id!} />, "Session"],

@@ -8,11 +8,13 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ..db import Database
+from ..policy_files import Materialized, plain_yaml, write_back
 
-__all__ = ["KINDS", "Versions"]
+__all__ = ["KINDS", "Versions", "materialize_catalog"]
 
 KINDS = ("policy", "catalog", "tool")
 
@@ -70,6 +72,15 @@ class Versions:
         )
         return str(row[0]) if row is not None else None
 
+    def in_force(self, kind: str) -> dict[str, str]:
+        """The newest content of every name of `kind` that is not a removal: for files, the set last loaded."""
+        rows = self._db.query(
+            "SELECT name, content FROM governance_versions AS v WHERE kind = ? AND version = "
+            "(SELECT max(version) FROM governance_versions WHERE kind = v.kind AND name = v.name) ORDER BY name",
+            (kind,),
+        )
+        return {str(r[0]): str(r[1]) for r in rows if str(r[1]) != ""}
+
     def get(self, kind: str, name: str, version: int) -> dict[str, Any] | None:
         row = self._db.query_one(
             "SELECT version, content, sha256, at, by FROM governance_versions WHERE kind = ? AND name = ? "
@@ -108,3 +119,15 @@ def _view(kind: str, name: str, row: Any, *, content: bool = True) -> dict[str, 
     if content:
         out["content"] = str(row["content"])
     return out
+
+
+def materialize_catalog(db: Database, directory: Path) -> Materialized:
+    """`flux7 restore`: make `catalog_dir` hold the catalog files last loaded, as their newest versions record
+    them (the catalog's counterpart of shared/policy_files.py `materialize`, with the same `.bak` rules). Nothing
+    happens when no catalog version is recorded (a database from before migration 0018, or no catalog_dir)."""
+    if db.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'governance_versions'") is None:
+        return Materialized()
+    if db.query_one("SELECT 1 FROM governance_versions WHERE kind = 'catalog' LIMIT 1") is None:
+        return Materialized()
+    recorded = {n: c.encode() for n, c in Versions(db).in_force("catalog").items() if plain_yaml(n)}
+    return write_back(directory, recorded)
