@@ -50,8 +50,7 @@ class GroupCommit(Generic[Item, Result]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Result] = loop.create_future()
         with self._cond:
-            if self._closed:
-                raise RuntimeError(f"{self._name}: closed")
+            self._closed = False  # a write after close() starts the thread again
             self._pending.append((item, future, loop))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
@@ -62,7 +61,8 @@ class GroupCommit(Generic[Item, Result]):
         return await future
 
     def close(self) -> None:
-        """Write what is queued, then let the thread end (it also ends by itself when idle)."""
+        """Write what is queued and let the thread end (it also ends by itself when idle); a later write
+        starts it again."""
         with self._cond:
             self._closed = True
             thread = self._thread

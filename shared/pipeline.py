@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -31,6 +31,8 @@ from .upstreams.base import CallContext, ToolDef, UpstreamResult
 __all__ = ["ApprovalMode", "Call", "Outcome", "Pipeline"]
 
 log = logging.getLogger("flux7.pipeline")
+
+T = TypeVar("T")
 
 # block: wait for the resolution (REST, MCP with supervisor.enabled); claim: MCP's non-blocking claim flow;
 # decide: /decide, which never queues or forwards; decide_wait: /decide with `wait`, which queues a human_approval
@@ -133,12 +135,12 @@ class Pipeline:
 
     # -- the pipeline ------------------------------------------------------------------------------------
 
-    def _stop_here(
+    async def _stop_here(
         self, call: Call, start: float, status: int, policy: str, rule: str, reason: str, **kw: Any
     ) -> Outcome:
         """An outcome that ends the pipeline before the upstream: built, traced, returned."""
         out = Outcome(status=status, policy=policy, trace_id=call.trace.trace_id, rule=rule, reason=reason, **kw)
-        self._final(call, out, start)
+        await self._final(call, out, start)
         return out
 
     async def run(self, call: Call, mode: ApprovalMode = "block") -> Outcome:
@@ -151,7 +153,7 @@ class Pipeline:
         halt = halts.active_for(agent, call.session_id) if halts is not None else None
         if halt is not None:
             msg = halt.message
-            return self._stop_here(
+            return await self._stop_here(
                 call, start, 403, "halted", f"halt:{halt.id}", msg, error=msg, halted=True, halt_message=msg
             )
 
@@ -159,7 +161,7 @@ class Pipeline:
         # before any policy, traced with rule lifecycle:<state>
         refusal = self.lifecycle_floor(agent)
         if refusal is not None:
-            return self._stop_here(call, start, 403, "deny", refusal.rule, refusal.reason, error=refusal.reason)
+            return await self._stop_here(call, start, 403, "deny", refusal.rule, refusal.reason, error=refusal.reason)
 
         # 2. lookup (no trace for an unknown tool); /decide governs tools the caller runs itself
         tool = mesh.registry.lookup(call.tool)
@@ -181,10 +183,12 @@ class Pipeline:
         if limits is not None and decision.action != "deny":
             limited = limits.check(agent, policy, call.tool, call.arguments)
             if limited:
-                return self._stop_here(call, start, 429, "rate_limited", decision.rule, limited, error=limited)
+                return await self._stop_here(call, start, 429, "rate_limited", decision.rule, limited, error=limited)
 
         if decision.action == "deny":
-            return self._stop_here(call, start, 403, "deny", decision.rule, decision.reason, error=decision.reason)
+            return await self._stop_here(
+                call, start, 403, "deny", decision.rule, decision.reason, error=decision.reason
+            )
 
         grant = None
         if decision.action == "human_approval":
@@ -210,7 +214,7 @@ class Pipeline:
                 if counted is not None:
                     counted.record(agent, policy, call.tool, call.arguments, conn=conn)
 
-            self._final(call, out, start, grant=grant, also=count_decided)
+            await self._final(call, out, start, grant=grant, also=count_decided)
             if counted is not None:
                 counted.collect()
             return out
@@ -223,7 +227,9 @@ class Pipeline:
             approvals = getattr(mesh, "approvals", None)
             if approvals is None:
                 error = "approval queue not available: human_approval denies (fail closed)"
-                return self._stop_here(call, start, 403, "human_approval", decision.rule, decision.reason, error=error)
+                return await self._stop_here(
+                    call, start, 403, "human_approval", decision.rule, decision.reason, error=error
+                )
             if mode == "claim":
                 claimed: list[int] = []
 
@@ -250,7 +256,7 @@ class Pipeline:
                 row_id = self._approved_intent(call, approval, row_id, start, limits, policy)
         else:
             # 8a. the intent, with the call's rate-limit count and metrics in one commit
-            row_id = self._begin(call, decision, start, grant, limits, policy)
+            row_id = await self._begin(call, decision, start, grant, limits, policy)
         if limits is not None:
             limits.collect()
 
@@ -280,7 +286,7 @@ class Pipeline:
             resolved_by=approval.resolved_by if approval is not None else "",
         )
         # 9. the outcome, appended to the intent
-        self._outcome(row_id, call, out, start, upstream, upstream_s, tool, upstream_at)
+        await self._outcome(row_id, call, out, start, upstream, upstream_s, tool, upstream_at)
         return out
 
     async def _lift(self, call: Call, decision: Decision, tool: ToolDef | None) -> tuple[Decision, Any]:
@@ -514,6 +520,18 @@ class Pipeline:
             log.exception("call %s refused: its trace could not be written", call.trace.trace_id)
             raise Unavailable(f"audit trail unavailable: the call was refused and not run ({e})") from e
 
+    async def _write_grouped(self, call: Call, write: Awaitable[T]) -> T:
+        """`_write` for a write committed with other calls' (shared/group_commit.py): a batch that fails refuses
+        every call in it, each as its own write failing would."""
+        try:
+            return await write
+        except Unavailable:
+            log.warning("call %s refused: the store is locked", call.trace.trace_id)
+            raise
+        except Exception as e:
+            log.exception("call %s refused: its trace could not be written", call.trace.trace_id)
+            raise Unavailable(f"audit trail unavailable: the call was refused and not run ({e})") from e
+
     def _count(self, action: str, conn: Any = None) -> None:
         metrics = getattr(self.mesh, "metrics", None)
         if metrics is not None:
@@ -635,7 +653,7 @@ class Pipeline:
         # CONTRACT 1.7: a call lifted by a grant links to the trace the grant was made from
         return {"grant_id": grant.id, "parent_trace_id": getattr(grant, "trace_id", "")}
 
-    def _final(
+    async def _final(
         self, call: Call, out: Outcome, start: float, *, grant: Any = None, also: Callable[[Any], None] | None = None
     ) -> None:
         """The one trace of a call that ends before any upstream; committed before the call is answered."""
@@ -652,7 +670,7 @@ class Pipeline:
             out.latency_ms = (time.perf_counter() - start) * 1000
             return
         entry = self._entry(call, out, start, **self._grant_fields(grant), **self._otel_fields(call, out, start=start))
-        self._write(call, lambda: tracer.record(entry, in_commit))
+        await self._write_grouped(call, tracer.record_grouped(entry, in_commit))
 
     def _record_in(self, conn: Any, call: Call, out: Outcome, start: float, *, final: bool = False) -> int:
         """A call's first trace inside another write (its approval): the row id. `final`: the call ends here,
@@ -671,7 +689,7 @@ class Pipeline:
             extra.update(approval_id=approval.id, approval_status=approval.status, approved_by=approval.resolved_by)
         return self._entry(call, pending, start, **extra)
 
-    def _begin(self, call: Call, decision: Decision, start: float, grant: Any, limits: Any, policy: Any) -> int:
+    async def _begin(self, call: Call, decision: Decision, start: float, grant: Any, limits: Any, policy: Any) -> int:
         """The intent of an allowed call, durable before the upstream is called; 0 without a tracer."""
         agent = call.caller.agent_id
         tracer = self._tracer
@@ -685,7 +703,7 @@ class Pipeline:
             in_commit()
             return 0
         entry = self._intent_entry(call, decision, start, None, grant)
-        row_id: int = self._write(call, lambda: tracer.begin(entry, in_commit))
+        row_id: int = await self._write_grouped(call, tracer.begin_grouped(entry, in_commit))
         return row_id
 
     def _intent_in(
@@ -715,7 +733,7 @@ class Pipeline:
         self._write(call, lambda: self.mesh.tracer.revise(row_id, changes, in_commit))
         return row_id
 
-    def _outcome(
+    async def _outcome(
         self,
         row_id: int,
         call: Call,
@@ -746,7 +764,7 @@ class Pipeline:
             self._finished(call, out, start, conn, tool=tool, upstream=upstream, upstream_s=upstream_s)
 
         try:
-            self.mesh.tracer.revise(row_id, changes, in_commit, export=True)
+            await self.mesh.tracer.revise_grouped(row_id, changes, in_commit, export=True)
         except Exception:
             log.exception("outcome of %s not recorded: its trace stays outcome unknown", call.trace.trace_id)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -76,6 +77,8 @@ class Tracer:
             await exp.start()
 
     async def stop(self) -> None:
+        # What calls queued is written before the head is logged; the writer thread ends.
+        await asyncio.to_thread(self.store.group.close)
         if self.exporter is not None:
             await self.exporter.stop()
         seq, head = self.store.head()
@@ -132,6 +135,35 @@ class Tracer:
         Returns it, or None when no such trace exists. `also(conn)` runs in the same write transaction. The
         revision's spans are exported unless `export=False` (a call's spans leave once, when it is complete)."""
         new = self.store.update(trace_id, also, **changes)
+        if new is not None and export:
+            self._export(new)
+        return new
+
+    # -- grouped writes: committed with what other calls write meanwhile (shared/group_commit.py) -------------
+
+    async def record_grouped(
+        self, entry: TraceEntry, also: Callable[[Any], None] | None = None, *, export: bool = True
+    ) -> TraceEntry:
+        """`record`, in the next group commit: durable when it returns, as `record` is."""
+        stored = (await self.store.begin_grouped(entry, also))[1]
+        if export:
+            self._export(stored)
+        return stored
+
+    async def begin_grouped(self, entry: TraceEntry, also: Callable[[Any], None] | None = None) -> int:
+        """`begin` (a call's intent), in the next group commit: durable when it returns."""
+        return (await self.store.begin_grouped(entry, also))[0]
+
+    async def revise_grouped(
+        self,
+        row_id: int,
+        changes: dict[str, Any],
+        also: Callable[[Any], None] | None = None,
+        *,
+        export: bool = False,
+    ) -> TraceEntry | None:
+        """`revise` (a call's outcome), in the next group commit."""
+        new = await self.store.revise_grouped(row_id, changes, also)
         if new is not None and export:
             self._export(new)
         return new
