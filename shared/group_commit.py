@@ -42,6 +42,7 @@ class GroupCommit(Generic[Item, Result]):
         self._pending: list[_Waiter] = []
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._committing = 0
         # How many batches and rows were committed: what the bench and the tests read to see batching happen.
         self.batches = 0
         self.rows = 0
@@ -59,6 +60,11 @@ class GroupCommit(Generic[Item, Result]):
                 self._cond.notify()
         # A cancelled caller leaves its item queued: its write still happens, as a lone write begun would.
         return await future
+
+    def queued(self) -> int:
+        """Items not committed yet: waiting for the writer thread, or in the batch it is committing."""
+        with self._cond:
+            return len(self._pending) + self._committing
 
     def close(self) -> None:
         """Write what is queued and let the thread end (it also ends by itself when idle); a later write
@@ -80,7 +86,10 @@ class GroupCommit(Generic[Item, Result]):
                         return
                 batch = self._pending[:MAX_BATCH]
                 del self._pending[:MAX_BATCH]
+                self._committing = len(batch)
             self._commit(batch)
+            with self._cond:
+                self._committing = 0
 
     def _commit(self, batch: list[_Waiter]) -> None:
         results: list[Any] = []
