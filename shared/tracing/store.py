@@ -98,7 +98,7 @@ class TraceStore:
         self.key = key or None
         self.appender = appender
         self.group: GroupCommit[NewRow | Revision, tuple[int, TraceEntry] | TraceEntry | None] = GroupCommit(
-            db, self.apply, "flux7-trace-writer"
+            db, self.apply
         )
 
     # -- writing ---------------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -77,8 +76,6 @@ class Tracer:
             await exp.start()
 
     async def stop(self) -> None:
-        # What calls queued is written before the head is logged; the writer thread ends.
-        await asyncio.to_thread(self.store.group.close)
         if self.exporter is not None:
             await self.exporter.stop()
         seq, head = self.store.head()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
-import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -16,10 +15,9 @@ import pytest
 from flux7.shared.db import Database
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
-from flux7.shared.tracing import Tracer
+from flux7.shared.tracing import TraceEntry, Tracer
 from flux7.shared.tracing.chain import verify_files
 from tests.support.mesh import PETS_POLICY, mesh_client, pets_mesh_config
-from tests.support.waiting import eventually
 from tests.tracing import workers
 from tests.tracing.conftest import make_settings
 from tests.tracing.test_fail_closed import locked
@@ -44,39 +42,44 @@ async def served(tmp_path: Path, backend: Backend) -> AsyncIterator[tuple[Mesh, 
         yield mesh, client
 
 
-async def test_concurrent_calls_share_commits_and_each_ends_complete(
-    served: tuple[Mesh, httpx.AsyncClient], backend: Backend
-) -> None:
+async def test_rows_queued_in_one_turn_are_committed_in_one_transaction(tracer: Tracer) -> None:
+    group = tracer.store.group
+    entries = [TraceEntry(agent_id="a", tool="t", params={"i": i}, policy="allow") for i in range(CALLS)]
+    counter = Counter()
+    tracer.db.trace_statements(counter)
+    written = await asyncio.gather(*(tracer.store.begin_grouped(e) for e in entries))
+    rows = [row for row, _ in written]
+    statements, commits = counter.take()
+    assert (group.batches, group.rows, commits) == (1, CALLS, 1)
+    assert statements == 7  # BEGIN, head, lines, rows, head moved, stats, COMMIT: as many as for one row
+    assert len(set(rows)) == CALLS
+    # In submission order along the chain, each row pointing at its own line.
+    stored = [tracer.store.get(e.trace_id) for _, e in written]
+    assert [s.params["i"] for s in stored if s is not None] == list(range(CALLS))
+    lines = [json.loads(x) for x in Path(tracer.trace_file or "").read_text().splitlines()]
+    assert [x["params"]["i"] for x in lines] == list(range(CALLS)) and [x["seq"] for x in lines] == list(
+        range(1, CALLS + 1)
+    )
+    revised = await asyncio.gather(*(tracer.revise_grouped(r, {"status_code": 200}) for r in rows))
+    assert {(e.status_code, e.revision) for e in revised if e is not None} == {(200, 1)} and len(revised) == CALLS
+    assert group.batches == 2
+    report = tracer.verify()
+    assert "break" not in report and report["last_seq"] == 2 * CALLS and "outcome_unknown" not in report
+
+
+async def test_concurrent_calls_share_commits_and_each_ends_complete(served: tuple[Mesh, httpx.AsyncClient]) -> None:
     mesh, client = served
     group = mesh.tracer.store.group
     counter = Counter()
     mesh.db.trace_statements(counter)
-    release = threading.Event()
-    holding = threading.Event()
-
-    def hold() -> None:  # another writer of this process holds the store while the calls queue behind it
-        with mesh.db.write():
-            holding.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert holding.wait(10)
-    calls = [asyncio.create_task(client.post("/tool/list_pets", json={"arguments": {}})) for _ in range(CALLS)]
-    # The writer thread took what was queued when it woke (and waits on the store); the rest wait behind it.
-    await eventually(lambda: group.queued() == CALLS, what="every intent queued behind the held store")
-    assert not backend.requests or all(r.path != "/pets" for r in backend.requests)  # no upstream before its intent
-    release.set()
-    holder.join(10)
-    answers = await asyncio.gather(*calls)
+    answers = await asyncio.gather(*(client.post("/tool/list_pets", json={"arguments": {}}) for _ in range(CALLS)))
     mesh.db.trace_statements(None)
 
     assert [r.status_code for r in answers] == [200] * CALLS
     assert group.rows == 2 * CALLS  # an intent and an outcome each
-    assert group.batches <= CALLS + 2  # the queued intents went in at most two commits
     statements, commits = counter.take()
-    assert commits < CALLS  # the held write and the batches, where one commit per row would be 64
-    assert statements < 18 * CALLS // 2  # a batch's statements do not grow with its rows
+    assert group.batches < 2 * CALLS and commits < 2 * CALLS  # one commit per row would be 64
+    assert statements < 18 * CALLS  # fewer than the calls made one at a time (test_statement_budget.py)
     entries = mesh.tracer.query(limit=1000)
     assert len(entries) == CALLS and {(e.status_code, e.revision) for e in entries} == {(200, 1)}
     report = mesh.tracer.verify()

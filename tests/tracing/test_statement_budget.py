@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,7 +57,7 @@ class Mesh7:
 
 
 @pytest.fixture
-def backend() -> AsyncIterator[Backend]:
+def backend() -> Iterator[Backend]:
     with running_backend() as b:
         yield b
 
