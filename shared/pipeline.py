@@ -7,7 +7,9 @@ REST, /decide and MCP (HTTP and stdio) build a `Call` and get an `Outcome`; only
 The audit trail fails closed: a call that reaches its upstream has a durable trace row first (an intent, status_code
 0, written with the call's rate-limit count and metrics in one commit), and its outcome is appended after as the
 next revision. A call ending before the upstream (halt, deny, rate limit, approval refused, /decide) is answered
-only once its trace is committed. Whatever trace write a call cannot go on without fails, the call is refused
+only once its trace is committed. These three writes (intent, outcome, final trace) go through the trace store's
+group commit (shared/group_commit.py): the calls of one event-loop turn share one transaction, and each call
+still waits for its own commit. Whatever trace write a call cannot go on without fails, the call is refused
 with `Unavailable` (503) and nothing is run."""
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 import msgspec
@@ -26,6 +28,8 @@ from .identity import Caller
 from .metrics import CallSample
 from .policy import Decision, stricter
 from .tracecontext import TraceContext, new_span_id
+from .tracing import Ingress, TraceEntry, format_timestamp
+from .tracing.egress import egress
 from .upstreams.base import CallContext, ToolDef, UpstreamResult
 
 __all__ = ["ApprovalMode", "Call", "Outcome", "Pipeline"]
@@ -88,7 +92,8 @@ class Outcome(msgspec.Struct, kw_only=True):
 
 
 def _now_rfc3339() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    # Microseconds, as the trace has always carried; format_timestamp caches the part that changes once a second.
+    return format_timestamp(time.time_ns() // 1000 * 1000)
 
 
 def _estimate_tokens(value: Any) -> int:
@@ -564,9 +569,6 @@ class Pipeline:
         start: float = 0.0,
     ) -> dict[str, Any]:
         """The entry's `request` and `upstream` (shared/tracing/entry.py): what the OpenTelemetry spans need."""
-        from .tracing import Ingress, format_timestamp
-        from .tracing.egress import egress
-
         http = call.transport in ("rest", "decide")
         received_ns = time.time_ns() - round((time.perf_counter() - start) * 1e9)
         fields: dict[str, Any] = {
@@ -619,8 +621,6 @@ class Pipeline:
         )
 
     def _entry(self, call: Call, out: Outcome, start: float, **extra: Any) -> Any:
-        from .tracing import TraceEntry
-
         latency = (time.perf_counter() - start) * 1000
         out.latency_ms = latency
         fields: dict[str, Any] = {
