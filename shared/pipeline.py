@@ -227,6 +227,7 @@ class Pipeline:
 
         approval = None
         row_id = 0  # the trace row of this call, once written
+        intent = None  # that row as this call wrote it, when it wrote it alone (the outcome revises it)
         if decision.action == "human_approval":
             # 7. the approval queue
             approvals = getattr(mesh, "approvals", None)
@@ -261,7 +262,7 @@ class Pipeline:
                 row_id = self._approved_intent(call, approval, row_id, start, limits, policy)
         else:
             # 8a. the intent, with the call's rate-limit count and metrics in one commit
-            row_id = await self._begin(call, decision, start, grant, limits, policy)
+            row_id, intent = await self._begin(call, decision, start, grant, limits, policy)
         if limits is not None:
             limits.collect()
 
@@ -291,7 +292,7 @@ class Pipeline:
             resolved_by=approval.resolved_by if approval is not None else "",
         )
         # 9. the outcome, appended to the intent
-        await self._outcome(row_id, call, out, start, upstream, upstream_s, tool, upstream_at)
+        await self._outcome(row_id, call, out, start, upstream, upstream_s, tool, upstream_at, intent)
         return out
 
     async def _lift(self, call: Call, decision: Decision, tool: ToolDef | None) -> tuple[Decision, Any]:
@@ -689,8 +690,11 @@ class Pipeline:
             extra.update(approval_id=approval.id, approval_status=approval.status, approved_by=approval.resolved_by)
         return self._entry(call, pending, start, **extra)
 
-    async def _begin(self, call: Call, decision: Decision, start: float, grant: Any, limits: Any, policy: Any) -> int:
-        """The intent of an allowed call, durable before the upstream is called; 0 without a tracer."""
+    async def _begin(
+        self, call: Call, decision: Decision, start: float, grant: Any, limits: Any, policy: Any
+    ) -> tuple[int, Any]:
+        """The intent of an allowed call, durable before the upstream is called: (row id, the entry as stored);
+        (0, None) without a tracer."""
         agent = call.caller.agent_id
         tracer = self._tracer
 
@@ -701,10 +705,10 @@ class Pipeline:
 
         if tracer is None:
             in_commit()
-            return 0
+            return 0, None
         entry = self._intent_entry(call, decision, start, None, grant)
-        row_id: int = await self._write_grouped(call, tracer.begin_grouped(entry, in_commit))
-        return row_id
+        written: tuple[int, Any] = await self._write_grouped(call, tracer.begin_grouped(entry, in_commit))
+        return written
 
     def _intent_in(
         self, conn: Any, call: Call, decision: Decision, start: float, approval: Any, limits: Any, policy: Any
@@ -743,9 +747,11 @@ class Pipeline:
         upstream_s: float,
         tool: ToolDef,
         upstream_at: float = 0.0,
+        intent: Any = None,
     ) -> None:
         """Append the outcome to the call's intent. The upstream has run, so a write that fails here no longer
-        refuses the call: the row stays "outcome unknown" (status_code 0) and the failure is logged."""
+        refuses the call: the row stays "outcome unknown" (status_code 0) and the failure is logged. `intent`:
+        the row as this call stored it, when nothing else revised it since (the store then need not read it)."""
         out.latency_ms = (time.perf_counter() - start) * 1000
         if not row_id:
             self._finished(call, out, start, tool=tool, upstream=upstream, upstream_s=upstream_s)
@@ -764,7 +770,7 @@ class Pipeline:
             self._finished(call, out, start, conn, tool=tool, upstream=upstream, upstream_s=upstream_s)
 
         try:
-            await self.mesh.tracer.revise_grouped(row_id, changes, in_commit, export=True)
+            await self.mesh.tracer.revise_grouped(row_id, changes, in_commit, export=True, current=intent)
         except Exception:
             log.exception("outcome of %s not recorded: its trace stays outcome unknown", call.trace.trace_id)
 

@@ -66,12 +66,19 @@ class NewRow:
 class Revision:
     """The next revision of a call's row; `also(conn)` runs in its transaction when the row exists."""
 
-    __slots__ = ("also", "changes", "row_id")
+    __slots__ = ("also", "changes", "current", "row_id")
 
-    def __init__(self, row_id: int, changes: dict[str, Any], also: Callable[[Any], None] | None) -> None:
+    def __init__(
+        self,
+        row_id: int,
+        changes: dict[str, Any],
+        also: Callable[[Any], None] | None,
+        current: TraceEntry | None = None,
+    ) -> None:
         self.row_id = row_id
         self.changes = changes
         self.also = also
+        self.current = current  # the row's newest revision when the caller holds it: not read again
 
 
 def _insert_rows(conn: Any, head: str, rows: list[tuple[Any, ...]], tail: str = "") -> dict[int, int]:
@@ -176,10 +183,14 @@ class TraceStore:
         return result
 
     async def revise_grouped(
-        self, row_id: int, changes: dict[str, Any], also: Callable[[Any], None] | None = None
+        self,
+        row_id: int,
+        changes: dict[str, Any],
+        also: Callable[[Any], None] | None = None,
+        current: TraceEntry | None = None,
     ) -> TraceEntry | None:
         """`revise`, committed with the rows other calls of this process write at the same time."""
-        new = await self.group.submit(Revision(row_id, changes, also))
+        new = await self.group.submit(Revision(row_id, changes, also, current))
         return new if isinstance(new, TraceEntry) else None
 
     def apply(self, conn: Any, items: Sequence[NewRow | Revision]) -> list[tuple[int, TraceEntry] | TraceEntry | None]:
@@ -189,7 +200,7 @@ class TraceStore:
         rows and the pointers go in one statement each, the stats in one, the hooks' metrics summed into one."""
         head_seq, head_hash = conn.execute("SELECT seq, hash FROM trace_chain WHERE id = 1").fetchone()
         seq, digest = int(head_seq), str(head_hash)
-        current = self._current(conn, [i.row_id for i in items if isinstance(i, Revision)])
+        current = self._current(conn, [i.row_id for i in items if isinstance(i, Revision) and i.current is None])
         lines: list[tuple[int, bytes]] = []
         rows: list[tuple[Any, ...]] = []  # new rows, by line seq
         moved: list[tuple[int, int]] = []  # (row id, line seq): the usual revision, only the pointer moves
@@ -208,7 +219,7 @@ class TraceStore:
                     stats[k] += v
                 results.append((seq, entry))  # the seq becomes the row id once the rows are inserted
                 continue
-            old = current.get(item.row_id)
+            old = current.get(item.row_id) or item.current
             if old is None:
                 results.append(None)
                 continue

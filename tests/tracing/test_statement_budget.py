@@ -26,10 +26,10 @@ from tests.upstreams.servers.http_backend import Backend, running_backend
 AGENT = {"Authorization": "Bearer agent:claude"}
 
 # (statements including BEGIN and COMMIT, commits) of one call, steady state, calls made one at a time.
-ALLOWED = (18, 2)  # the intent before the upstream, the outcome revision after
+ALLOWED = (17, 2)  # the intent before the upstream, the outcome revision after
 DENIED = (8, 1)  # one trace row with its metrics
 SUBMITTED = (9, 1)  # the approval and its pending trace row, in one commit
-MCP_ALLOWED = (18, 2)  # tools/call: the same pipeline as REST
+MCP_ALLOWED = (17, 2)  # tools/call: the same pipeline as REST
 
 
 @dataclass

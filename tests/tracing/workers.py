@@ -62,7 +62,7 @@ def append_grouped(storage: str, trace_file: str, worker: int, count: int, start
 
     async def one(i: int) -> None:
         entry = TraceEntry(agent_id=f"worker-{worker}", tool="t.call", params={"i": i}, policy="allow")
-        row = await tracer.begin_grouped(entry)
+        row, _ = await tracer.begin_grouped(entry)
         await tracer.revise_grouped(row, {"status_code": 200})
 
     async def run() -> None:
