@@ -32,6 +32,7 @@ _STATS = (
     "estimated_input_tokens",
     "estimated_output_tokens",
 )
+_ADD_STATS = f"UPDATE trace_stats SET {', '.join(f'{k} = {k} + ?' for k in _STATS)} WHERE id = 1"
 _ENTRY_SQL = "SELECT l.line FROM traces t JOIN trace_lines l ON l.seq = t.line_seq"
 
 
@@ -290,8 +291,7 @@ class TraceStore:
 
     @staticmethod
     def _add_stats(conn: Any, delta: dict[str, int]) -> None:
-        sets = ", ".join(f"{k} = {k} + ?" for k in _STATS)
-        conn.execute(f"UPDATE trace_stats SET {sets} WHERE id = 1", tuple(delta[k] for k in _STATS))
+        conn.execute(_ADD_STATS, tuple(delta[k] for k in _STATS))
 
     def _write_file(self, lines: list[bytes]) -> None:
         if self.appender is None or not lines:
