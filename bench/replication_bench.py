@@ -39,8 +39,8 @@ from flux7.shared.db import Database
 from flux7.shared.memory.store import MemoryStore
 from flux7.shared.memory.workspace import Entry
 from flux7.shared.settings import load_settings
-from flux7.shared.tracing.entry import TraceEntry, encode_entry, format_timestamp, normalise
-from flux7.shared.tracing.store import TraceStore
+from flux7.shared.tracing.entry import TraceEntry, format_timestamp
+from flux7.shared.tracing.store import NewRow, TraceStore
 
 
 def _trace(i: int) -> TraceEntry:
@@ -164,13 +164,7 @@ def _fill(db: Database, root: Path, memories: int, traces: int) -> None:
     traces_store = TraceStore(db)
     for base in range(0, traces, 1000):
         with db.write() as conn:
-            for i in range(base, min(traces, base + 1000)):
-                entry = normalise(_trace(i))
-                seq, _line = traces_store._chain(conn, encode_entry(entry))
-                conn.execute(
-                    "INSERT INTO traces (trace_id, session_id, agent_id, tool, ts_ns, line_seq) VALUES (?,?,?,?,?,?)",
-                    (entry.trace_id, "", entry.agent_id, entry.tool, time.time_ns(), seq),
-                )
+            traces_store.apply(conn, [NewRow(_trace(i), None) for i in range(base, min(traces, base + 1000))])
 
 
 def restore_time(memories: int, traces: int) -> dict[str, Any]:

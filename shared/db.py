@@ -6,7 +6,7 @@ import contextlib
 import fcntl
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,11 @@ class Database:
             conn = self._connect()
             self._local.conn = conn
         return conn
+
+    def trace_statements(self, callback: Callable[[str], None] | None) -> None:
+        """Hand every statement the write connection runs to `callback` (None stops): what the tests count to
+        keep a governed call's statements and commits in budget."""
+        self._writer.set_trace_callback(callback)
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Any]:

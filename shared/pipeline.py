@@ -7,7 +7,9 @@ REST, /decide and MCP (HTTP and stdio) build a `Call` and get an `Outcome`; only
 The audit trail fails closed: a call that reaches its upstream has a durable trace row first (an intent, status_code
 0, written with the call's rate-limit count and metrics in one commit), and its outcome is appended after as the
 next revision. A call ending before the upstream (halt, deny, rate limit, approval refused, /decide) is answered
-only once its trace is committed. Whatever trace write a call cannot go on without fails, the call is refused
+only once its trace is committed. These three writes (intent, outcome, final trace) go through the trace store's
+group commit (shared/group_commit.py): the calls of one event-loop turn share one transaction, and each call
+still waits for its own commit. Whatever trace write a call cannot go on without fails, the call is refused
 with `Unavailable` (503) and nothing is run."""
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -26,11 +28,15 @@ from .identity import Caller
 from .metrics import CallSample
 from .policy import Decision, stricter
 from .tracecontext import TraceContext, new_span_id
+from .tracing import Ingress, TraceEntry, format_timestamp
+from .tracing.egress import egress
 from .upstreams.base import CallContext, ToolDef, UpstreamResult
 
 __all__ = ["ApprovalMode", "Call", "Outcome", "Pipeline"]
 
 log = logging.getLogger("flux7.pipeline")
+
+T = TypeVar("T")
 
 # block: wait for the resolution (REST, MCP with supervisor.enabled); claim: MCP's non-blocking claim flow;
 # decide: /decide, which never queues or forwards; decide_wait: /decide with `wait`, which queues a human_approval
@@ -86,7 +92,8 @@ class Outcome(msgspec.Struct, kw_only=True):
 
 
 def _now_rfc3339() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    # Microseconds, as the trace has always carried; format_timestamp caches the part that changes once a second.
+    return format_timestamp(time.time_ns() // 1000 * 1000)
 
 
 def _estimate_tokens(value: Any) -> int:
@@ -133,12 +140,12 @@ class Pipeline:
 
     # -- the pipeline ------------------------------------------------------------------------------------
 
-    def _stop_here(
+    async def _stop_here(
         self, call: Call, start: float, status: int, policy: str, rule: str, reason: str, **kw: Any
     ) -> Outcome:
         """An outcome that ends the pipeline before the upstream: built, traced, returned."""
         out = Outcome(status=status, policy=policy, trace_id=call.trace.trace_id, rule=rule, reason=reason, **kw)
-        self._final(call, out, start)
+        await self._final(call, out, start)
         return out
 
     async def run(self, call: Call, mode: ApprovalMode = "block") -> Outcome:
@@ -151,7 +158,7 @@ class Pipeline:
         halt = halts.active_for(agent, call.session_id) if halts is not None else None
         if halt is not None:
             msg = halt.message
-            return self._stop_here(
+            return await self._stop_here(
                 call, start, 403, "halted", f"halt:{halt.id}", msg, error=msg, halted=True, halt_message=msg
             )
 
@@ -159,7 +166,7 @@ class Pipeline:
         # before any policy, traced with rule lifecycle:<state>
         refusal = self.lifecycle_floor(agent)
         if refusal is not None:
-            return self._stop_here(call, start, 403, "deny", refusal.rule, refusal.reason, error=refusal.reason)
+            return await self._stop_here(call, start, 403, "deny", refusal.rule, refusal.reason, error=refusal.reason)
 
         # 2. lookup (no trace for an unknown tool); /decide governs tools the caller runs itself
         tool = mesh.registry.lookup(call.tool)
@@ -181,10 +188,12 @@ class Pipeline:
         if limits is not None and decision.action != "deny":
             limited = limits.check(agent, policy, call.tool, call.arguments)
             if limited:
-                return self._stop_here(call, start, 429, "rate_limited", decision.rule, limited, error=limited)
+                return await self._stop_here(call, start, 429, "rate_limited", decision.rule, limited, error=limited)
 
         if decision.action == "deny":
-            return self._stop_here(call, start, 403, "deny", decision.rule, decision.reason, error=decision.reason)
+            return await self._stop_here(
+                call, start, 403, "deny", decision.rule, decision.reason, error=decision.reason
+            )
 
         grant = None
         if decision.action == "human_approval":
@@ -210,7 +219,7 @@ class Pipeline:
                 if counted is not None:
                     counted.record(agent, policy, call.tool, call.arguments, conn=conn)
 
-            self._final(call, out, start, grant=grant, also=count_decided)
+            await self._final(call, out, start, grant=grant, also=count_decided)
             if counted is not None:
                 counted.collect()
             return out
@@ -218,12 +227,15 @@ class Pipeline:
 
         approval = None
         row_id = 0  # the trace row of this call, once written
+        intent = None  # that row as this call wrote it, when it wrote it alone (the outcome revises it)
         if decision.action == "human_approval":
             # 7. the approval queue
             approvals = getattr(mesh, "approvals", None)
             if approvals is None:
                 error = "approval queue not available: human_approval denies (fail closed)"
-                return self._stop_here(call, start, 403, "human_approval", decision.rule, decision.reason, error=error)
+                return await self._stop_here(
+                    call, start, 403, "human_approval", decision.rule, decision.reason, error=error
+                )
             if mode == "claim":
                 claimed: list[int] = []
 
@@ -250,7 +262,7 @@ class Pipeline:
                 row_id = self._approved_intent(call, approval, row_id, start, limits, policy)
         else:
             # 8a. the intent, with the call's rate-limit count and metrics in one commit
-            row_id = self._begin(call, decision, start, grant, limits, policy)
+            row_id, intent = await self._begin(call, decision, start, grant, limits, policy)
         if limits is not None:
             limits.collect()
 
@@ -280,7 +292,7 @@ class Pipeline:
             resolved_by=approval.resolved_by if approval is not None else "",
         )
         # 9. the outcome, appended to the intent
-        self._outcome(row_id, call, out, start, upstream, upstream_s, tool, upstream_at)
+        await self._outcome(row_id, call, out, start, upstream, upstream_s, tool, upstream_at, intent)
         return out
 
     async def _lift(self, call: Call, decision: Decision, tool: ToolDef | None) -> tuple[Decision, Any]:
@@ -514,6 +526,18 @@ class Pipeline:
             log.exception("call %s refused: its trace could not be written", call.trace.trace_id)
             raise Unavailable(f"audit trail unavailable: the call was refused and not run ({e})") from e
 
+    async def _write_grouped(self, call: Call, write: Awaitable[T]) -> T:
+        """`_write` for a write committed with other calls' (shared/group_commit.py): a batch that fails refuses
+        every call in it, each as its own write failing would."""
+        try:
+            return await write
+        except Unavailable:
+            log.warning("call %s refused: the store is locked", call.trace.trace_id)
+            raise
+        except Exception as e:
+            log.exception("call %s refused: its trace could not be written", call.trace.trace_id)
+            raise Unavailable(f"audit trail unavailable: the call was refused and not run ({e})") from e
+
     def _count(self, action: str, conn: Any = None) -> None:
         metrics = getattr(self.mesh, "metrics", None)
         if metrics is not None:
@@ -546,9 +570,6 @@ class Pipeline:
         start: float = 0.0,
     ) -> dict[str, Any]:
         """The entry's `request` and `upstream` (shared/tracing/entry.py): what the OpenTelemetry spans need."""
-        from .tracing import Ingress, format_timestamp
-        from .tracing.egress import egress
-
         http = call.transport in ("rest", "decide")
         received_ns = time.time_ns() - round((time.perf_counter() - start) * 1e9)
         fields: dict[str, Any] = {
@@ -601,8 +622,6 @@ class Pipeline:
         )
 
     def _entry(self, call: Call, out: Outcome, start: float, **extra: Any) -> Any:
-        from .tracing import TraceEntry
-
         latency = (time.perf_counter() - start) * 1000
         out.latency_ms = latency
         fields: dict[str, Any] = {
@@ -635,7 +654,7 @@ class Pipeline:
         # CONTRACT 1.7: a call lifted by a grant links to the trace the grant was made from
         return {"grant_id": grant.id, "parent_trace_id": getattr(grant, "trace_id", "")}
 
-    def _final(
+    async def _final(
         self, call: Call, out: Outcome, start: float, *, grant: Any = None, also: Callable[[Any], None] | None = None
     ) -> None:
         """The one trace of a call that ends before any upstream; committed before the call is answered."""
@@ -652,7 +671,7 @@ class Pipeline:
             out.latency_ms = (time.perf_counter() - start) * 1000
             return
         entry = self._entry(call, out, start, **self._grant_fields(grant), **self._otel_fields(call, out, start=start))
-        self._write(call, lambda: tracer.record(entry, in_commit))
+        await self._write_grouped(call, tracer.record_grouped(entry, in_commit))
 
     def _record_in(self, conn: Any, call: Call, out: Outcome, start: float, *, final: bool = False) -> int:
         """A call's first trace inside another write (its approval): the row id. `final`: the call ends here,
@@ -671,8 +690,11 @@ class Pipeline:
             extra.update(approval_id=approval.id, approval_status=approval.status, approved_by=approval.resolved_by)
         return self._entry(call, pending, start, **extra)
 
-    def _begin(self, call: Call, decision: Decision, start: float, grant: Any, limits: Any, policy: Any) -> int:
-        """The intent of an allowed call, durable before the upstream is called; 0 without a tracer."""
+    async def _begin(
+        self, call: Call, decision: Decision, start: float, grant: Any, limits: Any, policy: Any
+    ) -> tuple[int, Any]:
+        """The intent of an allowed call, durable before the upstream is called: (row id, the entry as stored);
+        (0, None) without a tracer."""
         agent = call.caller.agent_id
         tracer = self._tracer
 
@@ -683,10 +705,10 @@ class Pipeline:
 
         if tracer is None:
             in_commit()
-            return 0
+            return 0, None
         entry = self._intent_entry(call, decision, start, None, grant)
-        row_id: int = self._write(call, lambda: tracer.begin(entry, in_commit))
-        return row_id
+        written: tuple[int, Any] = await self._write_grouped(call, tracer.begin_grouped(entry, in_commit))
+        return written
 
     def _intent_in(
         self, conn: Any, call: Call, decision: Decision, start: float, approval: Any, limits: Any, policy: Any
@@ -715,7 +737,7 @@ class Pipeline:
         self._write(call, lambda: self.mesh.tracer.revise(row_id, changes, in_commit))
         return row_id
 
-    def _outcome(
+    async def _outcome(
         self,
         row_id: int,
         call: Call,
@@ -725,9 +747,11 @@ class Pipeline:
         upstream_s: float,
         tool: ToolDef,
         upstream_at: float = 0.0,
+        intent: Any = None,
     ) -> None:
         """Append the outcome to the call's intent. The upstream has run, so a write that fails here no longer
-        refuses the call: the row stays "outcome unknown" (status_code 0) and the failure is logged."""
+        refuses the call: the row stays "outcome unknown" (status_code 0) and the failure is logged. `intent`:
+        the row as this call stored it, when nothing else revised it since (the store then need not read it)."""
         out.latency_ms = (time.perf_counter() - start) * 1000
         if not row_id:
             self._finished(call, out, start, tool=tool, upstream=upstream, upstream_s=upstream_s)
@@ -746,7 +770,7 @@ class Pipeline:
             self._finished(call, out, start, conn, tool=tool, upstream=upstream, upstream_s=upstream_s)
 
         try:
-            self.mesh.tracer.revise(row_id, changes, in_commit, export=True)
+            await self.mesh.tracer.revise_grouped(row_id, changes, in_commit, export=True, current=intent)
         except Exception:
             log.exception("outcome of %s not recorded: its trace stays outcome unknown", call.trace.trace_id)
 

@@ -263,10 +263,14 @@ class JsonlAppender:
 
     def append(self, line: bytes) -> None:
         """Write one line; on a failure the file is cut back to where it was, so no partial line stays."""
+        self.append_many([line])
+
+    def append_many(self, lines: list[bytes]) -> None:
+        """Write lines in one write (a batch of calls); on a failure the file is cut back to where it was."""
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             before = os.fstat(fd).st_size
-            data = line + b"\n"
+            data = b"\n".join(lines) + b"\n"
             try:
                 written = os.write(fd, data)
                 if written != len(data):

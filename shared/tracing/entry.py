@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import time
@@ -173,10 +174,25 @@ _RFC3339 = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\
 def format_timestamp(ns: int) -> str:
     """Go's time.RFC3339Nano in UTC: nanoseconds with trailing zeros trimmed, no fraction when zero."""
     seconds, frac = divmod(ns, 1_000_000_000)
-    base = (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+    base = _second(seconds)
     if frac:
         return f"{base}.{frac:09d}".rstrip("0") + "Z"
     return base + "Z"
+
+
+@functools.lru_cache(maxsize=256)
+def _second(seconds: int) -> str:
+    # Every trace line formats (and parses) timestamps of the same few seconds: worked out once per second.
+    return (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+@functools.lru_cache(maxsize=256)
+def _epoch_seconds(year: int, month: int, day: int, hour: int, minute: int, second: int) -> int | None:
+    try:
+        dt = datetime(year, month, day, hour, minute, min(second, 59), tzinfo=UTC)
+    except ValueError:
+        return None
+    return (dt - _EPOCH) // timedelta(seconds=1)
 
 
 def parse_timestamp(text: str) -> int | None:
@@ -184,10 +200,8 @@ def parse_timestamp(text: str) -> int | None:
     m = _RFC3339.match(text.strip())
     if not m:
         return None
-    year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
-    try:
-        dt = datetime(year, month, day, hour, minute, min(second, 59), tzinfo=UTC)
-    except ValueError:
+    whole = _epoch_seconds(*(int(m.group(i)) for i in range(1, 7)))
+    if whole is None:
         return None
     tz = m.group(8)
     offset = 0
@@ -195,5 +209,4 @@ def parse_timestamp(text: str) -> int | None:
         sign = 1 if tz[0] == "+" else -1
         offset = sign * (int(tz[1:3]) * 3600 + int(tz[4:6]) * 60)
     frac = int((m.group(7) or "0").ljust(9, "0"))
-    whole = (dt - _EPOCH) // timedelta(seconds=1) - offset
-    return whole * 1_000_000_000 + frac
+    return (whole - offset) * 1_000_000_000 + frac

@@ -6,13 +6,16 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from ..db import Database
+from ..group_commit import GroupCommit, SummedUpserts
+from ..metrics import _ADD as METRIC_ADD
+from ..metrics import _SET as METRIC_SET
 from .chain import JsonlAppender, Verifier, last_envelope, seal
 from .entry import TraceEntry, decode_entry, encode_entry, format_timestamp, normalise, parse_timestamp
 
@@ -29,6 +32,7 @@ _STATS = (
     "estimated_input_tokens",
     "estimated_output_tokens",
 )
+_ADD_STATS = f"UPDATE trace_stats SET {', '.join(f'{k} = {k} + ?' for k in _STATS)} WHERE id = 1"
 _ENTRY_SQL = "SELECT l.line FROM traces t JOIN trace_lines l ON l.seq = t.line_seq"
 
 
@@ -50,6 +54,49 @@ def _contribution(e: TraceEntry) -> dict[str, int]:
     }
 
 
+class NewRow:
+    """A new call's first trace row; `also(conn)` runs in its transaction (its metrics, its rate-limit count)."""
+
+    __slots__ = ("also", "entry")
+
+    def __init__(self, entry: TraceEntry, also: Callable[[Any], None] | None) -> None:
+        self.entry = entry
+        self.also = also
+
+
+class Revision:
+    """The next revision of a call's row; `also(conn)` runs in its transaction when the row exists."""
+
+    __slots__ = ("also", "changes", "current", "row_id")
+
+    def __init__(
+        self,
+        row_id: int,
+        changes: dict[str, Any],
+        also: Callable[[Any], None] | None,
+        current: TraceEntry | None = None,
+    ) -> None:
+        self.row_id = row_id
+        self.changes = changes
+        self.also = also
+        self.current = current  # the row's newest revision when the caller holds it: not read again
+
+
+def _insert_rows(conn: Any, head: str, rows: list[tuple[Any, ...]], tail: str = "") -> dict[int, int]:
+    """A multi-row INSERT (chunked under SQLite's parameter bound); with a RETURNING tail, {first column:
+    second column} of what it returned."""
+    width = len(rows[0])
+    mark = "(" + ", ".join("?" for _ in range(width)) + ")"
+    returned: dict[int, int] = {}
+    step = max(1, 30000 // width)
+    for i in range(0, len(rows), step):
+        part = rows[i : i + step]
+        cur = conn.execute(head + ", ".join(mark for _ in part) + tail, [x for row in part for x in row])
+        if tail:
+            returned.update((int(a), int(b)) for a, b in cur.fetchall())
+    return returned
+
+
 class TraceStore:
     """Rows and chain live in SQLite; the JSONL file (when configured) receives each line inside the same
     write transaction, so file order is chain order across processes."""
@@ -58,6 +105,9 @@ class TraceStore:
         self.db = db
         self.key = key or None
         self.appender = appender
+        self.group: GroupCommit[NewRow | Revision, tuple[int, TraceEntry] | TraceEntry | None] = GroupCommit(
+            db, self.apply
+        )
 
     # -- writing ---------------------------------------------------------------------------------------------
 
@@ -90,23 +140,15 @@ class TraceStore:
         """`record`, returning the call's row id as well, so its outcome revises this very row even when
         another call shares its trace id."""
         with self.db.write() as conn:
-            row_id, stored = self.insert(conn, entry)
-            if also is not None:
-                also(conn)
-        return row_id, stored
+            result = self.apply(conn, [NewRow(entry, also)])[0]
+        assert isinstance(result, tuple)
+        return result
 
     def insert(self, conn: Any, entry: TraceEntry) -> tuple[int, TraceEntry]:
         """A new call inside the caller's write transaction (an approval stored with its trace in one commit)."""
-        entry = normalise(entry)
-        ts = parse_timestamp(entry.timestamp) or time.time_ns()
-        seq, line = self._chain(conn, encode_entry(entry))
-        cur = conn.execute(
-            "INSERT INTO traces (trace_id, session_id, agent_id, tool, ts_ns, line_seq) VALUES (?, ?, ?, ?, ?, ?)",
-            (entry.trace_id, entry.session_id, entry.agent_id, entry.tool, ts, seq),
-        )
-        self._add_stats(conn, _contribution(entry))
-        self._write_file(line)
-        return int(cur.lastrowid), entry
+        result = self.apply(conn, [NewRow(entry, None)])[0]
+        assert isinstance(result, tuple)
+        return result
 
     def update(self, trace_id: str, also: Callable[[Any], None] | None = None, **changes: Any) -> TraceEntry | None:
         """Append a revision of the newest call with this trace id; None when there is none. `also(conn)` runs
@@ -118,66 +160,146 @@ class TraceStore:
             row = conn.execute(
                 "SELECT t.id FROM traces t WHERE t.trace_id = ? ORDER BY t.id DESC LIMIT 1", (trace_id,)
             ).fetchone()
-            return None if row is None else self._revise(conn, int(row[0]), changes)
+            if row is None:
+                return None
+            new = self.apply(conn, [Revision(int(row[0]), changes, None)])[0]
+        return new if isinstance(new, TraceEntry) else None
 
     def revise(
         self, row_id: int, changes: dict[str, Any], also: Callable[[Any], None] | None = None
     ) -> TraceEntry | None:
         """Append a revision of one call (by row id); None when there is no such row."""
         with self.db.write() as conn:
-            new = self._revise(conn, row_id, changes)
-            if new is not None and also is not None:
-                also(conn)
-        return new
+            new = self.apply(conn, [Revision(row_id, changes, also)])[0]
+        return new if isinstance(new, TraceEntry) else None
 
-    def _revise(self, conn: Any, row_id: int, changes: dict[str, Any]) -> TraceEntry | None:
-        changes = {k: v for k, v in changes.items() if k != "revision"}
-        row = conn.execute(
-            "SELECT l.line FROM traces t JOIN trace_lines l ON l.seq = t.line_seq WHERE t.id = ?", (row_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        old = decode_entry(_blob(row[0]))
-        new = normalise(msgspec.structs.replace(old, **changes, revision=old.revision + 1))
-        seq, line = self._chain(conn, encode_entry(new))
-        if (new.session_id, new.agent_id, new.tool) == (old.session_id, old.agent_id, old.tool):
-            # The usual revision (an outcome): only the pointer moves, so no index on those columns is rewritten.
-            conn.execute("UPDATE traces SET line_seq = ? WHERE id = ?", (seq, row_id))
-        else:
-            conn.execute(
-                "UPDATE traces SET line_seq = ?, session_id = ?, agent_id = ?, tool = ? WHERE id = ?",
-                (seq, new.session_id, new.agent_id, new.tool, row_id),
-            )
-        before, after = _contribution(old), _contribution(new)
-        delta = {k: after[k] - before[k] for k in _STATS}
-        if any(delta.values()):
-            self._add_stats(conn, delta)
-        self._write_file(line)
-        return new
+    # -- grouped writes: one transaction for what concurrent calls wrote meanwhile (shared/group_commit.py) ---
 
-    def _chain(self, conn: Any, payload: bytes) -> tuple[int, bytes]:
+    async def begin_grouped(
+        self, entry: TraceEntry, also: Callable[[Any], None] | None = None
+    ) -> tuple[int, TraceEntry]:
+        """`begin`, committed with the rows other calls of this process write at the same time."""
+        result = await self.group.submit(NewRow(entry, also))
+        assert isinstance(result, tuple)
+        return result
+
+    async def revise_grouped(
+        self,
+        row_id: int,
+        changes: dict[str, Any],
+        also: Callable[[Any], None] | None = None,
+        current: TraceEntry | None = None,
+    ) -> TraceEntry | None:
+        """`revise`, committed with the rows other calls of this process write at the same time."""
+        new = await self.group.submit(Revision(row_id, changes, also, current))
+        return new if isinstance(new, TraceEntry) else None
+
+    def apply(self, conn: Any, items: Sequence[NewRow | Revision]) -> list[tuple[int, TraceEntry] | TraceEntry | None]:
+        """Write `items` in order inside the caller's transaction: new rows ((row id, stored entry)) and
+        revisions (the new revision, None when the row does not exist). Their lines extend the chain in order.
+        The statements do not grow with the items: the chain head is read once and moved once, the lines, the
+        rows and the pointers go in one statement each, the stats in one, the hooks' metrics summed into one."""
         head_seq, head_hash = conn.execute("SELECT seq, hash FROM trace_chain WHERE id = 1").fetchone()
-        seq = int(head_seq) + 1
-        line, digest = seal(payload, self.key, seq, str(head_hash))
-        conn.execute("INSERT INTO trace_lines (seq, line) VALUES (?, ?)", (seq, line))
-        conn.execute("UPDATE trace_chain SET seq = ?, hash = ? WHERE id = 1", (seq, digest))
-        return seq, line
+        seq, digest = int(head_seq), str(head_hash)
+        current = self._current(conn, [i.row_id for i in items if isinstance(i, Revision) and i.current is None])
+        lines: list[tuple[int, bytes]] = []
+        rows: list[tuple[Any, ...]] = []  # new rows, by line seq
+        moved: list[tuple[int, int]] = []  # (row id, line seq): the usual revision, only the pointer moves
+        rekeyed: list[tuple[Any, ...]] = []
+        stats = dict.fromkeys(_STATS, 0)
+        results: list[tuple[int, TraceEntry] | TraceEntry | None] = []
+        for item in items:
+            if isinstance(item, NewRow):
+                entry = normalise(item.entry)
+                seq += 1
+                line, digest = seal(encode_entry(entry), self.key, seq, digest)
+                lines.append((seq, line))
+                ts = parse_timestamp(entry.timestamp) or time.time_ns()
+                rows.append((entry.trace_id, entry.session_id, entry.agent_id, entry.tool, ts, seq))
+                for k, v in _contribution(entry).items():
+                    stats[k] += v
+                results.append((seq, entry))  # the seq becomes the row id once the rows are inserted
+                continue
+            old = current.get(item.row_id) or item.current
+            if old is None:
+                results.append(None)
+                continue
+            changes = {k: v for k, v in item.changes.items() if k != "revision"}
+            new = normalise(msgspec.structs.replace(old, **changes, revision=old.revision + 1))
+            seq += 1
+            line, digest = seal(encode_entry(new), self.key, seq, digest)
+            lines.append((seq, line))
+            if (new.session_id, new.agent_id, new.tool) == (old.session_id, old.agent_id, old.tool):
+                # No index on those columns is rewritten.
+                moved.append((item.row_id, seq))
+            else:
+                rekeyed.append((seq, new.session_id, new.agent_id, new.tool, item.row_id))
+            before, after = _contribution(old), _contribution(new)
+            for k in _STATS:
+                stats[k] += after[k] - before[k]
+            current[item.row_id] = new
+            results.append(new)
+        if lines:
+            _insert_rows(conn, "INSERT INTO trace_lines (seq, line) VALUES ", lines)
+        if rows:
+            ids = _insert_rows(
+                conn,
+                "INSERT INTO traces (trace_id, session_id, agent_id, tool, ts_ns, line_seq) VALUES ",
+                rows,
+                " RETURNING line_seq, id",
+            )
+            results = [(ids[r[0]], r[1]) if isinstance(r, tuple) else r for r in results]
+        if moved:
+            values = ", ".join("(?, ?)" for _ in moved)
+            conn.execute(
+                f"UPDATE traces SET line_seq = v.column2 FROM (VALUES {values}) AS v WHERE traces.id = v.column1",
+                [x for pair in moved for x in pair],
+            )
+        for rekey in rekeyed:
+            conn.execute("UPDATE traces SET line_seq = ?, session_id = ?, agent_id = ?, tool = ? WHERE id = ?", rekey)
+        if lines:
+            conn.execute("UPDATE trace_chain SET seq = ?, hash = ? WHERE id = 1", (seq, digest))
+        if any(stats.values()):
+            self._add_stats(conn, stats)
+        hooks = [
+            item.also
+            for item, result in zip(items, results, strict=True)
+            if item.also is not None and result is not None
+        ]
+        if hooks:
+            summed = SummedUpserts(conn, add=METRIC_ADD, put=METRIC_SET)
+            for hook in hooks:
+                hook(summed)
+            summed.flush()
+        # Last step inside the transaction: the SQL above succeeded, and holding the write lock keeps the file
+        # in chain order across processes.
+        self._write_file([line for _, line in lines])
+        return results
+
+    @staticmethod
+    def _current(conn: Any, row_ids: list[int]) -> dict[int, TraceEntry]:
+        """The newest revision of each of these calls, in one statement."""
+        if not row_ids:
+            return {}
+        unique = sorted(set(row_ids))
+        marks = ", ".join("?" for _ in unique)
+        found = conn.execute(
+            f"SELECT t.id, l.line FROM traces t JOIN trace_lines l ON l.seq = t.line_seq WHERE t.id IN ({marks})",
+            unique,
+        ).fetchall()
+        return {int(row_id): decode_entry(_blob(line)) for row_id, line in found}
 
     @staticmethod
     def _add_stats(conn: Any, delta: dict[str, int]) -> None:
-        sets = ", ".join(f"{k} = {k} + ?" for k in _STATS)
-        conn.execute(f"UPDATE trace_stats SET {sets} WHERE id = 1", tuple(delta[k] for k in _STATS))
+        conn.execute(_ADD_STATS, tuple(delta[k] for k in _STATS))
 
-    def _write_file(self, line: bytes) -> None:
-        # Last step inside the transaction: the SQL above succeeded, and holding the write lock keeps the
-        # file in chain order. A file fault is logged, not raised: the row is the durable record and the file
-        # can be re-exported from it; verify reports the gap.
-        if self.appender is None:
+    def _write_file(self, lines: list[bytes]) -> None:
+        if self.appender is None or not lines:
             return
         try:
-            self.appender.append(line)
+            self.appender.append_many(lines)
         except OSError:
-            log.exception("trace file %s: line not written", self.appender.path)
+            log.exception("trace file %s: lines not written", self.appender.path)
 
     # -- reading ---------------------------------------------------------------------------------------------
 

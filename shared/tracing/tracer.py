@@ -136,6 +136,40 @@ class Tracer:
             self._export(new)
         return new
 
+    # -- grouped writes: committed with what other calls write meanwhile (shared/group_commit.py) -------------
+
+    async def record_grouped(
+        self, entry: TraceEntry, also: Callable[[Any], None] | None = None, *, export: bool = True
+    ) -> TraceEntry:
+        """`record`, in the next group commit: durable when it returns, as `record` is."""
+        stored = (await self.store.begin_grouped(entry, also))[1]
+        if export:
+            self._export(stored)
+        return stored
+
+    async def begin_grouped(
+        self, entry: TraceEntry, also: Callable[[Any], None] | None = None
+    ) -> tuple[int, TraceEntry]:
+        """`begin` (a call's intent), in the next group commit: durable when it returns. (row id, the entry as
+        stored: what `revise_grouped(current=...)` takes)."""
+        return await self.store.begin_grouped(entry, also)
+
+    async def revise_grouped(
+        self,
+        row_id: int,
+        changes: dict[str, Any],
+        also: Callable[[Any], None] | None = None,
+        *,
+        export: bool = False,
+        current: TraceEntry | None = None,
+    ) -> TraceEntry | None:
+        """`revise` (a call's outcome), in the next group commit. `current`: the row's newest revision when the
+        caller holds it (it wrote it, and nothing else revises a call in flight), so the store need not read it."""
+        new = await self.store.revise_grouped(row_id, changes, also, current)
+        if new is not None and export:
+            self._export(new)
+        return new
+
     def _export(self, entry: TraceEntry) -> None:
         if self.exporter is None:
             return

@@ -46,3 +46,30 @@ def distinct_tools(storage: str, worker: int, count: int, cap: int, start: Any) 
         with db.write() as conn:  # as the pipeline does: inside the trace's transaction
             metrics.record_call(sample, conn=conn)
     db.close()
+
+
+def append_grouped(storage: str, trace_file: str, worker: int, count: int, start: Any) -> None:
+    """`count` calls at once in one event loop, each writing an intent then its outcome through the group commit."""
+    import asyncio
+
+    from flux7.shared.db import Database
+    from flux7.shared.settings import load_settings
+    from flux7.shared.tracing import TraceEntry, Tracer
+
+    settings = load_settings(None, env={}, storage_path=storage, trace_file=trace_file)
+    db = Database(storage)
+    tracer = Tracer(settings, db)
+
+    async def one(i: int) -> None:
+        entry = TraceEntry(agent_id=f"worker-{worker}", tool="t.call", params={"i": i}, policy="allow")
+        row, _ = await tracer.begin_grouped(entry)
+        await tracer.revise_grouped(row, {"status_code": 200})
+
+    async def run() -> None:
+        await asyncio.gather(*(one(i) for i in range(count)))
+        await tracer.stop()
+
+    start.wait(30)
+    asyncio.run(run())
+    assert tracer.store.group.rows == 2 * count
+    db.close()

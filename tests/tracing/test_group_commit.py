@@ -1,0 +1,127 @@
+"""Group commit (issue 19): concurrent calls' trace rows committed together, each call answered only once its own
+row is durable, a failed batch refusing every call in it, and one hash chain across processes that batch."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from flux7.shared.db import Database
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
+from flux7.shared.tracing import TraceEntry, Tracer
+from flux7.shared.tracing.chain import verify_files
+from tests.support.mesh import PETS_POLICY, mesh_client, pets_mesh_config
+from tests.tracing import workers
+from tests.tracing.conftest import make_settings
+from tests.tracing.test_fail_closed import locked
+from tests.tracing.test_statement_budget import Counter
+from tests.upstreams.servers.http_backend import Backend, running_backend
+
+AGENT = {"Authorization": "Bearer agent:claude"}
+CALLS = 32
+
+
+@pytest.fixture
+def backend() -> Iterator[Backend]:
+    with running_backend() as b:
+        yield b
+
+
+@pytest.fixture
+async def served(tmp_path: Path, backend: Backend) -> AsyncIterator[tuple[Mesh, httpx.AsyncClient]]:
+    config = pets_mesh_config(tmp_path, backend, PETS_POLICY, admin_token=None, trace_file=True)
+    mesh = Mesh(load_settings(config, env={}))
+    async with mesh_client(mesh, AGENT) as client:
+        yield mesh, client
+
+
+async def test_rows_queued_in_one_turn_are_committed_in_one_transaction(tracer: Tracer) -> None:
+    group = tracer.store.group
+    entries = [TraceEntry(agent_id="a", tool="t", params={"i": i}, policy="allow") for i in range(CALLS)]
+    counter = Counter()
+    tracer.db.trace_statements(counter)
+    written = await asyncio.gather(*(tracer.store.begin_grouped(e) for e in entries))
+    rows = [row for row, _ in written]
+    statements, commits = counter.take()
+    assert (group.batches, group.rows, commits) == (1, CALLS, 1)
+    assert statements == 7  # BEGIN, head, lines, rows, head moved, stats, COMMIT: as many as for one row
+    assert len(set(rows)) == CALLS
+    # In submission order along the chain, each row pointing at its own line.
+    stored = [tracer.store.get(e.trace_id) for _, e in written]
+    assert [s.params["i"] for s in stored if s is not None] == list(range(CALLS))
+    lines = [json.loads(x) for x in Path(tracer.trace_file or "").read_text().splitlines()]
+    assert [x["params"]["i"] for x in lines] == list(range(CALLS)) and [x["seq"] for x in lines] == list(
+        range(1, CALLS + 1)
+    )
+    revised = await asyncio.gather(*(tracer.revise_grouped(r, {"status_code": 200}) for r in rows))
+    assert {(e.status_code, e.revision) for e in revised if e is not None} == {(200, 1)} and len(revised) == CALLS
+    assert group.batches == 2
+    report = tracer.verify()
+    assert "break" not in report and report["last_seq"] == 2 * CALLS and "outcome_unknown" not in report
+
+
+async def test_concurrent_calls_share_commits_and_each_ends_complete(served: tuple[Mesh, httpx.AsyncClient]) -> None:
+    mesh, client = served
+    group = mesh.tracer.store.group
+    counter = Counter()
+    mesh.db.trace_statements(counter)
+    answers = await asyncio.gather(*(client.post("/tool/list_pets", json={"arguments": {}}) for _ in range(CALLS)))
+    mesh.db.trace_statements(None)
+
+    assert [r.status_code for r in answers] == [200] * CALLS
+    assert group.rows == 2 * CALLS  # an intent and an outcome each
+    statements, commits = counter.take()
+    assert group.batches < 2 * CALLS and commits < 2 * CALLS  # one commit per row would be 64
+    assert statements < 18 * CALLS  # fewer than the calls made one at a time (test_statement_budget.py)
+    entries = mesh.tracer.query(limit=1000)
+    assert len(entries) == CALLS and {(e.status_code, e.revision) for e in entries} == {(200, 1)}
+    report = mesh.tracer.verify()
+    assert "break" not in report and report["last_seq"] == 2 * CALLS and "outcome_unknown" not in report
+
+
+async def test_a_batch_that_cannot_commit_refuses_every_call_in_it_and_runs_none(
+    served: tuple[Mesh, httpx.AsyncClient], backend: Backend
+) -> None:
+    mesh, client = served
+    before = mesh.tracer.store.head()
+    with locked(Path(mesh.db.path)):
+        answers = await asyncio.gather(*(client.post("/tool/list_pets", json={"arguments": {}}) for _ in range(8)))
+    assert [r.status_code for r in answers] == [503] * 8
+    assert all("locked" in r.json()["error"] for r in answers)
+    assert not [r for r in backend.requests if r.path == "/pets"]  # no upstream called for a refused intent
+    assert mesh.tracer.store.head() == before
+    # The store free again, the next call goes through and the chain holds.
+    r = await client.post("/tool/list_pets", json={"arguments": {}})
+    assert r.status_code == 200, r.text
+    assert "break" not in mesh.tracer.verify()
+
+
+def test_two_processes_batching_their_own_calls_extend_one_chain(tmp_path: Path) -> None:
+    storage, trace_file = str(tmp_path / "flux7.db"), str(tmp_path / "traces.jsonl")
+    Database(storage).close()  # migrated once, before the race
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Event()
+    procs = [ctx.Process(target=workers.append_grouped, args=(storage, trace_file, w, 100, start)) for w in range(2)]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    v = verify_files([trace_file], None)
+    assert v.brk is None and (v.first_seq, v.last_seq, v.chained) == (1, 400, 400)
+    agents = [json.loads(x)["agent_id"] for x in Path(trace_file).read_text().splitlines()]
+    assert agents.count("worker-0") == agents.count("worker-1") == 200
+    db = Database(storage)
+    tracer = Tracer(make_settings(tmp_path), db)
+    assert tracer.counts()["total"] == 200
+    report = tracer.verify()
+    assert "break" not in report and report["last_seq"] == 400 and "outcome_unknown" not in report
+    db.close()
