@@ -320,11 +320,14 @@ class HttpPool:
         else:
             conn.close()
 
-    async def request(self, head: bytes, body: bytes, *, method: str = "POST") -> HttpResponse:
+    async def request(
+        self, head: bytes, body: bytes, *, method: str = "POST", read_timeout: float | None = None
+    ) -> HttpResponse:
         """Send `head` (from head(), plus any per-request header lines) and `body`; return once the status
-        and headers are in. A kept-alive connection closed without a byte of answer is retried once on a new
-        one: that is a server closing an idle connection as the request went out. (A server that read the
-        request and then dropped the connection unanswered would see it twice; browsers make the same bet.)"""
+        and headers are in (raising TimeoutError when they take over `read_timeout` seconds once connected).
+        A kept-alive connection closed without a byte of answer is retried once on a new one: that is a server
+        closing an idle connection as the request went out. (A server that read the request and then dropped
+        the connection unanswered would see it twice; browsers make the same bet.)"""
         if self._closed:
             raise HttpError("client closed")
         message = head + b"Content-Length: %d\r\n\r\n" % len(body) + body
@@ -337,7 +340,11 @@ class HttpPool:
             try:
                 assert conn.transport is not None
                 conn.transport.write(message)
-                status, headers, keep = await _read_head(conn)
+                if read_timeout is None:
+                    status, headers, keep = await _read_head(conn)
+                else:
+                    async with asyncio.timeout(read_timeout):
+                        status, headers, keep = await _read_head(conn)
                 return HttpResponse(self, conn, status, headers, keep and method != "HEAD")
             except _Closed:
                 conn.close()
