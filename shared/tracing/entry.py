@@ -170,10 +170,22 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _RFC3339 = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9})\d*)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
+# Every governed call formats and parses a few timestamps of the same second: the date and time to the second
+# are remembered (one entry each, replaced whole, so threads can share them).
+_format_memo: tuple[int, str] = (0, "1970-01-01T00:00:00")
+_parse_memo: tuple[str, int | None] = ("", None)
+
+
 def format_timestamp(ns: int) -> str:
     """Go's time.RFC3339Nano in UTC: nanoseconds with trailing zeros trimmed, no fraction when zero."""
+    global _format_memo
     seconds, frac = divmod(ns, 1_000_000_000)
-    base = (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+    memo = _format_memo
+    if memo[0] == seconds:
+        base = memo[1]
+    else:
+        base = (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+        _format_memo = (seconds, base)
     if frac:
         return f"{base}.{frac:09d}".rstrip("0") + "Z"
     return base + "Z"
@@ -181,19 +193,33 @@ def format_timestamp(ns: int) -> str:
 
 def parse_timestamp(text: str) -> int | None:
     """Nanoseconds since the epoch of an RFC3339 timestamp (any offset), or None when it is not one."""
-    m = _RFC3339.match(text.strip())
+    global _parse_memo
+    text = text.strip()
+    m = _RFC3339.match(text)
     if not m:
         return None
+    tz = m.group(8)
+    key = text[:19] + tz  # the date and time to the second, and the offset
+    memo = _parse_memo
+    if memo[0] == key:
+        whole = memo[1]
+    else:
+        whole = _whole_seconds(m, tz)
+        _parse_memo = (key, whole)
+    if whole is None:
+        return None
+    fraction = m.group(7)
+    return whole * 1_000_000_000 + (int(fraction.ljust(9, "0")) if fraction else 0)
+
+
+def _whole_seconds(m: re.Match[str], tz: str) -> int | None:
     year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
     try:
         dt = datetime(year, month, day, hour, minute, min(second, 59), tzinfo=UTC)
     except ValueError:
         return None
-    tz = m.group(8)
     offset = 0
     if tz not in ("Z", "z"):
         sign = 1 if tz[0] == "+" else -1
         offset = sign * (int(tz[1:3]) * 3600 + int(tz[4:6]) * 60)
-    frac = int((m.group(7) or "0").ljust(9, "0"))
-    whole = (dt - _EPOCH) // timedelta(seconds=1) - offset
-    return whole * 1_000_000_000 + frac
+    return (dt - _EPOCH) // timedelta(seconds=1) - offset
