@@ -181,6 +181,11 @@ class HttpResponse:
         elif not self._chunked:
             self._keep = False  # the body ends when the server closes the connection
 
+    def buffered(self) -> bool:
+        """Whether the whole body is already here (reading it will not wait)."""
+        conn = self._conn
+        return conn is not None and self._length is not None and len(conn.buf) >= self._length
+
     async def read(self) -> bytes:
         conn = self._conn
         if conn is not None and self._length is not None and not self._done:

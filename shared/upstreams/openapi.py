@@ -382,13 +382,18 @@ class OpenApiUpstream:
             own = [("Content-Type", "application/json"), ("X-Trace-Id", ctx.trace_id), ("Traceparent", traceparent)]
             head = pool.head(tool.method, url, [*configured, *own])
             # Redirects are not followed (one could hand the arguments to another origin). `read` bounds the
-            # wait for the answer's head; connect + read bounds the whole call (a backend that trickles).
-            async with asyncio.timeout(connect + read):
-                resp = await pool.request(head, body, method=tool.method, read_timeout=read)
-                try:
+            # wait for the answer's head; connect + read bounds the whole call (a backend that trickles). A
+            # small answer arrives with its head: no second timer for it.
+            deadline = asyncio.get_running_loop().time() + connect + read
+            resp = await pool.request(head, body, method=tool.method, read_timeout=read)
+            try:
+                if resp.buffered():
                     answer = await resp.read()
-                finally:
-                    resp.close()
+                else:
+                    async with asyncio.timeout_at(deadline):
+                        answer = await resp.read()
+            finally:
+                resp.close()
             status = resp.status
         except HttpTimeout:
             where = yarl.URL(url, encoded=True).origin()
