@@ -77,6 +77,7 @@ class _Conn(asyncio.Protocol):
         self.eof = False
         self.got_bytes = False  # any byte since the request was written (a stale keep-alive sends none)
         self.idle_since = 0.0
+        self.deadline: float | None = None  # loop time by which a wait for bytes must end (TimeoutError)
         self._waiter: asyncio.Future[None] | None = None
 
     # -- asyncio.Protocol
@@ -109,11 +110,17 @@ class _Conn(asyncio.Protocol):
     async def _wait(self) -> None:
         if self.eof:
             raise _Closed("connection closed by the server")
-        self._waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        # A timer on the waiter itself: cheaper than asyncio.timeout's per call (a read timeout on every
+        # forwarded call).
+        timer = loop.call_at(self.deadline, _expire, waiter) if self.deadline is not None else None
         try:
-            await self._waiter
+            await waiter
         finally:
             self._waiter = None
+            if timer is not None:
+                timer.cancel()
 
     async def read_until(self, sep: bytes, limit: int) -> bytes:
         start = 0
@@ -156,6 +163,11 @@ class _Conn(asyncio.Protocol):
         self.eof = True
         if self.transport is not None:
             self.transport.close()
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
 
 
 class HttpResponse:
@@ -345,11 +357,12 @@ class HttpPool:
             try:
                 assert conn.transport is not None
                 conn.transport.write(message)
-                if read_timeout is None:
+                if read_timeout is not None:
+                    conn.deadline = asyncio.get_running_loop().time() + read_timeout
+                try:
                     status, headers, keep = await _read_head(conn)
-                else:
-                    async with asyncio.timeout(read_timeout):
-                        status, headers, keep = await _read_head(conn)
+                finally:
+                    conn.deadline = None
                 return HttpResponse(self, conn, status, headers, keep and method != "HEAD")
             except _Closed:
                 conn.close()
