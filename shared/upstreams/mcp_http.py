@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import re
 import ssl
 import time
@@ -165,6 +166,14 @@ class _Conn(asyncio.Protocol):
             self.transport.close()
 
 
+@functools.lru_cache(maxsize=1024)  # a forwarded tool without arguments in its URL asks for the same one each call
+def _target(url: str) -> str:
+    parts = urlsplit(url)
+    # Percent-encode what may not travel raw (spaces, non-ASCII); escapes already there stay.
+    path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
+    return path + (f"?{quote(parts.query, safe='/?%:@!$&()*+,;=-._~')}" if parts.query else "")
+
+
 def _expire(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_exception(TimeoutError())
@@ -293,10 +302,7 @@ class HttpPool:
 
     def target(self, url: str) -> str:
         """The request target (path and query) of a URL on this origin."""
-        parts = urlsplit(url)
-        # Percent-encode what may not travel raw (spaces, non-ASCII); escapes already there stay.
-        path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
-        return path + (f"?{quote(parts.query, safe='/?%:@!$&()*+,;=-._~')}" if parts.query else "")
+        return _target(url)
 
     def head(self, method: str, url: str, headers: list[tuple[str, str]]) -> bytes:
         """The request line and the headers every request of this kind shares (without Content-Length)."""
