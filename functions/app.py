@@ -17,6 +17,7 @@ from flux7.shared.paths import CONSOLE_DIST
 from .csrf import browser_guard
 from .errors import EXCEPTION_HANDLERS
 from .head import HeadAsGet
+from .hotpath import HotPath
 from .openapi import openapi_config
 
 __all__ = ["create_app"]
@@ -60,6 +61,18 @@ def _console_dist(mesh: Mesh) -> Path | None:
     return dist if (dist / "index.html").is_file() else None
 
 
+class _App(HeadAsGet):
+    """The Litestar app with the governed call served ahead of its routing (functions/hotpath.py)."""
+
+    hot: HotPath | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        hot = self.hot
+        if hot is not None and hot.serves(scope) and await hot(scope, receive, send):
+            return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(mesh: Mesh) -> Litestar:
     _configure_logging()
     handlers: list[Any] = []
@@ -83,7 +96,7 @@ def create_app(mesh: Mesh) -> Litestar:
     async def _stop() -> None:
         await mesh.stop()
 
-    app = HeadAsGet(  # every GET route also answers HEAD
+    app = _App(  # every GET route also answers HEAD
         logging_config=None,
         route_handlers=handlers,
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
@@ -96,4 +109,6 @@ def create_app(mesh: Mesh) -> Litestar:
         debug=False,
     )
     app.state.mesh = mesh
+    if cors is None:  # with CORS, Litestar's middleware adds its headers to every answer
+        app.hot = HotPath(mesh, mesh.settings.max_body_bytes, tuple(console.allowed_origins))
     return app

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,7 +28,7 @@ from litestar.types import ASGIApp, HTTPResponseBodyEvent, HTTPResponseStartEven
 
 from flux7.shared.errors import Flux7Error, Forbidden, UnsupportedMediaType
 
-__all__ = ["browser_guard", "origin_refusal", "refusal"]
+__all__ = ["browser_guard", "log_refusal", "origin_refusal", "refusal"]
 
 log = logging.getLogger("flux7.http")
 
@@ -91,7 +91,7 @@ def _own_origin(origin: str, host: str, peer: str) -> bool:
     return _is_literal_or_localhost(_hostname(_netloc(host))) or not _is_loopback_peer(peer)
 
 
-def origin_refusal(headers: Headers, peer: str, allowed: Iterable[str]) -> str:
+def origin_refusal(headers: Mapping[str, str], peer: str, allowed: Iterable[str]) -> str:
     """Why a browser request from another site is refused, or "" when it may go on."""
     allowed = tuple(allowed)
     origin = headers.get("origin")
@@ -105,7 +105,7 @@ def origin_refusal(headers: Headers, peer: str, allowed: Iterable[str]) -> str:
     return f"origin not allowed: {origin}; list it in console.allowed_origins"
 
 
-def _has_body(headers: Headers) -> bool:
+def _has_body(headers: Mapping[str, str]) -> bool:
     length = headers.get("content-length")
     if length is not None:
         return length.strip() not in ("", "0")
@@ -117,7 +117,7 @@ def _is_json(content_type: str | None) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-def refusal(method: str, path: str, headers: Headers, peer: str, allowed: Iterable[str]) -> Flux7Error | None:
+def refusal(method: str, path: str, headers: Mapping[str, str], peer: str, allowed: Iterable[str]) -> Flux7Error | None:
     """The error a state-changing request gets before any handler runs, or None."""
     if method not in STATE_CHANGING:
         return None
@@ -131,6 +131,10 @@ def refusal(method: str, path: str, headers: Headers, peer: str, allowed: Iterab
     return None
 
 
+def log_refusal(method: str, path: str, peer: str, error: Flux7Error) -> None:
+    log.warning("refused %s %s from %s: %s", method, path, peer, error.message)
+
+
 class _BrowserGuard:
     def __init__(self, app: ASGIApp, allowed_origins: tuple[str, ...] = ()) -> None:
         self.app = app
@@ -142,7 +146,7 @@ class _BrowserGuard:
             peer = str(client[0]) if client else ""
             error = refusal(str(scope.get("method", "")), scope["path"], Headers.from_scope(scope), peer, self.allowed)
             if error is not None:
-                log.warning("refused %s %s from %s: %s", scope.get("method"), scope["path"], peer, error.message)
+                log_refusal(str(scope.get("method")), scope["path"], peer, error)
                 if scope["path"] in _JSONRPC_PATHS:
                     await _send_jsonrpc(send, error)
                     return

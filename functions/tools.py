@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -23,7 +24,7 @@ from .auth import caller_of, caller_or_admin, control_plane, mesh_of
 from .openapi import ADMIN, AGENT, BODY, CALL_HEADERS, header, json_body, ok, responses
 from .schemas import Decide, DecideOutcome, Decision, McpServer, Tool, ToolCall, ToolResult
 
-__all__ = ["ROUTES"]
+__all__ = ["ROUTES", "governed_call"]
 
 log = logging.getLogger("flux7.http")
 
@@ -49,8 +50,7 @@ def _arguments(raw: bytes) -> Any:
     return body
 
 
-def _call(request: Request[Any, Any, Any], caller: Caller, tool: str, arguments: Any, transport: str) -> Call:
-    h = request.headers
+def _call(h: Mapping[str, str], caller: Caller, tool: str, arguments: Any, transport: str) -> Call:
     return Call(
         caller=caller,
         tool=tool,
@@ -60,6 +60,46 @@ def _call(request: Request[Any, Any, Any], caller: Caller, tool: str, arguments:
         callback_url=h.get("x-callback-url", ""),
         transport=transport,
     )
+
+
+# A governed call's answer: status, JSON body, extra headers.
+Reply = tuple[int, bytes, "dict[str, str] | None"]
+
+
+def _refused(message: str) -> Reply:
+    return 400, msgspec.json.encode({"error": message, "policy": "error", "trace_id": "", "latency_ms": 0}), None
+
+
+async def governed_call(mesh: Any, name: str, raw: bytes, headers: Mapping[str, str]) -> Reply:
+    """POST /tool/{name} once the request is read (and passed the browser guard): served by the Litestar route
+    and by the hot path (functions/hotpath.py), which must answer the same."""
+    try:
+        arguments = _arguments(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return _refused("invalid JSON body")
+    except TooDeep as e:
+        return _refused(e.message)
+    except BadRequest as e:
+        return _refused(e.message)
+    identity = mesh.identity
+    caller = identity.require(identity.caller(headers.get("authorization")))
+    callback = headers.get("x-callback-url", "")
+    if callback:
+        # Refused now, where the caller hears why, rather than only at delivery (which checks again).
+        try:
+            await asyncio.to_thread(mesh.outbound.check_url, callback)
+        except OutboundRefused as e:
+            log.warning("X-Callback-URL %s from %s refused: %s", callback, caller.agent_id, e.message)
+            return _refused(f"X-Callback-URL refused: {e.message}")
+    try:
+        out: Outcome = await mesh.pipeline.run(_call(headers, caller, name, arguments, "rest"), mode="block")
+    except Unavailable as e:
+        # Fail closed: the upstream was not called; the trace id of a refused call would point at nothing.
+        body = {"error": e.message, "policy": "error", "trace_id": "", "latency_ms": 0}
+        return 503, msgspec.json.encode(body), {"Retry-After": "1"}
+    if out.unknown_tool:
+        return 404, msgspec.json.encode({"error": out.error, "policy": "error"}), None
+    return out.status, msgspec.json.encode(out.rest_body()), {"X-Trace-Id": out.trace_id}
 
 
 _RESULT = {
@@ -91,35 +131,8 @@ _RESULT = {
     responses={**_RESULT, **responses({}, 413, 415, 503)},
 )
 async def call_tool(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
-    raw = await request.body()
-    try:
-        arguments = _arguments(raw)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return _json({"error": "invalid JSON body", "policy": "error", "trace_id": "", "latency_ms": 0}, 400)
-    except TooDeep as e:
-        return _json({"error": e.message, "policy": "error", "trace_id": "", "latency_ms": 0}, 400)
-    except BadRequest as e:
-        return _json({"error": e.message, "policy": "error", "trace_id": "", "latency_ms": 0}, 400)
-    caller = caller_of(request)
-    mesh = mesh_of(request)
-    callback = request.headers.get("x-callback-url", "")
-    if callback:
-        # Refused now, where the caller hears why, rather than only at delivery (which checks again).
-        try:
-            await asyncio.to_thread(mesh.outbound.check_url, callback)
-        except OutboundRefused as e:
-            log.warning("X-Callback-URL %s from %s refused: %s", callback, caller.agent_id, e.message)
-            body = {"error": f"X-Callback-URL refused: {e.message}", "policy": "error", "trace_id": "", "latency_ms": 0}
-            return _json(body, 400)
-    try:
-        out: Outcome = await mesh.pipeline.run(_call(request, caller, name, arguments, "rest"), mode="block")
-    except Unavailable as e:
-        # Fail closed: the upstream was not called; the trace id of a refused call would point at nothing.
-        body = {"error": e.message, "policy": "error", "trace_id": "", "latency_ms": 0}
-        return _json(body, 503, headers={"Retry-After": "1"})
-    if out.unknown_tool:
-        return _json({"error": out.error, "policy": "error"}, 404)
-    return _json(out.rest_body(), out.status, headers={"X-Trace-Id": out.trace_id})
+    status, body, headers = await governed_call(mesh_of(request), name, await request.body(), request.headers)
+    return Response(body, status_code=status, media_type=_JSON, headers=headers)
 
 
 class _DecideBody(msgspec.Struct):
@@ -163,7 +176,7 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
             raise Forbidden(f"agent {body.agent!r} does not match the authenticated caller {caller.agent_id!r}")
         caller = Caller(agent_id=body.agent, authenticated=True)
     mode: ApprovalMode = "decide_wait" if body.wait else "decide"
-    out = await mesh.pipeline.run(_call(request, caller, body.tool, body.arguments, "decide"), mode=mode)
+    out = await mesh.pipeline.run(_call(request.headers, caller, body.tool, body.arguments, "decide"), mode=mode)
     action = out.policy if out.policy in ("allow", "deny", "human_approval") else "deny"
     if body.wait and out.approval_status:  # resolved by a human: approved runs, denied or timed out does not
         action = "allow" if out.approval_status == "approved" else "deny"

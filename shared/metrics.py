@@ -9,6 +9,7 @@ under `other`. Outcomes (6), transports (4) and upstreams (the configured ones) 
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import math
 import re
@@ -155,7 +156,21 @@ def _escape(value: str) -> str:
 
 def _labels(labels: Mapping[str, str]) -> str:
     """The stored form of a label set: `k="v"` pairs sorted by name (also the exposition's own form)."""
-    return ",".join(f'{k}="{_escape(str(labels[k]))}"' for k in sorted(labels))
+    return _label_text(tuple(labels.items()))
+
+
+@functools.lru_cache(maxsize=8192)  # label sets are few (bounded by the caps); every call writes several
+def _label_text(items: tuple[tuple[str, str], ...]) -> str:
+    return ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(items))
+
+
+@functools.lru_cache(maxsize=8192)
+def _series(
+    full: str, bounds: tuple[float, ...], items: tuple[tuple[str, str], ...], i: int
+) -> tuple[tuple[str, str, str], str, str]:
+    """A histogram observation's row names, its label set, and its bucket's label set (bucket `i`)."""
+    le = _le(bounds[i]) if i < len(bounds) else "+Inf"
+    return (f"{full}_bucket", f"{full}_sum", f"{full}_count"), _label_text(items), _label_text((*items, ("le", le)))
 
 
 def _parse_labels(text: str) -> dict[str, str]:
@@ -228,12 +243,11 @@ class Metrics:
         if math.isnan(value):
             return []
         i = bisect.bisect_left(bounds, value)  # the smallest bound >= value; past the end is +Inf
-        le = _le(bounds[i]) if i < len(bounds) else "+Inf"
-        plain = _labels(labels)
+        names, plain, bucket = _series(full, bounds, tuple(labels.items()), i)
         return [
-            (f"{full}_bucket", _labels({**labels, "le": le}), 1.0),  # one row per bucket, not cumulative
-            (f"{full}_sum", plain, value),
-            (f"{full}_count", plain, 1.0),
+            (names[0], bucket, 1.0),  # one row per bucket, not cumulative
+            (names[1], plain, value),
+            (names[2], plain, 1.0),
         ]
 
     def record_call(self, sample: CallSample, *, conn: Any = None) -> None:

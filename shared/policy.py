@@ -1,5 +1,6 @@
 """The policy engine (CONTRACT 1.3): specificity order, first matching rule with fall-through, fail-closed default,
-conditions, and floors. `PolicySet.decide` is on every call's path, so candidates per (agent, tool) are cached."""
+conditions, and floors. `PolicySet.decide` is on every call's path, so candidates per (agent, tool) are cached, and
+so is the decision itself where no condition can change it."""
 
 from __future__ import annotations
 
@@ -121,6 +122,9 @@ class PolicySet:
         self.by_name = {p.name: p for p in self.policies}
         self.version = version
         self._cache: OrderedDict[tuple[str, str], tuple[_Candidate, ...]] = OrderedDict()
+        # The decision for (agent, tool) when no condition can change it (its deciding rule has none and no
+        # conditional rule comes first): the arguments need not be looked at. A reload builds a new set.
+        self._fixed: dict[tuple[str, str], Decision] = {}
 
     def _candidates(self, agent: str, tool: str) -> tuple[_Candidate, ...]:
         key = (agent, tool)
@@ -147,12 +151,27 @@ class PolicySet:
         return result
 
     def decide(self, agent: str, tool: str, arguments: Any = None) -> Decision:
-        for cand in self._candidates(agent, tool):
+        key = (agent, tool)
+        fixed = self._fixed.get(key)
+        if fixed is not None:
+            return fixed
+        candidates = self._candidates(agent, tool)
+        for cand in candidates:
             cond = cand.rule.condition
             if cond is None or condition_holds(cond, arguments):
                 action = cand.rule.action
-                return Decision(action, cand.policy, f"policy={cand.policy} tool={tool} action={action}")
+                decision = Decision(action, cand.policy, f"policy={cand.policy} tool={tool} action={action}")
+                if cand is candidates[0] and cond is None:
+                    self._remember(key, decision)
+                return decision
+        if not candidates:
+            self._remember(key, DEFAULT_DENY)
         return DEFAULT_DENY
+
+    def _remember(self, key: tuple[str, str], decision: Decision) -> None:
+        if len(self._fixed) >= self._CACHE_SIZE:
+            self._fixed.clear()
+        self._fixed[key] = decision
 
     def deciding_rule(self, agent: str, tool: str, arguments: Any = None) -> tuple[str, int] | None:
         """(policy name, rule index) of the rule that decides, or None for the default."""

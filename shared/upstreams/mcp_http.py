@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import re
 import ssl
 import time
@@ -77,6 +78,7 @@ class _Conn(asyncio.Protocol):
         self.eof = False
         self.got_bytes = False  # any byte since the request was written (a stale keep-alive sends none)
         self.idle_since = 0.0
+        self.deadline: float | None = None  # loop time by which a wait for bytes must end (TimeoutError)
         self._waiter: asyncio.Future[None] | None = None
 
     # -- asyncio.Protocol
@@ -109,11 +111,17 @@ class _Conn(asyncio.Protocol):
     async def _wait(self) -> None:
         if self.eof:
             raise _Closed("connection closed by the server")
-        self._waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        # A timer on the waiter itself: cheaper than asyncio.timeout's per call (a read timeout on every
+        # forwarded call).
+        timer = loop.call_at(self.deadline, _expire, waiter) if self.deadline is not None else None
         try:
-            await self._waiter
+            await waiter
         finally:
             self._waiter = None
+            if timer is not None:
+                timer.cancel()
 
     async def read_until(self, sep: bytes, limit: int) -> bytes:
         start = 0
@@ -158,6 +166,19 @@ class _Conn(asyncio.Protocol):
             self.transport.close()
 
 
+@functools.lru_cache(maxsize=1024)  # a forwarded tool without arguments in its URL asks for the same one each call
+def _target(url: str) -> str:
+    parts = urlsplit(url)
+    # Percent-encode what may not travel raw (spaces, non-ASCII); escapes already there stay.
+    path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
+    return path + (f"?{quote(parts.query, safe='/?%:@!$&()*+,;=-._~')}" if parts.query else "")
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
+
+
 class HttpResponse:
     """Status and headers; the body is read with read() or chunks(); close() gives the connection back."""
 
@@ -180,6 +201,11 @@ class HttpResponse:
             self._length = int(values.pop())
         elif not self._chunked:
             self._keep = False  # the body ends when the server closes the connection
+
+    def buffered(self) -> bool:
+        """Whether the whole body is already here (reading it will not wait)."""
+        conn = self._conn
+        return conn is not None and self._length is not None and len(conn.buf) >= self._length
 
     async def read(self) -> bytes:
         conn = self._conn
@@ -276,10 +302,7 @@ class HttpPool:
 
     def target(self, url: str) -> str:
         """The request target (path and query) of a URL on this origin."""
-        parts = urlsplit(url)
-        # Percent-encode what may not travel raw (spaces, non-ASCII); escapes already there stay.
-        path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
-        return path + (f"?{quote(parts.query, safe='/?%:@!$&()*+,;=-._~')}" if parts.query else "")
+        return _target(url)
 
     def head(self, method: str, url: str, headers: list[tuple[str, str]]) -> bytes:
         """The request line and the headers every request of this kind shares (without Content-Length)."""
@@ -320,11 +343,14 @@ class HttpPool:
         else:
             conn.close()
 
-    async def request(self, head: bytes, body: bytes, *, method: str = "POST") -> HttpResponse:
+    async def request(
+        self, head: bytes, body: bytes, *, method: str = "POST", read_timeout: float | None = None
+    ) -> HttpResponse:
         """Send `head` (from head(), plus any per-request header lines) and `body`; return once the status
-        and headers are in. A kept-alive connection closed without a byte of answer is retried once on a new
-        one: that is a server closing an idle connection as the request went out. (A server that read the
-        request and then dropped the connection unanswered would see it twice; browsers make the same bet.)"""
+        and headers are in (raising TimeoutError when they take over `read_timeout` seconds once connected).
+        A kept-alive connection closed without a byte of answer is retried once on a new one: that is a server
+        closing an idle connection as the request went out. (A server that read the request and then dropped
+        the connection unanswered would see it twice; browsers make the same bet.)"""
         if self._closed:
             raise HttpError("client closed")
         message = head + b"Content-Length: %d\r\n\r\n" % len(body) + body
@@ -337,7 +363,12 @@ class HttpPool:
             try:
                 assert conn.transport is not None
                 conn.transport.write(message)
-                status, headers, keep = await _read_head(conn)
+                if read_timeout is not None:
+                    conn.deadline = asyncio.get_running_loop().time() + read_timeout
+                try:
+                    status, headers, keep = await _read_head(conn)
+                finally:
+                    conn.deadline = None
                 return HttpResponse(self, conn, status, headers, keep and method != "HEAD")
             except _Closed:
                 conn.close()

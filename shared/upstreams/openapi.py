@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urljoin
 
-import aiohttp
 import httpx
 import jsonschema
 import jsonschema.exceptions
@@ -23,6 +22,7 @@ from ..safe_yaml import load_yaml
 from ..settings import OpenApiSource, Settings
 from .base import CallContext, Param, Timings, ToolDef, UpstreamResult
 from .classify import classify
+from .mcp_http import HttpError, HttpPool, HttpTimeout, valid_headers
 
 __all__ = ["OpenApiUpstream", "parse_spec", "tools_from_spec"]
 
@@ -32,6 +32,7 @@ _MAX_SPEC_BYTES = 32 * 1024 * 1024
 _MAX_SPEC_DEPTH = 200  # schemas nest deeper than policies; PyYAML's recursion still has room to spare
 _METHODS = ("get", "put", "post", "delete", "patch")  # the reference skips HEAD, OPTIONS and TRACE
 _QUERY_METHODS = frozenset({"GET", "DELETE"})
+_MAX_IDLE = 256  # keep-alive connections kept per backend between calls (more than the calls in flight at c=32)
 
 
 def _snake(operation_id: str) -> str:
@@ -287,7 +288,8 @@ class OpenApiUpstream:
         self._tools: list[ToolDef] = []
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
-        self._session: aiohttp.ClientSession | None = None
+        self._pools: dict[str, HttpPool] = {}  # by base URL
+        self._configured: list[tuple[str, str]] | None = None
         self.error = ""
         self.connect_timeout, self.read_timeout = cfg.timeout.seconds(timings.connect_timeout, timings.http_timeout)
 
@@ -347,8 +349,9 @@ class OpenApiUpstream:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        if self._session is not None:
-            await self._session.close()
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            await pool.aclose()
 
     async def call(self, tool: ToolDef, arguments: dict[str, Any], ctx: CallContext) -> UpstreamResult:
         url = tool.base_url + tool.path
@@ -358,58 +361,64 @@ class OpenApiUpstream:
             if placeholder in url:
                 url = url.replace(placeholder, quote(_text(value), safe=""), 1)
                 used.add(key)
-        headers = {**self.cfg.headers, "Content-Type": "application/json", "X-Trace-Id": ctx.trace_id}
-        headers["Traceparent"] = ctx.traceparent or f"00-{ctx.trace_id}-{secrets.token_hex(8)}-01"
-        query: list[tuple[str, str]] | None = None
-        content: bytes | None = None
+        body = b""
         if tool.method in _QUERY_METHODS:
             # Sorted like Go's url.Values.Encode; a list repeats its key (OpenAPI's form/explode default).
-            query = []
+            query: list[tuple[str, str]] = []
             for key in sorted(arguments):
                 if key in used:
                     continue
                 value = arguments[key]
                 items = value if isinstance(value, list) else [value]
                 query.extend((key, _text(v)) for v in items)
+            if query:  # path parameters are already escaped above
+                url = str(yarl.URL(url, encoded=True).extend_query(query))
         else:
-            content = msgspec.json.encode(arguments)
+            body = msgspec.json.encode(arguments)
         connect, read = self.connect_timeout, self.read_timeout
         try:
-            async with self._forwarder().request(
-                tool.method,
-                yarl.URL(url, encoded=True),  # path parameters are already escaped above
-                params=query or None,
-                data=content,
-                headers=headers,
-                allow_redirects=False,  # a redirect could hand arguments to another origin
-                # sock_read bounds each wait for bytes; total bounds a backend that trickles its answer.
-                timeout=aiohttp.ClientTimeout(total=connect + read, sock_connect=connect, sock_read=read),
-            ) as resp:
-                body = await resp.read()
-                status = resp.status
-        except aiohttp.ConnectionTimeoutError:
+            pool, configured = self._forwarder(tool.base_url)
+            traceparent = ctx.traceparent or f"00-{ctx.trace_id}-{secrets.token_hex(8)}-01"
+            own = [("Content-Type", "application/json"), ("X-Trace-Id", ctx.trace_id), ("Traceparent", traceparent)]
+            head = pool.head(tool.method, url, [*configured, *own])
+            # Redirects are not followed (one could hand the arguments to another origin). `read` bounds the
+            # wait for the answer's head; connect + read bounds the whole call (a backend that trickles). A
+            # small answer arrives with its head: no second timer for it.
+            deadline = asyncio.get_running_loop().time() + connect + read
+            resp = await pool.request(head, body, method=tool.method, read_timeout=read)
+            try:
+                if resp.buffered():
+                    answer = await resp.read()
+                else:
+                    async with asyncio.timeout_at(deadline):
+                        answer = await resp.read()
+            finally:
+                resp.close()
+            status = resp.status
+        except HttpTimeout:
             where = yarl.URL(url, encoded=True).origin()
             return _timed_out(f"upstream connect timed out after {format_span(connect)} ({where})")
-        except TimeoutError:  # no answer in time: sock_read, or total for a trickle
+        except TimeoutError:  # no answer in time, or not all of it
             return _timed_out(f"upstream timed out after {format_span(read)} ({tool.method} {tool.path})")
-        except aiohttp.ClientError as e:
+        except (HttpError, OSError, ValueError) as e:
             return UpstreamResult(status_code=502, error=f"backend error: {e or e.__class__.__name__}")
         result: Any
         try:
-            result = msgspec.json.decode(body)
+            result = msgspec.json.decode(answer)
         except msgspec.DecodeError:
-            result = body.decode("utf-8", errors="replace")
+            result = answer.decode("utf-8", errors="replace")
         return UpstreamResult(result=result, status_code=status)
 
-    def _forwarder(self) -> aiohttp.ClientSession:
-        """The keep-alive session that forwards calls (made on first use, in the running loop). aiohttp, not
-        httpx, on this path: it costs about a fifth of the CPU per request, which is most of the mesh's
-        added latency (bench/rest_overhead_bench.py)."""
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30.0),
-                trust_env=False,  # settings are the only configuration (no proxy variables)
-                skip_auto_headers=("User-Agent",),
-                raise_for_status=False,
-            )
-        return self._session
+    def _forwarder(self, base_url: str) -> tuple[HttpPool, list[tuple[str, str]]]:
+        """The keep-alive pool that forwards calls to this base URL, and the configured headers (checked once).
+        shared/upstreams/mcp_http.py's client, not aiohttp's or httpx's: a forwarded call is one small request,
+        and their layers were the largest part of the mesh's CPU per call outside storage (issue 19)."""
+        pool = self._pools.get(base_url)
+        if pool is None:
+            if self._configured is None:
+                own = {"x-trace-id", "traceparent"}  # set per call
+                self._configured = [(k, v) for k, v in valid_headers(self.cfg.headers) if k.lower() not in own]
+            pool = HttpPool(base_url, connect_timeout=self.connect_timeout, max_idle=_MAX_IDLE)
+            self._pools[base_url] = pool
+        assert self._configured is not None
+        return pool, self._configured

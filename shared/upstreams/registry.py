@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -165,12 +166,7 @@ class Registry:
             url = tool.base_url
         else:
             return "", 0, ""
-        parts = urlsplit(url)
-        try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:  # a malformed port in the config: no port rather than no call
-            port = 0
-        return parts.hostname or "", port, "tcp"
+        return (*_host_port(url), "tcp")
 
     def upstream_states(self) -> list[tuple[str, str, bool | None]]:
         """(name, source, live) per configured upstream: MCP by its connection, an OpenAPI spec URL that
@@ -189,3 +185,13 @@ class Registry:
         if source is None:
             return UpstreamResult(status_code=502, error=f"tool {tool.name} is no longer offered by any upstream")
         return await source.call(tool, arguments, ctx)
+
+
+@functools.lru_cache(maxsize=256)  # the configured upstreams' URLs: asked on every forwarded call
+def _host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # a malformed port in the config: no port rather than no call
+        port = 0
+    return parts.hostname or "", port

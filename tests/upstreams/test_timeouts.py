@@ -258,3 +258,66 @@ def test_timeouts_are_validated_at_load(tmp_path: Path) -> None:
     assert load_settings(config, env={}).openapi[0].timeout.seconds(5, 30) == (0.25, 120.0)
     config.write_text("openapi:\n  - {file: s.json}\n")
     assert load_settings(config, env={}).openapi[0].timeout.seconds(5, 30) == (5, 30)
+
+
+@contextmanager
+def stalls_mid_body(drip: bool) -> Iterator[int]:
+    """Answers every request with its head and 10 of 100 promised bytes; then says nothing more (drip=False) or
+    one more byte every 0.2 s, never reaching the end (drip=True)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def answer(conn: socket.socket) -> None:
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n" + b" " * 10)
+        while drip and not stop.wait(0.2):
+            try:
+                conn.sendall(b" ")
+            except OSError:
+                return
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            held.append(conn)
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+@pytest.mark.parametrize("drip", [False, True], ids=["stalls", "trickles"])
+async def test_an_openapi_answer_that_stops_or_trickles_mid_body_times_out_within_connect_plus_read(
+    registry_of: Any, ctx: CallContext, tmp_path: Path, drip: bool
+) -> None:
+    (tmp_path / "spec.json").write_text(json.dumps(_spec("halfAnswer")))
+    with stalls_mid_body(drip) as port:
+        cfg = {
+            "file": str(tmp_path / "spec.json"),
+            "backend_url": f"http://127.0.0.1:{port}",
+            "timeout": {"connect": "500ms", "read": "1s"},
+        }
+        reg: Registry = await registry_of(openapi=[cfg])
+        tool = reg.lookup("half_answer")
+        assert tool is not None
+        started = time.monotonic()
+        res = await reg.call(tool, {}, ctx)
+        took = time.monotonic() - started
+    assert (res.status_code, res.timed_out) == (504, True), res
+    assert res.error == "upstream timed out after 1s (GET /halfAnswer)"
+    assert 0.9 <= took < 1.5 + 5, took  # within connect + read (and the machine's slack), not held for good
