@@ -1,14 +1,74 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 
 import pytest
 
+from tests.support import postgres
 from tests.upstreams.servers.http_backend import Backend, running_backend
 
 # Request lines from httpx drown the failure output; keep warnings and errors only.
 logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--engine",
+        choices=("sqlite", "postgresql"),
+        default=None,
+        help="the store the suite runs on (default sqlite; postgresql when FLUX7_TEST_DATABASE_URL is set). "
+        "PostgreSQL: FLUX7_TEST_DATABASE_URL's server, else a throwaway cluster of the installed binaries",
+    )
+
+
+@pytest.fixture(scope="session")
+def engine(request: pytest.FixtureRequest) -> str:
+    chosen = request.config.getoption("--engine")
+    if chosen:
+        return str(chosen)
+    return "postgresql" if os.environ.get("FLUX7_TEST_DATABASE_URL") else "sqlite"
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> Iterator[str]:
+    """A PostgreSQL server's URL (its maintenance database): FLUX7_TEST_DATABASE_URL, or a cluster of this
+    session's own. No server and no binaries: a clear failure, never a skip."""
+    given = os.environ.get("FLUX7_TEST_DATABASE_URL", "").strip()
+    cluster = None
+    if given:
+        url = given
+    else:
+        bin_dir = postgres.find_bin_dir()
+        if bin_dir is None:
+            pytest.fail(
+                "PostgreSQL tests need a server: set FLUX7_TEST_DATABASE_URL, or install the binaries "
+                "(apt-get install postgresql)"
+            )
+        cluster = postgres.Cluster.start(bin_dir)
+        url = cluster.url
+    postgres.server_url(url)
+    yield url
+    postgres.drop_template(url)
+    if cluster is not None:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_admin_url: str) -> Iterator[str]:
+    """A database of this test's own, with the schema migrated."""
+    url = postgres.create_database(postgres_admin_url)
+    yield url
+    postgres.drop_database(postgres_admin_url, url)
+
+
+@pytest.fixture
+def database_url(engine: str, request: pytest.FixtureRequest) -> str:
+    """The `database` setting for this test: "" (SQLite at storage_path) or a fresh PostgreSQL database's URL."""
+    if engine != "postgresql":
+        return ""
+    return str(request.getfixturevalue("postgres_url"))
 
 
 @pytest.fixture

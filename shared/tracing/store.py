@@ -69,7 +69,7 @@ class TraceStore:
         env = last_envelope(self.appender.path) or last_envelope(self.appender.old_path)
         if env is None:
             return
-        with self.db.write() as conn:
+        with self.db.write(row_lock="trace_chain") as conn:
             seq, digest = conn.execute("SELECT seq, hash FROM trace_chain WHERE id = 1").fetchone()
             if env.seq > seq:
                 log.warning(
@@ -89,7 +89,7 @@ class TraceStore:
     def begin(self, entry: TraceEntry, also: Callable[[Any], None] | None = None) -> tuple[int, TraceEntry]:
         """`record`, returning the call's row id as well, so its outcome revises this very row even when
         another call shares its trace id."""
-        with self.db.write() as conn:
+        with self.db.write(row_lock="trace_chain") as conn:
             row_id, stored = self.insert(conn, entry)
             if also is not None:
                 also(conn)
@@ -101,18 +101,20 @@ class TraceStore:
         ts = parse_timestamp(entry.timestamp) or time.time_ns()
         seq, line = self._chain(conn, encode_entry(entry))
         cur = conn.execute(
-            "INSERT INTO traces (trace_id, session_id, agent_id, tool, ts_ns, line_seq) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO traces (trace_id, session_id, agent_id, tool, ts_ns, line_seq) VALUES (?, ?, ?, ?, ?, ?)"
+            " RETURNING id",
             (entry.trace_id, entry.session_id, entry.agent_id, entry.tool, ts, seq),
         )
+        row_id = int(cur.fetchone()[0])
         self._add_stats(conn, _contribution(entry))
         self._write_file(line)
-        return int(cur.lastrowid), entry
+        return row_id, entry
 
     def update(self, trace_id: str, also: Callable[[Any], None] | None = None, **changes: Any) -> TraceEntry | None:
         """Append a revision of the newest call with this trace id; None when there is none. `also(conn)` runs
         inside the same transaction (the call's final metrics), even when there is no such call."""
         changes.pop("revision", None)
-        with self.db.write() as conn:
+        with self.db.write(row_lock="trace_chain") as conn:
             if also is not None:
                 also(conn)
             row = conn.execute(
@@ -124,7 +126,7 @@ class TraceStore:
         self, row_id: int, changes: dict[str, Any], also: Callable[[Any], None] | None = None
     ) -> TraceEntry | None:
         """Append a revision of one call (by row id); None when there is no such row."""
-        with self.db.write() as conn:
+        with self.db.write(row_lock="trace_chain") as conn:
             new = self._revise(conn, row_id, changes)
             if new is not None and also is not None:
                 also(conn)
@@ -156,7 +158,9 @@ class TraceStore:
         return new
 
     def _chain(self, conn: Any, payload: bytes) -> tuple[int, bytes]:
-        head_seq, head_hash = conn.execute("SELECT seq, hash FROM trace_chain WHERE id = 1").fetchone()
+        # Locked to commit (PostgreSQL): a writer outside the trace path's row_lock still extends one chain.
+        head = conn.execute(f"SELECT seq, hash FROM trace_chain WHERE id = 1{self.db.for_update}").fetchone()
+        head_seq, head_hash = head
         seq = int(head_seq) + 1
         line, digest = seal(payload, self.key, seq, str(head_hash))
         conn.execute("INSERT INTO trace_lines (seq, line) VALUES (?, ?)", (seq, line))
@@ -213,7 +217,7 @@ class TraceStore:
     def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
         rows = self.db.query(
             "SELECT session_id, count(*) AS n, min(ts_ns) AS first, max(ts_ns) AS last,"
-            " json_group_array(DISTINCT tool) AS tools,"
+            f" {self.db.json_array_distinct('tool')} AS tools,"
             " (SELECT agent_id FROM traces f WHERE f.session_id = t.session_id ORDER BY f.id LIMIT 1)"
             " AS agent FROM traces t WHERE session_id != ''"
             " GROUP BY session_id ORDER BY last DESC, session_id LIMIT ?",
@@ -253,7 +257,7 @@ class TraceStore:
     def outcome_unknown(self, limit: int = 100) -> tuple[int, list[dict[str, Any]]]:
         """Calls whose newest revision is still the intent written before the upstream call (status_code 0):
         in flight, or the server stopped during the call. (count, the newest `limit` of them)."""
-        where = " WHERE json_extract(CAST(l.line AS TEXT), '$.status_code') = 0"
+        where = f" WHERE {self.db.json_number('l.line', 'status_code')} = 0"
         row = self.db.query_one(f"SELECT count(*) FROM traces t JOIN trace_lines l ON l.seq = t.line_seq{where}")
         found = self.db.query(
             f"SELECT l.seq, l.line {_ENTRY_SQL[len('SELECT l.line') :]}{where} ORDER BY t.id DESC LIMIT ?", (limit,)
