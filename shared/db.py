@@ -60,6 +60,8 @@ class Database:
     # Appended to a SELECT whose rows the transaction goes on to update: PostgreSQL locks them (SQLite's one
     # writer already excludes every other).
     for_update = ""
+    # Rows after the first `?` ones (a LIMIT is required before OFFSET in SQLite).
+    offset_sql = "LIMIT -1 OFFSET ?"
     path: str  # the SQLite file; for PostgreSQL the local anchor path (storage_path) beside which local files live
 
     def __new__(cls, target: str | Path, *, migrate: bool = True, local_path: str | Path | None = None) -> Database:
@@ -111,6 +113,9 @@ class Database:
     def utc_now_sql(self) -> str:
         """An SQL expression for the current UTC time as ISO 8601 text (`2026-01-02T03:04:05Z`)."""
         return "strftime('%Y-%m-%dT%H:%M:%SZ')"
+
+    def has_table(self, name: str) -> bool:
+        return self.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) is not None
 
     def json_array_distinct(self, column: str) -> str:
         """An aggregate: the column's distinct values as JSON array text."""

@@ -27,7 +27,7 @@ from prometheus_client.metrics_core import (
 )
 
 from . import __version__
-from .db import Database, sqlite3
+from .db import Database
 from .settings import MetricsSettings
 
 __all__ = [
@@ -107,7 +107,7 @@ BUILD_HELP = "flux7 build information."
 
 _ADD = (
     "INSERT INTO metric_values (name, labels, value) VALUES (?, ?, ?)"
-    " ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value"
+    " ON CONFLICT (name, labels) DO UPDATE SET value = metric_values.value + excluded.value"
 )
 _SET = (
     "INSERT INTO metric_values (name, labels, value) VALUES (?, ?, ?)"
@@ -284,7 +284,11 @@ class Metrics:
                     refused.clear()
                 refused.add(value)
                 return OTHER
-            conn.execute("INSERT INTO metric_label_values (label, value) VALUES (?, ?)", (label, value))
+            # DO NOTHING: on PostgreSQL a trace write (serialised on the chain head, not the store-wide write
+            # lock) may admit the same value at the same moment.
+            conn.execute(
+                "INSERT INTO metric_label_values (label, value) VALUES (?, ?) ON CONFLICT DO NOTHING", (label, value)
+            )
         self._admitted[label].add(value)
         return value
 
@@ -305,14 +309,16 @@ class Metrics:
     def pending_approvals(self, now: float | None = None) -> int:
         """Approvals still waiting now: pending and unexpired, whatever worker sweeps them (none may have yet).
         0 while the approvals table does not exist."""
-        if self.db.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approvals'") is None:
+        if not self.db.has_table("approvals"):
             return 0
         try:
             row = self.db.query_one(
                 "SELECT count(*) FROM approvals WHERE status = 'pending' AND expires_at > ?",
                 (time.time() if now is None else now,),
             )
-        except sqlite3.Error as e:
+        except Exception as e:
+            if not self.db.is_error(e):
+                raise
             log.warning("metrics: cannot count pending approvals: %s", e)
             return 0
         return int(row[0]) if row else 0

@@ -172,6 +172,7 @@ class PostgresDatabase(Database):
 
     engine = "postgresql"
     for_update = " FOR UPDATE"
+    offset_sql = "OFFSET ?"
 
     def __init__(
         self,
@@ -274,6 +275,12 @@ class PostgresDatabase(Database):
 
     def utc_now_sql(self) -> str:
         return "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+
+    def has_table(self, name: str) -> bool:
+        return (
+            self.query_one("SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?", (name,))
+            is not None
+        )
 
     def json_array_distinct(self, column: str) -> str:
         return f"json_agg(DISTINCT {column})::text"

@@ -1,4 +1,4 @@
-"""Fixtures: a Mesh over a real SQLite file, a second Mesh on the same file (another worker's view), and an
+"""Fixtures: a Mesh over a real SQLite file (or PostgreSQL database), a second Mesh on the same file (another worker's view), and an
 HTTP client over the ASGI app from a loopback peer (the control plane's open case, DESIGN 6)."""
 
 from __future__ import annotations
@@ -39,12 +39,13 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
 
 
 @pytest.fixture
-def mesh_of(tmp_path: Path) -> Iterator[Callable[..., Mesh]]:
-    """Build Meshes over tmp_path/flux7.db; each one is a separate worker's view of the same database."""
+def mesh_of(tmp_path: Path, database_url: str) -> Iterator[Callable[..., Mesh]]:
+    """Build Meshes over tmp_path/flux7.db (or the test's PostgreSQL database, `--engine=postgresql`); each one
+    is a separate worker's view of the same database."""
     made: list[Mesh] = []
 
     def make(**overrides: Any) -> Mesh:
-        m = Mesh(make_settings(tmp_path, **overrides))
+        m = Mesh(make_settings(tmp_path, **({"database": database_url} if database_url else {}), **overrides))
         made.append(m)
         return m
 
