@@ -1,5 +1,6 @@
-"""Fixtures: a Mesh over a real SQLite file (or PostgreSQL database), a second Mesh on the same file (another worker's view), and an
-HTTP client over the ASGI app from a loopback peer (the control plane's open case, DESIGN 6)."""
+"""Fixtures: a Mesh over a real SQLite file (a PostgreSQL database with `--engine=postgresql`), a second Mesh on
+the same database (another worker's view), and an HTTP client over the ASGI app from a loopback peer (the control
+plane's open case, DESIGN 6)."""
 
 from __future__ import annotations
 

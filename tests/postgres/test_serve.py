@@ -1,0 +1,72 @@
+"""Real `flux7 serve` processes on one PostgreSQL database: governed calls allowed, denied and held for approval,
+an approval held on one instance released by a resolve on another, and the one chain verifying."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+from tests.support.http import wait_until
+from tests.support.mesh import PETS_POLICY, pets_mesh_config
+from tests.support.server import running_server
+from tests.upstreams.servers.http_backend import Backend
+
+ADMIN = {"Authorization": "Bearer adm1n"}
+AGENT = {"Authorization": "Bearer agent:claude"}
+
+
+def call(url: str, tool: str, params: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{url}/tool/{tool}", json={"params": params}, headers=AGENT, timeout=30, trust_env=False)
+
+
+def pending(url: str) -> list[dict[str, Any]]:
+    r = httpx.get(f"{url}/approvals", params={"status": "pending"}, headers=ADMIN, timeout=10, trust_env=False)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    return list(body if isinstance(body, list) else body.get("approvals", []))
+
+
+def test_two_instances_on_one_postgresql_govern_as_one(tmp_path: Path, backend: Backend, postgres_url: str) -> None:
+    config = pets_mesh_config(tmp_path, backend, PETS_POLICY, extra=f"database: {postgres_url}")
+    with running_server(config) as a, running_server(config) as b:
+        # allowed calls on both instances, at once
+        with ThreadPoolExecutor(8) as pool:
+            allowed = list(pool.map(lambda i: call((a, b)[i % 2].url, "list_pets", {"limit": i + 1}), range(24)))
+        assert [r.status_code for r in allowed] == [200] * 24
+        assert call(b.url, "delete_pet", {"petId": "1"}).status_code == 403
+
+        # a call held for approval on A, released by a resolve on B
+        held: dict[str, httpx.Response] = {}
+        waiter = threading.Thread(target=lambda: held.update(r=call(a.url, "create_pet", {"name": "rex"})))
+        waiter.start()
+        found = wait_until(lambda: pending(b.url), timeout=20, what="the approval to be listed on instance B")
+        approval = found[0]["id"]
+        resolved = httpx.post(
+            f"{b.url}/approvals/{approval}/approve", json={"resolved_by": "ann"}, headers=ADMIN, trust_env=False
+        )
+        assert resolved.status_code == 200, resolved.text
+        waiter.join(30)
+        assert held["r"].status_code == 200, held["r"].text
+        assert held["r"].json()["approval_id"] == approval and held["r"].json()["result"] == {
+            "created": {"name": "rex"}
+        }
+
+        # one chain, seen whole by either instance
+        for server in (a, b):
+            report = httpx.get(f"{server.url}/traces/verify", headers=ADMIN, trust_env=False, timeout=30).json()
+            assert report.get("break") is None, report
+            assert report["chained"] >= 27
+        traces = httpx.get(f"{a.url}/traces", params={"limit": 1000}, headers=ADMIN, trust_env=False).json()
+        assert {r.json()["trace_id"] for r in allowed} <= {t["trace_id"] for t in traces}
+        health = httpx.get(f"{b.url}/health", headers=ADMIN, trust_env=False).json()
+        assert health["traces"]["allowed"] >= 25 and health["traces"]["denied"] == 1
+    # the state is in PostgreSQL, not in a file beside the config
+    assert not (tmp_path / "flux7.db").exists()
+    with psycopg.connect(postgres_url) as conn:
+        approved = conn.execute("SELECT status, resolved_by FROM approvals WHERE id = %s", (approval,)).fetchone()
+    assert approved == ("approved", "ann")
