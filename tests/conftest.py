@@ -3,9 +3,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from flux7.shared.db import Database
 from tests.support import postgres
 from tests.upstreams.servers.http_backend import Backend, running_backend
 
@@ -69,6 +71,24 @@ def database_url(engine: str, request: pytest.FixtureRequest) -> str:
     if engine != "postgresql":
         return ""
     return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def store(tmp_path: Path, database_url: str) -> Iterator[Database]:
+    """The store under test: tmp_path/flux7.db, or this test's PostgreSQL database (`--engine=postgresql`)."""
+    local = tmp_path / "flux7.db"
+    database = Database(database_url or local, local_path=local)
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def engine_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Server processes this test starts inherit FLUX7_DATABASE_URL: on PostgreSQL they share this test's
+    database. Returns the URL ("" on SQLite)."""
+    if database_url:
+        monkeypatch.setenv("FLUX7_DATABASE_URL", database_url)
+    return database_url
 
 
 @pytest.fixture

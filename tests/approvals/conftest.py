@@ -39,6 +39,12 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
     return load_settings(None, env={}, **values)
 
 
+@pytest.fixture(autouse=True)
+def _server_processes_share_the_engine(engine_env: str) -> str:
+    """Server processes (tests/approvals/servers.py) use this test's PostgreSQL database too."""
+    return engine_env
+
+
 @pytest.fixture
 def mesh_of(tmp_path: Path, database_url: str) -> Iterator[Callable[..., Mesh]]:
     """Build Meshes over tmp_path/flux7.db (or the test's PostgreSQL database, `--engine=postgresql`); each one

@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Database:
-    return Database(tmp_path / "flux7.db")
+def db(store: Database) -> Database:
+    return store
 
 
 def test_a_token_is_shown_once_and_stored_only_as_its_hash(db: Database, tmp_path: Path) -> None:
