@@ -142,14 +142,19 @@ def test_instances_starting_at_once_apply_each_migration_once(postgres_admin_url
 def test_the_database_setting_selects_the_engine(tmp_path: Path) -> None:
     assert load_settings(None, env={}).database == ""
     url = "postgresql://flux7:secret@db.internal:5432/flux7"
-    assert load_settings(None, env={}, database=url).database == url
+    off = {"enabled": False}
+    assert load_settings(None, env={}, database=url, memory=off).database == url
     # the environment names the deployment's database (a secret kept out of config.yaml)
-    assert load_settings(None, env={"FLUX7_DATABASE_URL": url}).database == url
+    assert load_settings(None, env={"FLUX7_DATABASE_URL": url}, memory=off).database == url
     # a path is the SQLite file
     as_path = load_settings(None, env={}, database=str(tmp_path / "other.db"))
     assert (as_path.database, as_path.storage_path) == ("", str(tmp_path / "other.db"))
     with pytest.raises(ConfigError, match="postgresql:// URL or a SQLite file path, got mysql://"):
-        load_settings(None, env={}, database="mysql://x/y")
+        load_settings(None, env={}, database="mysql://x/y", memory={"enabled": False})
+    # memory has no PostgreSQL search yet: on by default, it is refused at start rather than failing later
+    with pytest.raises(ConfigError, match=r"memory\.enabled.*does not run on PostgreSQL yet"):
+        load_settings(None, env={}, database=url)
+    assert load_settings(None, env={}, database=url, memory={"url": "http://mem7:8080"}).database == url
 
 
 def test_an_unreachable_server_is_a_clear_unavailable_error() -> None:

@@ -67,7 +67,7 @@ def test_a_failed_block_rolls_back_and_an_integrity_error_is_named(db: Database)
 
 
 def test_a_trace_append_is_not_held_up_by_another_write_in_progress(db: Database, postgres_url: str) -> None:
-    tracer = Tracer(load_settings(None, env={}, database=postgres_url), db)
+    tracer = Tracer(load_settings(None, env={}, database=postgres_url, memory={"enabled": False}), db)
     done = threading.Event()
     with db.write() as conn:  # an ordinary write holds the store-wide write lock until this block ends
         conn.execute("INSERT INTO tool_pins (tool, fingerprint, pinned_at) VALUES ('a.b', 'f', 1)")
@@ -91,7 +91,7 @@ def test_processes_appending_at_once_extend_one_valid_chain(db: Database, postgr
     for p in procs:
         p.join(120)
     assert [p.exitcode for p in procs] == [0, 0, 0]
-    tracer = Tracer(load_settings(None, env={}, database=postgres_url), db)
+    tracer = Tracer(load_settings(None, env={}, database=postgres_url, memory={"enabled": False}), db)
     report = tracer.verify()
     assert report.get("break") is None, report
     assert (report["chained"], report["first_seq"], report["last_seq"]) == (180, 1, 180)
