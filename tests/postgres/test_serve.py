@@ -3,6 +3,9 @@ an approval held on one instance released by a resolve on another, and the one c
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -11,9 +14,9 @@ from typing import Any
 import httpx
 import psycopg
 
-from tests.support.http import wait_until
+from tests.support.http import free_port, wait_until
 from tests.support.mesh import PETS_POLICY, pets_mesh_config
-from tests.support.server import running_server
+from tests.support.server import REPO, running_server
 from tests.upstreams.servers.http_backend import Backend
 
 ADMIN = {"Authorization": "Bearer adm1n"}
@@ -70,3 +73,18 @@ def test_two_instances_on_one_postgresql_govern_as_one(tmp_path: Path, backend: 
     with psycopg.connect(postgres_url) as conn:
         approved = conn.execute("SELECT status, resolved_by FROM approvals WHERE id = %s", (approval,)).fetchone()
     assert approved == ("approved", "ann")
+
+
+def test_serve_with_an_unreachable_database_says_so_and_exits_2(tmp_path: Path, backend: Backend) -> None:
+    url = f"postgresql://flux7:secret@127.0.0.1:{free_port()}/flux7?connect_timeout=1"
+    config = pets_mesh_config(tmp_path, backend, PETS_POLICY, extra=f"database: {url}")
+    done = subprocess.run(
+        [sys.executable, "-m", "flux7.functions.entry", "serve", "--config", str(config), "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 2, done.stderr
+    assert "storage unavailable: cannot connect to postgresql://flux7:***@127.0.0.1" in done.stderr
+    assert "secret" not in done.stderr
