@@ -114,6 +114,10 @@ class Database:
         """An SQL expression for the current UTC time as ISO 8601 text (`2026-01-02T03:04:05Z`)."""
         return "strftime('%Y-%m-%dT%H:%M:%SZ')"
 
+    def greatest(self, a: str, b: str) -> str:
+        """The larger of two SQL expressions (SQLite's two-argument max, PostgreSQL's GREATEST)."""
+        return f"max({a}, {b})"
+
     def has_table(self, name: str) -> bool:
         return self.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) is not None
 

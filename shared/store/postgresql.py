@@ -276,6 +276,9 @@ class PostgresDatabase(Database):
     def utc_now_sql(self) -> str:
         return "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
+    def greatest(self, a: str, b: str) -> str:
+        return f"GREATEST({a}, {b})"
+
     def has_table(self, name: str) -> bool:
         return (
             self.query_one("SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?", (name,))
