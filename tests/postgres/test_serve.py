@@ -3,17 +3,20 @@ an approval held on one instance released by a resolve on another, and the one c
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import redirect_stderr
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
 
+from flux7.shared.backup import main, restore_main
 from tests.support.http import free_port, wait_until
 from tests.support.mesh import PETS_POLICY, pets_mesh_config
 from tests.support.server import REPO, running_server
@@ -88,3 +91,14 @@ def test_serve_with_an_unreachable_database_says_so_and_exits_2(tmp_path: Path, 
     assert done.returncode == 2, done.stderr
     assert "storage unavailable: cannot connect to postgresql://flux7:***@127.0.0.1" in done.stderr
     assert "secret" not in done.stderr
+
+
+def test_backup_and_restore_say_litestream_is_for_sqlite_on_a_postgresql_config(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("database: postgresql://flux7@db.internal/flux7\nmemory: {enabled: false}\n")
+    for run in (main, restore_main):
+        err = io.StringIO()
+        with redirect_stderr(err):
+            code = run(["--config", str(config), "--to" if run is main else "--from", "file:///tmp/x"], env={})
+        assert code == 2, err.getvalue()
+        assert "on PostgreSQL back up with pg_dump" in err.getvalue()
