@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -264,6 +265,26 @@ class PostgresDatabase(Database):
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
         return applied
+
+    def server_status(self) -> dict[str, Any]:
+        """What `flux7 doctor` reports: the server's version, the migrations applied, whether pgvector is
+        installed, and this machine's clock against the server's (instances compare times they each wrote)."""
+        before = time.time()
+        row = self.query_one("SELECT current_setting('server_version'), extract(epoch FROM clock_timestamp())")
+        after = time.time()
+        assert row is not None
+        applied = (
+            {str(r[0]) for r in self.query("SELECT name FROM schema_migrations")}
+            if self.has_table("schema_migrations")
+            else set()
+        )
+        vector = self.query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        return {
+            "version": str(row[0]),
+            "migrations": applied,
+            "pgvector": str(vector[0]) if vector else "",
+            "clock_skew_s": float(row[1]) - (before + after) / 2,
+        }
 
     def close(self) -> None:
         if not self._closed.is_set():
