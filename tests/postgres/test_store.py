@@ -98,3 +98,28 @@ def test_processes_appending_at_once_extend_one_valid_chain(db: Database, postgr
     assert tracer.counts()["total"] == 180
     seqs = [r[0] for r in db.query("SELECT seq FROM trace_lines ORDER BY seq")]
     assert seqs == list(range(1, 181))
+
+
+def test_writes_from_several_instances_are_serialised_as_sqlite_serialises_them(postgres_url: str) -> None:
+    # read-modify-write code written for SQLite's one writer stays exact: each instance (its own pool) reads the
+    # counter and writes it back inside write(), and no increment is lost
+    stores = [Database(postgres_url) for _ in range(3)]
+    start = threading.Barrier(len(stores) * 2)
+
+    def bump(store: Database) -> None:
+        start.wait(10)
+        for _ in range(40):
+            with store.write() as conn:
+                seq = conn.execute("SELECT seq FROM approvals_clock WHERE id = 1").fetchone()[0]
+                conn.execute("UPDATE approvals_clock SET seq = ? WHERE id = 1", (seq + 1,))
+
+    threads = [threading.Thread(target=bump, args=(s,)) for s in stores for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        assert stores[0].query_one("SELECT seq FROM approvals_clock WHERE id = 1")[0] == 40 * len(threads)
+    finally:
+        for s in stores:
+            s.close()
