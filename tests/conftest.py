@@ -83,12 +83,21 @@ def store(tmp_path: Path, database_url: str) -> Iterator[Database]:
 
 
 @pytest.fixture
-def engine_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Server processes this test starts inherit FLUX7_DATABASE_URL: on PostgreSQL they share this test's
+def engine_configs(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Configs written by tests/support/mesh.py pets_mesh_config (memory off) name this test's PostgreSQL
     database. Returns the URL ("" on SQLite)."""
     if database_url:
-        monkeypatch.setenv("FLUX7_DATABASE_URL", database_url)
+        monkeypatch.setenv("FLUX7_TEST_CONFIG_DATABASE", database_url)
     return database_url
+
+
+@pytest.fixture
+def engine_env(engine_configs: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """As engine_configs, and every process this test starts inherits FLUX7_DATABASE_URL (whatever its config):
+    on PostgreSQL they share this test's database. Returns the URL ("" on SQLite)."""
+    if engine_configs:
+        monkeypatch.setenv("FLUX7_DATABASE_URL", engine_configs)
+    return engine_configs
 
 
 @pytest.fixture
