@@ -256,6 +256,7 @@ class Metrics:
                 if sample.upstream_failed:
                     add.append(("agent_mesh_upstream_errors_total", where, 1.0))
                 put.append((UP_GAUGE, where, 0.0 if sample.upstream_down else 1.0))
+            add.sort()  # the one row order every writer uses (see _write)
             c.executemany(_ADD, add)
             if put:
                 c.executemany(_SET, put)
@@ -293,6 +294,10 @@ class Metrics:
         return value
 
     def _write(self, add: list[tuple[str, str, float]], put: list[tuple[str, str, float]], conn: Any) -> None:
+        # One row order for every writer: on PostgreSQL a trace write (serialised on the chain head) and another
+        # write (on the store-wide lock) may update the same rows at once, and a shared order cannot deadlock.
+        add.sort()
+        put.sort()
         if conn is not None:
             conn.executemany(_ADD, add)
             conn.executemany(_SET, put)
