@@ -1,5 +1,6 @@
-"""Real `flux7 serve` processes on one PostgreSQL database: governed calls allowed, denied and held for approval,
-an approval held on one instance released by a resolve on another, and the one chain verifying."""
+"""Real `flux7 serve` processes on one PostgreSQL database: governed calls allowed, denied and held for approval
+on three instances at once, an approval held on one instance released by a resolve on another, the one chain
+verifying on each."""
 
 from __future__ import annotations
 
@@ -37,13 +38,13 @@ def pending(url: str) -> list[dict[str, Any]]:
     return list(body if isinstance(body, list) else body.get("approvals", []))
 
 
-def test_two_instances_on_one_postgresql_govern_as_one(tmp_path: Path, backend: Backend, postgres_url: str) -> None:
+def test_three_instances_on_one_postgresql_govern_as_one(tmp_path: Path, backend: Backend, postgres_url: str) -> None:
     config = pets_mesh_config(tmp_path, backend, PETS_POLICY, extra=f"database: {postgres_url}")
-    with running_server(config) as a, running_server(config) as b:
-        # allowed calls on both instances, at once
-        with ThreadPoolExecutor(8) as pool:
-            allowed = list(pool.map(lambda i: call((a, b)[i % 2].url, "list_pets", {"limit": i + 1}), range(24)))
-        assert [r.status_code for r in allowed] == [200] * 24
+    with running_server(config) as a, running_server(config) as b, running_server(config) as c:
+        # allowed calls on every instance, at once
+        with ThreadPoolExecutor(12) as pool:
+            allowed = list(pool.map(lambda i: call((a, b, c)[i % 3].url, "list_pets", {"limit": i + 1}), range(36)))
+        assert [r.status_code for r in allowed] == [200] * 36
         assert call(b.url, "delete_pet", {"petId": "1"}).status_code == 403
 
         # a call held for approval on A, released by a resolve on B
@@ -62,15 +63,15 @@ def test_two_instances_on_one_postgresql_govern_as_one(tmp_path: Path, backend: 
             "created": {"name": "rex"}
         }
 
-        # one chain, seen whole by either instance
-        for server in (a, b):
+        # one chain, seen whole by every instance
+        for server in (a, b, c):
             report = httpx.get(f"{server.url}/traces/verify", headers=ADMIN, trust_env=False, timeout=30).json()
             assert report.get("break") is None, report
-            assert report["chained"] >= 27
+            assert report["chained"] >= 39
         traces = httpx.get(f"{a.url}/traces", params={"limit": 1000}, headers=ADMIN, trust_env=False).json()
         assert {r.json()["trace_id"] for r in allowed} <= {t["trace_id"] for t in traces}
         health = httpx.get(f"{b.url}/health", headers=ADMIN, trust_env=False).json()
-        assert health["traces"]["allowed"] >= 25 and health["traces"]["denied"] == 1
+        assert health["traces"]["allowed"] >= 37 and health["traces"]["denied"] == 1
     # the state is in PostgreSQL, not in a file beside the config
     assert not (tmp_path / "flux7.db").exists()
     with psycopg.connect(postgres_url) as conn:
