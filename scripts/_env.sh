@@ -45,3 +45,23 @@ ensure_venv() {
   fi
   export PATH="$VENV/bin:$PATH"
 }
+
+ensure_postgresql() {
+  # The PostgreSQL tests start a throwaway cluster from the installed binaries unless FLUX7_TEST_DATABASE_URL
+  # names a server. Installs Debian's postgresql (and pgvector where the distribution has it) when missing.
+  if [ -n "${FLUX7_TEST_DATABASE_URL:-}" ] || command -v initdb >/dev/null 2>&1 \
+    || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    return 0
+  fi
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "flux7: the PostgreSQL tests need a server: sudo apt-get install -y postgresql, or set FLUX7_TEST_DATABASE_URL" >&2
+    return 0
+  fi
+  apt_install postgresql
+  local major
+  major="$(ls /usr/lib/postgresql | sort -n | tail -1)"
+  if apt-cache show "postgresql-$major-pgvector" >/dev/null 2>&1; then
+    apt_install "postgresql-$major-pgvector"
+  fi
+  # Debian starts a cluster of its own on install; the tests start theirs on a free port, so it may stay down.
+}

@@ -360,6 +360,13 @@ def _common(f: Any) -> Any:
 
 def _resolve(args: argparse.Namespace, url: str, env: Mapping[str, str]) -> tuple[Settings, Path, ReplicaSource]:
     settings = load_settings(args.config, env)
+    if settings.database and not args.db:
+        raise ConfigError(
+            settings.config_path or "(arguments)",
+            "database",
+            "Litestream replicates a SQLite file; on PostgreSQL back up with pg_dump or the provider's "
+            "point-in-time recovery (docs/deploy.md)",
+        )
     db = Path(args.db).resolve() if args.db else settings.resolve_path(settings.storage_path).resolve()
     if url:
         return settings, db, ReplicaSource(url=url)

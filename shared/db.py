@@ -1,4 +1,10 @@
-"""SQLite access: one write path per process (BEGIN IMMEDIATE), separate read connections, numbered migrations."""
+"""The store seam: `Database(target)` opens SQLite (a path, the default) or PostgreSQL (a `postgresql://` URL).
+
+Both engines offer the same surface: `write()` (one transaction, committed when the block ends), `reader`,
+`query`/`query_one`/`execute`, `migrate()`, and the dialect helpers below for the few places where their SQL
+differs. Call sites write SQLite-flavoured SQL with `?` placeholders; the PostgreSQL engine translates them.
+This file holds the base and the SQLite engine (one write path per process, BEGIN IMMEDIATE, separate read
+connections); shared/store/postgresql.py holds the PostgreSQL one."""
 
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ try:  # a recent SQLite (FTS5 trigram, RETURNING, ...) where the wheel exists
 except ImportError:  # pragma: no cover - platform without the wheel
     import sqlite3
 
-__all__ = ["MIGRATIONS_DIR", "Database", "sqlite3"]
+__all__ = ["MIGRATIONS_DIR", "Database", "SqliteDatabase", "database_for", "is_postgresql_url", "sqlite3"]
 
 
 # The longest a write waits for a lock held outside this deployment's writer queue (which the flock orders).
@@ -38,14 +44,116 @@ def _configure(conn: Any) -> None:
     conn.execute("PRAGMA foreign_keys=ON")
 
 
+def is_postgresql_url(target: str | Path) -> bool:
+    """A `database` setting naming PostgreSQL (`postgresql://…` or `postgres://…`) rather than a SQLite file."""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
 class Database:
+    """The store seam. `Database(target)` picks the engine from the target: a `postgresql://` URL opens
+    PostgreSQL (shared/store/postgresql.py), anything else is a SQLite file path.
+
+    `local_path` (PostgreSQL only) is where this instance keeps node-local files (lock files, generated keys):
+    the SQLite file's path plays that part for SQLite."""
+
+    engine = "sqlite"
+    # Appended to a SELECT whose rows the transaction goes on to update: PostgreSQL locks them (SQLite's one
+    # writer already excludes every other).
+    for_update = ""
+    # Rows after the first `?` ones (a LIMIT is required before OFFSET in SQLite).
+    offset_sql = "LIMIT -1 OFFSET ?"
+    path: str  # the SQLite file; for PostgreSQL the local anchor path (storage_path) beside which local files live
+
+    def __new__(cls, target: str | Path, *, migrate: bool = True, local_path: str | Path | None = None) -> Database:
+        if cls is Database:
+            if is_postgresql_url(target):
+                from .store.postgresql import PostgresDatabase
+
+                cls = PostgresDatabase
+            else:
+                cls = SqliteDatabase
+        return object.__new__(cls)
+
+    # -- the surface both engines implement (SqliteDatabase below, PostgresDatabase) --------------------------
+
+    @property
+    def label(self) -> str:
+        """What messages call this store: the file, or the URL without its password."""
+        return self.path
+
+    @property
+    def reader(self) -> Any:
+        raise NotImplementedError
+
+    def write(self, *, row_lock: str = "") -> contextlib.AbstractContextManager[Any]:
+        """A write transaction. `row_lock` names a one-row table (id = 1) the transaction serialises on
+        instead of the store-wide write lock (PostgreSQL; SQLite has one writer whatever is asked)."""
+        raise NotImplementedError
+
+    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[Any]:
+        return list(self.reader.execute(sql, params).fetchall())
+
+    def query_one(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> Any | None:
+        return self.reader.execute(sql, params).fetchone()
+
+    def execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> int:
+        """One statement in its own write transaction; returns the affected row count."""
+        with self.write() as conn:
+            return int(conn.execute(sql, params).rowcount)
+
+    def migrate(self, directory: Path = MIGRATIONS_DIR) -> list[str]:
+        """Apply numbered `NNNN_name.sql` files not yet applied, in order. Returns the names applied."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # -- dialect: the SQL that differs between engines, named once here ---------------------------------------
+
+    def utc_now_sql(self) -> str:
+        """An SQL expression for the current UTC time as ISO 8601 text (`2026-01-02T03:04:05Z`)."""
+        return "strftime('%Y-%m-%dT%H:%M:%SZ')"
+
+    def greatest(self, a: str, b: str) -> str:
+        """The larger of two SQL expressions (SQLite's two-argument max, PostgreSQL's GREATEST)."""
+        return f"max({a}, {b})"
+
+    def has_table(self, name: str) -> bool:
+        return self.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) is not None
+
+    def json_array_distinct(self, column: str) -> str:
+        """An aggregate: the column's distinct values as JSON array text."""
+        return f"json_group_array(DISTINCT {column})"
+
+    def json_number(self, document: str, key: str) -> str:
+        """The number at a top-level key of a JSON document held as text or bytes (NULL when absent)."""
+        return f"json_extract(CAST({document} AS TEXT), '$.{key}')"
+
+    def is_integrity_error(self, e: BaseException) -> bool:
+        """A unique, primary-key, check or foreign-key violation."""
+        return isinstance(e, sqlite3.IntegrityError)
+
+    def is_error(self, e: BaseException) -> bool:
+        """Any error the engine raised (a driver error, as opposed to a bug in the caller)."""
+        return isinstance(e, sqlite3.Error)
+
+
+def database_for(settings: Any, *, migrate: bool = True) -> Database:
+    """The store a Settings names: its `database` URL (PostgreSQL), else the SQLite file at storage_path."""
+    local = settings.resolve_path(settings.storage_path)
+    if settings.database:
+        return Database(settings.database, migrate=migrate, local_path=local)
+    return Database(local, migrate=migrate)
+
+
+class SqliteDatabase(Database):
     """A SQLite file shared by every worker and process of one deployment.
 
     Writes go through `write()`, serialised in-process by a lock and across processes by `BEGIN IMMEDIATE`.
     Reads use a per-thread connection so they never wait on the writer.
     """
 
-    def __init__(self, path: str | Path, *, migrate: bool = True) -> None:
+    def __init__(self, path: str | Path, *, migrate: bool = True, local_path: str | Path | None = None) -> None:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -83,7 +191,7 @@ class Database:
         self._writer.set_trace_callback(callback)
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Any]:
+    def write(self, *, row_lock: str = "") -> Iterator[Any]:
         """A write transaction; committed before the block's caller sees its result."""
         with self._write_lock:
             if self._lock_fd >= 0:
@@ -119,17 +227,6 @@ class Database:
             if locked_out:
                 conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         self._locked_out = False
-
-    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[Any]:
-        return list(self.reader.execute(sql, params).fetchall())
-
-    def query_one(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> Any | None:
-        return self.reader.execute(sql, params).fetchone()
-
-    def execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> int:
-        """One statement in its own write transaction; returns the affected row count."""
-        with self.write() as conn:
-            return int(conn.execute(sql, params).rowcount)
 
     def migrate(self, directory: Path = MIGRATIONS_DIR) -> list[str]:
         """Apply numbered `NNNN_name.sql` files not yet applied, in order. Returns the names applied."""

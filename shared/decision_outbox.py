@@ -39,8 +39,8 @@ class DecisionOutbox:
     def enqueue(conn: Any, *, key: str, approval_id: str, tool: str, agent: str, arguments: dict[str, Any]) -> None:
         """Add a fact inside the caller's write transaction. The same key twice is one row."""
         conn.execute(
-            "INSERT OR IGNORE INTO decision_outbox (key, approval_id, tool, agent_id, fact, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO decision_outbox (key, approval_id, tool, agent_id, fact, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (key, approval_id, tool, agent, msgspec.json.encode(arguments).decode(), time.time()),
         )
 

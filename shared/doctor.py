@@ -141,6 +141,65 @@ def check_database(settings: Settings, *, replicated: bool) -> list[Finding]:
     return out
 
 
+# Instances compare times each of them wrote (approval expiries, rate windows, halts): more skew than this is a fault.
+MAX_CLOCK_SKEW_S = 1.0
+
+
+def check_postgresql(settings: Settings) -> list[Finding]:
+    """A PostgreSQL deployment: the server reached, this flux7's migrations applied, pgvector, clock skew."""
+    from .db import Database
+    from .errors import Unavailable
+    from .store.postgresql import PG_MIGRATIONS_DIR, PostgresDatabase
+
+    try:
+        db = Database(settings.database, migrate=False)
+    except Unavailable as e:
+        return [Finding("database", "fail", str(e), "check the database URL, the network and the server")]
+    try:
+        assert isinstance(db, PostgresDatabase)
+        status = db.server_status()
+    finally:
+        db.close()
+    available = sorted(p.name for p in PG_MIGRATIONS_DIR.glob("[0-9][0-9][0-9][0-9]_*.sql"))
+    applied = status["migrations"]
+    out: list[Finding] = []
+    unknown = sorted(applied - set(available))
+    pending = [m for m in available if m not in applied]
+    summary = f"{db.label}: PostgreSQL {status['version']}, {len(applied)} migrations applied of {len(available)}"
+    if unknown:
+        out.append(
+            Finding(
+                "database",
+                "fail",
+                f"migrations applied that this flux7 does not have: {', '.join(unknown)}",
+                "run the flux7 version that wrote this database (or newer)",
+            )
+        )
+    if pending:
+        out.append(Finding("database", "warn", f"{summary}; pending: {', '.join(pending)}", "applied at next start"))
+    elif not unknown:
+        out.append(Finding("database", "ok", summary))
+    vector = status["pgvector"]
+    out.append(
+        Finding("database", "ok", f"pgvector {vector}")
+        if vector
+        else Finding("database", "warn", "no pgvector: vectors are scanned exactly", "install pgvector on the server")
+    )
+    skew = status["clock_skew_s"]
+    if abs(skew) > MAX_CLOCK_SKEW_S:
+        out.append(
+            Finding(
+                "database",
+                "fail",
+                f"this machine's clock is {skew:+.2f}s off the database server's",
+                "run NTP (chrony, systemd-timesyncd) on every instance and the server",
+            )
+        )
+    else:
+        out.append(Finding("database", "ok", f"clock within {abs(skew):.3f}s of the database server's"))
+    return out
+
+
 def check_policies(settings: Settings) -> list[Finding]:
     """policy_dir against its copy in the database (shared/policy_files.py), which is what a restore writes back."""
     if not settings.policy_dir:
@@ -387,12 +446,22 @@ def run_checks(
     if settings is None:
         return findings
     replicated = _litestream_config(litestream, env) is not None
-    if "database" not in skip:
-        findings += check_database(settings, replicated=replicated)
-    if "policies" not in skip:
-        findings += check_policies(settings)
-    if "replication" not in skip:
-        findings += check_replication(settings, litestream, env, timeout)
+    if settings.database:  # PostgreSQL: the server's own backups replace Litestream (docs/deploy.md)
+        if "database" not in skip:
+            findings += check_postgresql(settings)
+        if "replication" not in skip:
+            findings.append(
+                Finding(
+                    "replication", "skip", "PostgreSQL: back up with pg_dump or the provider's point-in-time recovery"
+                )
+            )
+    else:
+        if "database" not in skip:
+            findings += check_database(settings, replicated=replicated)
+        if "policies" not in skip:
+            findings += check_policies(settings)
+        if "replication" not in skip:
+            findings += check_replication(settings, litestream, env, timeout)
     if "embeddings" not in skip:
         findings += check_embeddings(settings, timeout)
     if "upstreams" not in skip:

@@ -30,8 +30,11 @@ class GroupCommit(Generic[Item, Result]):
     """`await submit(item)`: the item written by `apply(conn, items)` in one transaction with the items other
     coroutines of this event loop submitted in the same turn. `apply` returns one result per item, in order."""
 
-    def __init__(self, db: Database, apply: Callable[[Any, Sequence[Item]], list[Result]]) -> None:
+    def __init__(
+        self, db: Database, apply: Callable[[Any, Sequence[Item]], list[Result]], *, row_lock: str = ""
+    ) -> None:
         self.db = db
+        self.row_lock = row_lock  # the write's lock on PostgreSQL (see Database.write); nothing on SQLite
         self._apply = apply
         # Per event loop (a process normally runs one; a test may run several, each in its own thread).
         self._pending: dict[asyncio.AbstractEventLoop, list[tuple[Item, asyncio.Future[Result]]]] = {}
@@ -61,7 +64,7 @@ class GroupCommit(Generic[Item, Result]):
 
     def _commit(self, batch: list[tuple[Item, asyncio.Future[Result]]]) -> None:
         try:
-            with self.db.write() as conn:
+            with self.db.write(row_lock=self.row_lock) as conn:
                 results = self._apply(conn, [item for item, _ in batch])
         except Exception as e:  # every caller of the batch gets it
             for _, future in batch:
@@ -110,7 +113,8 @@ class SummedUpserts:
         """Write the sums: one statement for the additive upserts, one for the last-wins ones."""
         for sql, rows in ((self._add_sql, self._added), (self._put_sql, self._put)):
             if rows:
-                _upsert_all(self.conn, sql, [(k[0], k[1], v) for k, v in rows.items()])
+                # In key order, as metrics.py writes them: concurrent writers on PostgreSQL lock rows in one order.
+                _upsert_all(self.conn, sql, [(k[0], k[1], v) for k, v in sorted(rows.items())])
             rows.clear()
 
 

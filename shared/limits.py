@@ -142,13 +142,14 @@ class RateLimiter:
         )
         conn.execute(
             "INSERT INTO rate_totals (agent_id, total, last_at) VALUES (?, 1, ?) "
-            "ON CONFLICT(agent_id) DO UPDATE SET total = total + 1, last_at = excluded.last_at",
+            "ON CONFLICT(agent_id) DO UPDATE SET total = rate_totals.total + 1, last_at = excluded.last_at",
             (agent, now),
         )
         if per_tool:
             conn.execute(
                 "INSERT INTO rate_tool_totals (agent_id, tool, total, last_at) VALUES (?, ?, 1, ?) "
-                "ON CONFLICT(agent_id, tool) DO UPDATE SET total = total + 1, last_at = excluded.last_at",
+                "ON CONFLICT(agent_id, tool) DO UPDATE SET total = rate_tool_totals.total + 1,"
+                " last_at = excluded.last_at",
                 (agent, tool, now),
             )
 
@@ -170,12 +171,12 @@ class RateLimiter:
             conn.execute("DELETE FROM rate_events WHERE at < ?", (now - keep,))
             conn.execute(
                 "DELETE FROM rate_totals WHERE agent_id IN (SELECT agent_id FROM rate_totals "
-                "ORDER BY last_at DESC LIMIT -1 OFFSET ?)",
+                f"ORDER BY last_at DESC {self._db.offset_sql})",
                 (MAX_AGENTS,),
             )
             conn.execute(
-                "DELETE FROM rate_tool_totals WHERE rowid IN (SELECT rowid FROM rate_tool_totals "
-                "ORDER BY last_at DESC LIMIT -1 OFFSET ?)",
+                "DELETE FROM rate_tool_totals WHERE (agent_id, tool) IN (SELECT agent_id, tool FROM rate_tool_totals "
+                f"ORDER BY last_at DESC {self._db.offset_sql})",
                 (MAX_TOOL_TOTALS,),
             )
 

@@ -10,7 +10,7 @@ import msgspec
 
 from .approvals import ApprovalQueue
 from .callbacks import Notifier
-from .db import Database
+from .db import Database, database_for
 from .governance.catalog import Catalog
 from .governance.engine import Governance
 from .governance.versions import Versions
@@ -42,7 +42,7 @@ class Mesh:
 
     def __init__(self, settings: Settings, *, db: Database | None = None) -> None:
         self.settings = settings
-        self.db = db or Database(settings.resolve_path(settings.storage_path))
+        self.db = db or database_for(settings)
         self.tokens = TokenStore(self.db)  # per-agent bearer tokens (flux7 token …)
         self.identity = IdentityResolver(settings, self.tokens)
         self.versions = Versions(self.db)  # every policy, catalog and tool definition version seen

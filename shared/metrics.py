@@ -28,7 +28,7 @@ from prometheus_client.metrics_core import (
 )
 
 from . import __version__
-from .db import Database, sqlite3
+from .db import Database
 from .settings import MetricsSettings
 
 __all__ = [
@@ -108,7 +108,7 @@ BUILD_HELP = "flux7 build information."
 
 _ADD = (
     "INSERT INTO metric_values (name, labels, value) VALUES (?, ?, ?)"
-    " ON CONFLICT (name, labels) DO UPDATE SET value = value + excluded.value"
+    " ON CONFLICT (name, labels) DO UPDATE SET value = metric_values.value + excluded.value"
 )
 _SET = (
     "INSERT INTO metric_values (name, labels, value) VALUES (?, ?, ?)"
@@ -270,6 +270,7 @@ class Metrics:
                 if sample.upstream_failed:
                     add.append(("agent_mesh_upstream_errors_total", where, 1.0))
                 put.append((UP_GAUGE, where, 0.0 if sample.upstream_down else 1.0))
+            add.sort()  # the one row order every writer uses (see _write)
             c.executemany(_ADD, add)
             if put:
                 c.executemany(_SET, put)
@@ -298,11 +299,19 @@ class Metrics:
                     refused.clear()
                 refused.add(value)
                 return OTHER
-            conn.execute("INSERT INTO metric_label_values (label, value) VALUES (?, ?)", (label, value))
+            # DO NOTHING: on PostgreSQL a trace write (serialised on the chain head, not the store-wide write
+            # lock) may admit the same value at the same moment.
+            conn.execute(
+                "INSERT INTO metric_label_values (label, value) VALUES (?, ?) ON CONFLICT DO NOTHING", (label, value)
+            )
         self._admitted[label].add(value)
         return value
 
     def _write(self, add: list[tuple[str, str, float]], put: list[tuple[str, str, float]], conn: Any) -> None:
+        # One row order for every writer: on PostgreSQL a trace write (serialised on the chain head) and another
+        # write (on the store-wide lock) may update the same rows at once, and a shared order cannot deadlock.
+        add.sort()
+        put.sort()
         if conn is not None:
             conn.executemany(_ADD, add)
             conn.executemany(_SET, put)
@@ -319,14 +328,16 @@ class Metrics:
     def pending_approvals(self, now: float | None = None) -> int:
         """Approvals still waiting now: pending and unexpired, whatever worker sweeps them (none may have yet).
         0 while the approvals table does not exist."""
-        if self.db.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'approvals'") is None:
+        if not self.db.has_table("approvals"):
             return 0
         try:
             row = self.db.query_one(
                 "SELECT count(*) FROM approvals WHERE status = 'pending' AND expires_at > ?",
                 (time.time() if now is None else now,),
             )
-        except sqlite3.Error as e:
+        except Exception as e:
+            if not self.db.is_error(e):
+                raise
             log.warning("metrics: cannot count pending approvals: %s", e)
             return 0
         return int(row[0]) if row else 0

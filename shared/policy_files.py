@@ -62,7 +62,7 @@ class Materialized:
 def materialize(db: Database, directory: Path) -> Materialized:
     """Make the directory hold the recorded policy files (see the module's docstring)."""
     outcome = Materialized()
-    if db.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'policy_files'") is None:
+    if not db.has_table("policy_files"):
         return outcome  # a replica of a database from before the table: nothing recorded, nothing to write
     rows = db.query("SELECT name, content FROM policy_files ORDER BY name")
     if not rows:

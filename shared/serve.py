@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 
 from .admin_token import effective_admin_token, token_file
-from .errors import ConfigError
+from .errors import ConfigError, Unavailable
 from .identity import accepted_identities, is_loopback_bind
 from .settings import Settings, load_settings
 from .webapps import current
@@ -93,6 +93,14 @@ def serve(
     except OSError as e:
         print(f"flux7: cannot create the admin token file: {e}", file=sys.stderr)
         return 2
+    if settings.database:
+        from .db import database_for
+
+        try:  # PostgreSQL: reached and migrated once here, so a wrong URL is one clear line, not N worker crashes
+            database_for(settings).close()
+        except Unavailable as e:
+            print(f"flux7: {e}", file=sys.stderr)
+            return 2
     from granian import Granian
     from granian.constants import Interfaces
 

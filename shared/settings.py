@@ -254,6 +254,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     host: str = "127.0.0.1"
     workers: int = 1
     storage_path: str = "flux7.db"
+    # The store: "" (the SQLite file at storage_path), or a postgresql:// URL (FLUX7_DATABASE_URL overrides it).
+    # A path here is the SQLite file, as storage_path.
+    database: str = ""
     trace_file: str = ""
     otel_endpoint: str = ""
     otel_headers: dict[str, str] = {}
@@ -553,6 +556,9 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None,
     _otel_env(raw, env)
     raw["config_path"] = file if path is not None else ""
     raw["trace_key"] = env.get("MESH_TRACE_KEY", "")
+    if env.get("FLUX7_DATABASE_URL", "").strip() and overrides.get("database") is None:
+        raw["database"] = env["FLUX7_DATABASE_URL"].strip()
+    _database(file, raw)
     if env.get("MESH_ADMIN_TOKEN"):
         raw.setdefault("auth", {})
         raw["auth"] = {**(raw["auth"] or {}), "admin_token": env["MESH_ADMIN_TOKEN"]}
@@ -561,6 +567,14 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None,
     except msgspec.ValidationError as e:
         raise _fault(file, e) from None
     _validate(file, settings)
+    if settings.database and settings.memory.enabled and not settings.memory.url:
+        # Fail closed: memory's full-text and vector search have no PostgreSQL implementation yet (issue 18).
+        raise ConfigError(
+            file,
+            "memory.enabled",
+            "the in-process memory role does not run on PostgreSQL yet: set memory.enabled: false, or memory.url "
+            "to a mem7 server",
+        )
     if settings.policy_dir:
         directory = settings.resolve_path(settings.policy_dir)
         if not directory.is_dir():
@@ -575,6 +589,23 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None,
             file, "governance.rules_file", f"not a file: {settings.resolve_path(settings.governance.rules_file)}"
         )
     return settings
+
+
+def _database(file: str, raw: dict[str, Any]) -> None:
+    """`database`: a postgresql:// URL, or a SQLite path (which is storage_path, said another way)."""
+    value = raw.get("database")
+    if value is None or value == "":
+        return
+    if not isinstance(value, str):
+        raise ConfigError(file, "database", "expected a postgresql:// URL or a SQLite file path")
+    value = value.strip()
+    if value.startswith(("postgresql://", "postgres://")):
+        raw["database"] = value
+        return
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value):
+        raise ConfigError(file, "database", f"a postgresql:// URL or a SQLite file path, got {value.split(':')[0]}://")
+    raw["storage_path"] = value
+    raw["database"] = ""
 
 
 def config_id(settings: Settings) -> str:

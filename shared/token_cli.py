@@ -23,7 +23,7 @@ import click
 import msgspec
 
 from .clikit import CONTEXT, Fail, LazyGroup, UsageFail, namespace, run, runtime
-from .db import Database
+from .db import Database, database_for, is_postgresql_url
 from .errors import ConfigError, Flux7Error
 from .machine_tokens import ADMIN, MEMORY, SECRETS, MachineTokens
 from .settings import load_settings
@@ -68,14 +68,15 @@ def _view(record: AgentToken) -> dict[str, Any]:
 def _store(args: argparse.Namespace, env: Mapping[str, str]) -> TokenStore:
     if args.db and args.config:
         raise UsageFail("give --db or --config, not both (--db is the file; --config names it as storage_path)")
+    if args.db and is_postgresql_url(args.db):
+        return TokenStore(Database(args.db))
     if args.db:
         path = Path(args.db)
         if not path.is_file():
             raise Fail(f"{args.db}: no such database (flux7 serve creates it; or pass --config config.yaml)", 2)
-    else:
-        settings = load_settings(args.config or env.get("FLUX7_CONFIG") or None, env)
-        path = settings.resolve_path(settings.storage_path)
-    return TokenStore(Database(path))
+        return TokenStore(Database(path))
+    # the config's store: its `database` URL (PostgreSQL) or the SQLite file at storage_path
+    return TokenStore(database_for(load_settings(args.config or env.get("FLUX7_CONFIG") or None, env)))
 
 
 def _agent_tokens(args: argparse.Namespace) -> int:
@@ -125,7 +126,10 @@ def _machine_files(args: argparse.Namespace) -> int:
 def _where(f: Any) -> Any:
     f = click.option("--json", "as_json", is_flag=True, help="print JSON")(f)
     f = click.option(
-        "--db", default=None, metavar="FILE", help="the database file (default: the config's storage_path)"
+        "--db",
+        default=None,
+        metavar="FILE|URL",
+        help="the SQLite file or postgresql:// URL (default: the config's database or storage_path)",
     )(f)
     return click.option(
         "--config",

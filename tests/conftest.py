@@ -1,14 +1,103 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from flux7.shared.db import Database
+from tests.support import postgres
 from tests.upstreams.servers.http_backend import Backend, running_backend
 
 # Request lines from httpx drown the failure output; keep warnings and errors only.
 logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--engine",
+        choices=("sqlite", "postgresql"),
+        default=None,
+        help="the store the suite runs on (default sqlite; postgresql when FLUX7_TEST_DATABASE_URL is set). "
+        "PostgreSQL: FLUX7_TEST_DATABASE_URL's server, else a throwaway cluster of the installed binaries",
+    )
+
+
+@pytest.fixture(scope="session")
+def engine(request: pytest.FixtureRequest) -> str:
+    chosen = request.config.getoption("--engine")
+    if chosen:
+        return str(chosen)
+    return "postgresql" if os.environ.get("FLUX7_TEST_DATABASE_URL") else "sqlite"
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> Iterator[str]:
+    """A PostgreSQL server's URL (its maintenance database): FLUX7_TEST_DATABASE_URL, or a cluster of this
+    session's own. No server and no binaries: a clear failure, never a skip."""
+    given = os.environ.get("FLUX7_TEST_DATABASE_URL", "").strip()
+    cluster = None
+    if given:
+        url = given
+    else:
+        bin_dir = postgres.find_bin_dir()
+        if bin_dir is None:
+            pytest.fail(
+                "PostgreSQL tests need a server: set FLUX7_TEST_DATABASE_URL, or install the binaries "
+                "(apt-get install postgresql)"
+            )
+        cluster = postgres.Cluster.start(bin_dir)
+        url = cluster.url
+    postgres.server_url(url)
+    yield url
+    postgres.drop_template(url)
+    if cluster is not None:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_admin_url: str) -> Iterator[str]:
+    """A database of this test's own, with the schema migrated."""
+    url = postgres.create_database(postgres_admin_url)
+    yield url
+    postgres.drop_database(postgres_admin_url, url)
+
+
+@pytest.fixture
+def database_url(engine: str, request: pytest.FixtureRequest) -> str:
+    """The `database` setting for this test: "" (SQLite at storage_path) or a fresh PostgreSQL database's URL."""
+    if engine != "postgresql":
+        return ""
+    return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def store(tmp_path: Path, database_url: str) -> Iterator[Database]:
+    """The store under test: tmp_path/flux7.db, or this test's PostgreSQL database (`--engine=postgresql`)."""
+    local = tmp_path / "flux7.db"
+    database = Database(database_url or local, local_path=local)
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def engine_configs(database_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Configs written by tests/support/mesh.py pets_mesh_config (memory off) name this test's PostgreSQL
+    database. Returns the URL ("" on SQLite)."""
+    if database_url:
+        monkeypatch.setenv("FLUX7_TEST_CONFIG_DATABASE", database_url)
+    return database_url
+
+
+@pytest.fixture
+def engine_env(engine_configs: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """As engine_configs, and every process this test starts inherits FLUX7_DATABASE_URL (whatever its config):
+    on PostgreSQL they share this test's database. Returns the URL ("" on SQLite)."""
+    if engine_configs:
+        monkeypatch.setenv("FLUX7_DATABASE_URL", engine_configs)
+    return engine_configs
 
 
 @pytest.fixture

@@ -120,8 +120,8 @@ class Activity:
                         f"INSERT INTO governance_activity (agent_id, tool, day, {', '.join(columns)}, last_ns) "
                         f"VALUES (?, ?, ?, {', '.join('?' for _ in columns)}, ?) "
                         f"ON CONFLICT (agent_id, tool, day) DO UPDATE SET "
-                        + ", ".join(f"{k} = {k} + excluded.{k}" for k in columns)
-                        + ", last_ns = max(last_ns, excluded.last_ns)",
+                        + ", ".join(f"{k} = governance_activity.{k} + excluded.{k}" for k in columns)
+                        + f", last_ns = {self._db.greatest('governance_activity.last_ns', 'excluded.last_ns')}",
                         (agent, tool, day, *values, int(c.get("last_ns", 0))),
                     )
                 conn.executemany(

@@ -126,7 +126,7 @@ class VirtualTools:
         """A non-blocking MCP request: nobody waits on it, so approving it through `approval.resolve` may
         replay it. A request some REST caller blocks on is never recorded here, so it never runs twice."""
         self.mesh.db.execute(
-            "INSERT OR IGNORE INTO mcp_claimable (approval_id, created_at) VALUES (?, ?)",
+            "INSERT INTO mcp_claimable (approval_id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
             (approval_id, time.time()),
         )
 

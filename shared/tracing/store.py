@@ -106,7 +106,7 @@ class TraceStore:
         self.key = key or None
         self.appender = appender
         self.group: GroupCommit[NewRow | Revision, tuple[int, TraceEntry] | TraceEntry | None] = GroupCommit(
-            db, self.apply
+            db, self.apply, row_lock="trace_chain"
         )
 
     # -- writing ---------------------------------------------------------------------------------------------
@@ -119,7 +119,7 @@ class TraceStore:
         env = last_envelope(self.appender.path) or last_envelope(self.appender.old_path)
         if env is None:
             return
-        with self.db.write() as conn:
+        with self.db.write(row_lock="trace_chain") as conn:
             seq, digest = conn.execute("SELECT seq, hash FROM trace_chain WHERE id = 1").fetchone()
             if env.seq > seq:
                 log.warning(
@@ -139,7 +139,7 @@ class TraceStore:
     def begin(self, entry: TraceEntry, also: Callable[[Any], None] | None = None) -> tuple[int, TraceEntry]:
         """`record`, returning the call's row id as well, so its outcome revises this very row even when
         another call shares its trace id."""
-        with self.db.write() as conn:
+        with self.db.write(row_lock="trace_chain") as conn:
             result = self.apply(conn, [NewRow(entry, also)])[0]
         assert isinstance(result, tuple)
         return result
@@ -154,7 +154,7 @@ class TraceStore:
         """Append a revision of the newest call with this trace id; None when there is none. `also(conn)` runs
         inside the same transaction (the call's final metrics), even when there is no such call."""
         changes.pop("revision", None)
-        with self.db.write() as conn:
+        with self.db.write(row_lock="trace_chain") as conn:
             if also is not None:
                 also(conn)
             row = conn.execute(
@@ -169,7 +169,7 @@ class TraceStore:
         self, row_id: int, changes: dict[str, Any], also: Callable[[Any], None] | None = None
     ) -> TraceEntry | None:
         """Append a revision of one call (by row id); None when there is no such row."""
-        with self.db.write() as conn:
+        with self.db.write(row_lock="trace_chain") as conn:
             new = self.apply(conn, [Revision(row_id, changes, also)])[0]
         return new if isinstance(new, TraceEntry) else None
 
@@ -199,7 +199,9 @@ class TraceStore:
         revisions (the new revision, None when the row does not exist). Their lines extend the chain in order.
         The statements do not grow with the items: the chain head is read once and moved once, the lines, the
         rows and the pointers go in one statement each, the stats in one, the hooks' metrics summed into one."""
-        head_seq, head_hash = conn.execute("SELECT seq, hash FROM trace_chain WHERE id = 1").fetchone()
+        # Locked to commit (PostgreSQL): a writer outside the trace path's row_lock still extends one chain.
+        head = conn.execute(f"SELECT seq, hash FROM trace_chain WHERE id = 1{self.db.for_update}").fetchone()
+        head_seq, head_hash = head
         seq, digest = int(head_seq), str(head_hash)
         current = self._current(conn, [i.row_id for i in items if isinstance(i, Revision) and i.current is None])
         lines: list[tuple[int, bytes]] = []
@@ -335,7 +337,7 @@ class TraceStore:
     def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
         rows = self.db.query(
             "SELECT session_id, count(*) AS n, min(ts_ns) AS first, max(ts_ns) AS last,"
-            " json_group_array(DISTINCT tool) AS tools,"
+            f" {self.db.json_array_distinct('tool')} AS tools,"
             " (SELECT agent_id FROM traces f WHERE f.session_id = t.session_id ORDER BY f.id LIMIT 1)"
             " AS agent FROM traces t WHERE session_id != ''"
             " GROUP BY session_id ORDER BY last DESC, session_id LIMIT ?",
@@ -375,7 +377,7 @@ class TraceStore:
     def outcome_unknown(self, limit: int = 100) -> tuple[int, list[dict[str, Any]]]:
         """Calls whose newest revision is still the intent written before the upstream call (status_code 0):
         in flight, or the server stopped during the call. (count, the newest `limit` of them)."""
-        where = " WHERE json_extract(CAST(l.line AS TEXT), '$.status_code') = 0"
+        where = f" WHERE {self.db.json_number('l.line', 'status_code')} = 0"
         row = self.db.query_one(f"SELECT count(*) FROM traces t JOIN trace_lines l ON l.seq = t.line_seq{where}")
         found = self.db.query(
             f"SELECT l.seq, l.line {_ENTRY_SQL[len('SELECT l.line') :]}{where} ORDER BY t.id DESC LIMIT ?", (limit,)

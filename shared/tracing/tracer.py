@@ -238,10 +238,10 @@ class Tracer:
                 v = verify_files(files, self.key)
             self._check_tail(v, head_seq, files)
         else:
-            v = self.store.verify_stored(f"{self.db.path}#trace_lines")
+            v = self.store.verify_stored(f"{self.db.label}#trace_lines")
             if v.brk is None and v.last_seq < head_seq:
                 v.fail_at_end(
-                    f"{self.db.path}#trace_lines",
+                    f"{self.db.label}#trace_lines",
                     v.lines + 1,
                     f"stored chain ends at seq {v.last_seq}, head is seq {head_seq}",
                 )

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
 
 from flux7.shared.agent.mesh_tools import MeshTools
 from flux7.shared.mesh import Mesh
@@ -27,6 +28,12 @@ cli_tools:
     bin: date
     bare: {allowed_args: ["-u"], timeout: 5s}
 """
+
+
+@pytest.fixture(autouse=True)
+def _every_mesh_shares_the_engine(engine_configs: str) -> str:
+    """`--engine=postgresql`: configs written by pets_mesh_config name this test's PostgreSQL database."""
+    return engine_configs
 
 
 def write_mesh_config(tmp_path: Path, backend: Backend) -> Path:

@@ -1,5 +1,6 @@
-"""Fixtures: a Mesh over a real SQLite file, a second Mesh on the same file (another worker's view), and an
-HTTP client over the ASGI app from a loopback peer (the control plane's open case, DESIGN 6)."""
+"""Fixtures: a Mesh over a real SQLite file (a PostgreSQL database with `--engine=postgresql`), a second Mesh on
+the same database (another worker's view), and an HTTP client over the ASGI app from a loopback peer (the control
+plane's open case, DESIGN 6)."""
 
 from __future__ import annotations
 
@@ -38,13 +39,20 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
     return load_settings(None, env={}, **values)
 
 
+@pytest.fixture(autouse=True)
+def _server_processes_share_the_engine(engine_env: str) -> str:
+    """Server processes (tests/approvals/servers.py) use this test's PostgreSQL database too."""
+    return engine_env
+
+
 @pytest.fixture
-def mesh_of(tmp_path: Path) -> Iterator[Callable[..., Mesh]]:
-    """Build Meshes over tmp_path/flux7.db; each one is a separate worker's view of the same database."""
+def mesh_of(tmp_path: Path, database_url: str) -> Iterator[Callable[..., Mesh]]:
+    """Build Meshes over tmp_path/flux7.db (or the test's PostgreSQL database, `--engine=postgresql`); each one
+    is a separate worker's view of the same database."""
     made: list[Mesh] = []
 
     def make(**overrides: Any) -> Mesh:
-        m = Mesh(make_settings(tmp_path, **overrides))
+        m = Mesh(make_settings(tmp_path, **({"database": database_url} if database_url else {}), **overrides))
         made.append(m)
         return m
 

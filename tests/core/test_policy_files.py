@@ -18,8 +18,10 @@ def rows(db: Database) -> dict[str, bytes]:
     return {str(n): bytes(c) for n, c in db.query("SELECT name, content FROM policy_files")}
 
 
-def test_snapshot_records_new_changed_and_removed_files_and_writes_nothing_when_unchanged(tmp_path: Path) -> None:
-    db = Database(tmp_path / "flux7.db")
+def test_snapshot_records_new_changed_and_removed_files_and_writes_nothing_when_unchanged(
+    tmp_path: Path, store: Database
+) -> None:
+    db = store
     policies = tmp_path / "policies"
     policies.mkdir()
     (policies / "agents.yaml").write_text(AGENTS)
@@ -40,8 +42,8 @@ def test_snapshot_records_new_changed_and_removed_files_and_writes_nothing_when_
     db.close()
 
 
-def test_materialize_puts_back_the_recorded_set_and_keeps_what_it_replaces(tmp_path: Path) -> None:
-    db = Database(tmp_path / "flux7.db")
+def test_materialize_puts_back_the_recorded_set_and_keeps_what_it_replaces(tmp_path: Path, store: Database) -> None:
+    db = store
     live = tmp_path / "live"
     live.mkdir()
     (live / "agents.yaml").write_text(AGENTS)
@@ -62,8 +64,10 @@ def test_materialize_puts_back_the_recorded_set_and_keeps_what_it_replaces(tmp_p
     db.close()
 
 
-def test_materialize_does_nothing_without_a_record_and_never_writes_outside_the_directory(tmp_path: Path) -> None:
-    db = Database(tmp_path / "flux7.db")
+def test_materialize_does_nothing_without_a_record_and_never_writes_outside_the_directory(
+    tmp_path: Path, store: Database
+) -> None:
+    db = store
     target = tmp_path / "policies"
     target.mkdir()
     (target / "agents.yaml").write_text(AGENTS)
@@ -75,7 +79,7 @@ def test_materialize_does_nothing_without_a_record_and_never_writes_outside_the_
         conn.execute("ALTER TABLE policy_files_later RENAME TO policy_files")
     with db.write() as conn:  # a tampered row naming a path
         conn.execute(
-            "INSERT INTO policy_files (name, content, sha256, updated_at) VALUES ('../evil.yaml', x'00', '', 0)"
+            "INSERT INTO policy_files (name, content, sha256, updated_at) VALUES ('../evil.yaml', ?, '', 0)", (b"\0",)
         )
     done = materialize(db, target)
     assert done.written == [] and not (tmp_path / "evil.yaml").exists()
@@ -83,13 +87,13 @@ def test_materialize_does_nothing_without_a_record_and_never_writes_outside_the_
     db.close()
 
 
-def test_the_policy_store_records_each_set_that_loads_and_not_a_broken_one(tmp_path: Path) -> None:
+def test_the_policy_store_records_each_set_that_loads_and_not_a_broken_one(tmp_path: Path, store: Database) -> None:
     (tmp_path / "policies").mkdir()
     policy = tmp_path / "policies" / "agents.yaml"
     policy.write_text(AGENTS)
     config = tmp_path / "config.yaml"
     config.write_text(f"storage_path: {tmp_path}/flux7.db\npolicy_dir: policies\nmemory: {{enabled: false}}\n")
-    db = Database(tmp_path / "flux7.db")
+    db = store
     store = PolicyStore(load_settings(config, env={}), db)
     assert rows(db) == {"agents.yaml": AGENTS.encode()}  # recorded at start
 

@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Database:
-    return Database(tmp_path / "flux7.db")
+def db(store: Database) -> Database:
+    return store
 
 
 def test_a_token_is_shown_once_and_stored_only_as_its_hash(db: Database, tmp_path: Path) -> None:
@@ -140,9 +140,10 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_cli_issues_lists_and_revokes(tmp_path: Path) -> None:
+def test_the_cli_issues_lists_and_revokes(tmp_path: Path, database_url: str) -> None:
     cfg = tmp_path / "config.yaml"
-    cfg.write_text(f"storage_path: {tmp_path}/data/flux7.db\n")
+    on_postgres = f"database: {database_url}\nmemory: {{enabled: false}}\n" if database_url else ""
+    cfg.write_text(f"storage_path: {tmp_path}/data/flux7.db\n{on_postgres}")
     issued = cli("issue", "claude", "--note", "laptop", "--expires", "30d", "--config", str(cfg))
     assert issued.returncode == 0, issued.stderr
     token = issued.stdout.strip()
@@ -150,7 +151,7 @@ def test_the_cli_issues_lists_and_revokes(tmp_path: Path) -> None:
     listed = cli("list", "--config", str(cfg))
     assert token[:12] in listed.stdout and "claude" in listed.stdout and "laptop" in listed.stdout
     assert token not in listed.stdout
-    store = TokenStore(Database(tmp_path / "data" / "flux7.db"))
+    store = TokenStore(Database(database_url or tmp_path / "data" / "flux7.db"))  # where the config says
     record = store.authenticate(token)
     assert record is not None and record.expires_at is not None and record.expires_at > time.time() + 29 * 86400
     revoked = cli("revoke", token[:10], "--config", str(cfg), "--json")

@@ -29,6 +29,12 @@ rules:
 """
 
 
+@pytest.fixture(autouse=True)
+def _every_mesh_shares_the_engine(engine_env: str) -> str:
+    """`--engine=postgresql`: configs written by pets_mesh_config name this test's PostgreSQL database."""
+    return engine_env
+
+
 def make_config(tmp_path: Path, backend: Backend, extra: str = "") -> Path:
     return pets_mesh_config(
         tmp_path, backend, POLICY, approval_timeout=5, admin_token=None, trace_file=True, extra=extra

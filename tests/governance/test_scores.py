@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from flux7.shared.db import Database
 from flux7.shared.mesh import Mesh
 from tests.governance.support import ADMIN, call, governed_mesh
 from tests.support.mesh import PETS_POLICY, mesh_client
@@ -144,7 +145,7 @@ async def test_rate_limits_count_apart_from_loops(tmp_path: Path, backend: Backe
         assert ev["traces"]["rate_limited"] == [limited.json()["trace_id"]]
 
 
-async def test_hygiene_gaps(tmp_path: Path, backend: Backend) -> None:
+async def test_hygiene_gaps(tmp_path: Path, backend: Backend, store: Database) -> None:
     catalog = "agents:\n  - id: ownerless\n    tools: [list_pets, get_text]\n"
     async with mesh_client(governed_mesh(tmp_path, backend, catalog=catalog, approval_timeout=1)) as client:
         assert (await call(client, "ownerless", "get_pet_by_id", {"petId": "1"})).status_code == 200
@@ -155,13 +156,8 @@ async def test_hygiene_gaps(tmp_path: Path, backend: Backend) -> None:
             "/grants", json={"agent": "ownerless", "tools": "x", "duration": "72h"}, headers=ADMIN
         )
         assert grant.status_code == 201
-        # a grant made two days ago and still open (its age is what hygiene reads)
-        mesh_db = tmp_path / "flux7.db"
-        from flux7.shared.db import Database
-
-        db = Database(mesh_db)
-        db.execute("UPDATE grants SET created_at = created_at - 2 * 86400 WHERE id = ?", (grant.json()["id"],))
-        db.close()
+        # a grant made two days ago and still open (its age is what hygiene reads), in the mesh's store
+        store.execute("UPDATE grants SET created_at = created_at - 2 * 86400 WHERE id = ?", (grant.json()["id"],))
 
         scored = await evaluate(client)
         h = scored["ownerless"]["evidence"]["hygiene"]

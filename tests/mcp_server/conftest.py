@@ -153,6 +153,13 @@ def approval_id_in(text: str) -> str:
     return m.group(1)
 
 
+@pytest.fixture(autouse=True)
+def _every_mesh_shares_the_engine(engine_env: str) -> str:
+    """In-process meshes (load_settings reads the environment) and daemons use this test's PostgreSQL database
+    under `--engine=postgresql`."""
+    return engine_env
+
+
 @pytest.fixture
 def tmp(tmp_path: Path) -> Path:
     return tmp_path

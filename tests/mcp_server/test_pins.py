@@ -3,9 +3,9 @@ between runs: new tools are denied, changed ones need approval, until an operato
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
+from flux7.shared.db import Database
 from flux7.shared.mesh import Mesh
 from flux7.shared.pins import fingerprint, legacy_fingerprint
 from flux7.shared.settings import load_settings
@@ -83,7 +83,7 @@ async def test_a_changed_description_needs_approval_until_accepted_again(tmp_pat
 
 
 async def test_a_pin_written_before_titles_and_output_schemas_counted_still_holds_and_is_upgraded(
-    tmp_path: Path,
+    tmp_path: Path, store: Database
 ) -> None:
     """Pins of an older flux7 hash name, description, inputSchema and annotations only. The SDK's server
     declares an outputSchema for every tool, so counting it must not flag every existing pin as changed."""
@@ -93,23 +93,20 @@ async def test_a_pin_written_before_titles_and_output_schemas_counted_still_hold
         assert (await client.post("/tools/pins/accept", json={"by": "ops"})).status_code == 200
         tools = {t.name: t for t in mesh.registry.tools() if t.source == "mcp"}
     assert tools["echo.echo"].output_schema is not None  # the upstream declares one: the fingerprints differ
-    db = sqlite3.connect(tmp_path / "flux7.db")
-    with db:  # what the older version wrote
+    with store.write() as conn:  # what the older version wrote
         for name, tool in tools.items():
-            db.execute("UPDATE tool_pins SET fingerprint = ? WHERE tool = ?", (legacy_fingerprint(tool), name))
+            conn.execute("UPDATE tool_pins SET fingerprint = ? WHERE tool = ?", (legacy_fingerprint(tool), name))
     # ... and a pin whose tool changed since, in what the older version hashed, stays changed.
-    with db:
-        db.execute("UPDATE tool_pins SET fingerprint = ? WHERE tool = 'echo.search'", ("0" * 64,))
+    store.execute("UPDATE tool_pins SET fingerprint = ? WHERE tool = 'echo.search'", ("0" * 64,))
 
     async with mesh_client(config) as client:
         status = {p["tool"]: p["status"] for p in (await client.get("/tools/pins")).json()}
         rpc = await Rpc(client).open()
         assert await rpc.text("echo.echo", {"text": "hi"}) == "hi"
     assert status == {**dict.fromkeys(ECHO_TOOLS, "pinned"), "echo.search": "changed"}
-    rows = dict(db.execute("SELECT tool, fingerprint FROM tool_pins").fetchall())
+    rows = {r[0]: r[1] for r in store.query("SELECT tool, fingerprint FROM tool_pins")}
     assert rows["echo.echo"] == fingerprint(tools["echo.echo"])  # upgraded: a later outputSchema change shows
     assert rows["echo.search"] == "0" * 64
-    db.close()
 
 
 async def test_pin_routes_answer_501_when_pinning_is_off(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -17,6 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from flux7.shared.db import Database
 from tests.mcp_server.conftest import MESH7, REPO, approval_id_in, healthy, run_daemon, wait_until, write_config
 from tests.support.http import free_port
 
@@ -95,15 +95,14 @@ def test_stdio_answers_a_parse_error_and_writes_only_json_to_stdout(tmp_path: Pa
     assert len(out) == 3  # nothing but answers on stdout: logs went to stderr
 
 
-async def test_stdio_relays_to_a_daemon_of_the_same_config(tmp_path: Path) -> None:
+async def test_stdio_relays_to_a_daemon_of_the_same_config(tmp_path: Path, store: Database) -> None:
     config = write_config(tmp_path, mcp=False)
     with run_daemon(config) as daemon:
         async with stdio_client(config, daemon.port, "legacy") as client:
             assert "exit_code" in text_of(await client.call_tool("say.run", {"args": ["relayed"]}))
-            db = sqlite3.connect(tmp_path / "flux7.db")
-            assert db.execute("SELECT agent_id FROM mcp_sessions").fetchall() == [("claude",)]
+            assert [tuple(r) for r in store.query("SELECT agent_id FROM mcp_sessions")] == [("claude",)]
         # EOF on stdin: the relay ended its session with DELETE /mcp.
-        wait_until(lambda: db.execute("SELECT count(*) FROM mcp_sessions").fetchone()[0] == 0, what="DELETE /mcp")
+        wait_until(lambda: store.query_one("SELECT count(*) FROM mcp_sessions")[0] == 0, what="DELETE /mcp")
         traces = httpx.get(f"{daemon.url}/traces", params={"tool": "say.run"}).json()
         assert traces[0]["agent_id"] == "claude" and traces[0]["policy"] == "allow"
 

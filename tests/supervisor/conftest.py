@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
@@ -42,6 +43,12 @@ RULES = [
         "description": "inside the project",
     },
 ]
+
+
+@pytest.fixture(autouse=True)
+def _every_mesh_shares_the_engine(engine_configs: str) -> str:
+    """`--engine=postgresql`: configs written by pets_mesh_config name this test's PostgreSQL database."""
+    return engine_configs
 
 
 def write_mesh_config(tmp_path: Path, backend: Backend, extra: str = "") -> Path:

@@ -2,7 +2,9 @@
 
 `pets_mesh_config(tmp_path, backend, policy)` writes the spec, one policy file and a config.yaml (admin token
 `adm1n` unless told otherwise, `auth.open_loopback` with `admin_token=None` and no `auth:` in `extra`; `memory`
-is the config's memory block, off by default, None for the built-in default) and returns the config's path.
+is the config's memory block, off by default, None for the built-in default; `database:` is the test's PostgreSQL
+database under `--engine=postgresql` when memory is off, see tests/conftest.py engine_configs) and returns the
+config's path.
 `in_process(mesh)` starts the mesh, yields an httpx ASGI transport to its app (concurrent requests interleave,
 as on a server) and stops it; `mesh_client` wraps that in a client."""
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
@@ -51,6 +54,12 @@ def pets_mesh_config(
     (tmp_path / "policies").mkdir(exist_ok=True)
     (tmp_path / "policies" / "agents.yaml").write_text(policy)
     lines = [f"storage_path: {tmp_path}/flux7.db", "policy_dir: policies"]
+    database = os.environ.get("FLUX7_TEST_CONFIG_DATABASE", "")
+    if database and "database:" not in extra and memory == "{enabled: false}":
+        # `--engine=postgresql`: the test's database (tests/conftest.py engine_configs), for in-process meshes
+        # that read no environment as well as for server processes. A config with memory on stays on SQLite:
+        # memory does not run on PostgreSQL yet (load_settings refuses it).
+        lines.append(f"database: {database}")
     if trace_file:
         lines.append(f"trace_file: {tmp_path}/traces.jsonl")
     if admin_token:

@@ -27,10 +27,8 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "flux7.db")
-    yield database
-    database.close()
+def db(store: Database) -> Database:
+    return store
 
 
 @pytest.fixture

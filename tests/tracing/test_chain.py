@@ -179,7 +179,8 @@ def test_without_a_trace_file_verify_walks_the_chain_stored_in_sqlite(tmp_path: 
     report = tracer.verify()
     assert report["persistent"] is True and "files" not in report
     assert (report["chained"], report["last_seq"]) == (3, 3) and "break" not in report
-    db.execute("UPDATE trace_lines SET line = replace(line, '\"i\":1', '\"i\":9') WHERE seq = 2")
+    stored = bytes(db.query_one("SELECT line FROM trace_lines WHERE seq = 2")[0])
+    db.execute("UPDATE trace_lines SET line = ? WHERE seq = 2", (stored.replace(b'"i":1', b'"i":9'),))
     assert tracer.verify()["break"]["seq"] == 2
 
 
