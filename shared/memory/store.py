@@ -92,6 +92,7 @@ class MemoryStore:
         chain_key: bytes = b"",
         max_entries: int = 10000,
         clock: Callable[[], float] = time.time,
+        text_search_config: str = "simple",
     ) -> None:
         self.db = db
         self.root = root
@@ -99,7 +100,7 @@ class MemoryStore:
         self.chain_key = chain_key
         self.max_entries = max_entries
         self.clock = clock
-        self.index = FactIndex(db)
+        self.index = FactIndex(db, text_search_config=text_search_config)
 
     # --- start-up ---
 
@@ -240,7 +241,8 @@ class MemoryStore:
 
     def _journal(self, conn: Any, name: str, offset: int, chunk: bytes, e: Entry | None) -> None:
         conn.execute(
-            "INSERT INTO memory_journal (file, offset, chunk, op, entity, hash) VALUES (?, ?, ?, ?, ?, ?)",
+            # "offset" quoted: a reserved word in PostgreSQL (a plain identifier to SQLite)
+            'INSERT INTO memory_journal (file, "offset", chunk, op, entity, hash) VALUES (?, ?, ?, ?, ?, ?)',
             (name, offset, chunk, e.op if e else "", e.entity if e else "", e.hash if e else ""),
         )
 

@@ -14,6 +14,7 @@ from mem7 import Mem7
 from flux7.shared.db import Database
 from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.service import MemoryService
+from tests.memory.stores import Stores
 
 from .conftest import Clock, Mem7Process, call, eventually
 
@@ -72,19 +73,19 @@ def test_the_journal_recreates_a_lost_workspace_byte_for_byte(make_service: Any,
     assert restored.chain()["holds"] is True
 
 
-def test_a_write_that_never_committed_is_adopted_by_the_next_writer(make_service: Any, tmp_path: Path) -> None:
+def test_a_write_that_never_committed_is_adopted_by_the_next_writer(
+    make_service: Any, tmp_path: Path, stores: Stores
+) -> None:
     root = tmp_path / "crash"
     service = make_service(root)
     call(service, "memory_store", key="before", value="v")
     service.close()
     # The state a writer killed between its append and its commit leaves: the entry in the file, not in the DB.
-    shutil.copy(root / "index.db", tmp_path / "old.db")
+    old = stores.snapshot(root)
     again = make_service(root)
     call(again, "memory_store", key="orphan", value="appended, never committed")
     again.close()
-    for suffix in ("", "-wal", "-shm"):
-        (root / f"index.db{suffix}").unlink(missing_ok=True)
-    shutil.copy(tmp_path / "old.db", root / "index.db")
+    stores.restore(root, old)
     after = make_service(root)
     assert call(after, "memory_recall", key="orphan").startswith("## orphan\nappended, never committed\n")
     call(after, "memory_store", key="next", value="v")
@@ -105,8 +106,9 @@ def test_a_torn_entry_is_set_aside_and_the_chain_goes_on(service: MemoryService)
     assert aside.read_bytes().endswith(b"creat")
 
 
-def test_two_workers_writing_at_once_keep_one_chain(tmp_path: Path) -> None:
-    with Mem7Process(tmp_path / "mem7", workers=2) as server:
+def test_two_workers_writing_at_once_keep_one_chain(tmp_path: Path, stores: Stores) -> None:
+    root = tmp_path / "mem7"
+    with Mem7Process(root, workers=2, env=stores.env(root)) as server:
 
         def writer(n: int) -> None:
             m = Mem7(server.url, token="")
@@ -123,11 +125,11 @@ def test_two_workers_writing_at_once_keep_one_chain(tmp_path: Path) -> None:
         }
 
 
-def test_kill_9_loses_no_acknowledged_write(tmp_path: Path) -> None:
+def test_kill_9_loses_no_acknowledged_write(tmp_path: Path, stores: Stores) -> None:
     root = tmp_path / "mem7"
     acked: list[str] = []
     lock = threading.Lock()
-    server = Mem7Process(root, workers=2).start()
+    server = Mem7Process(root, workers=2, env=stores.env(root)).start()
     stop = threading.Event()
 
     def writer(n: int) -> None:
@@ -151,13 +153,13 @@ def test_kill_9_loses_no_acknowledged_write(tmp_path: Path) -> None:
     stop.set()
     for t in threads:
         t.join(timeout=30)
-    with Mem7Process(root, workers=1) as restarted:
+    with Mem7Process(root, workers=1, env=stores.env(root)) as restarted:
         m = Mem7(restarted.url, token="")
         listed = m.list()
         missing = [k for k in acked if f"- {k} — " not in listed]
         assert missing == []
         assert m.chain()["holds"] is True
-    db = Database(root / "index.db")
+    db = Database(stores.target(root))
     rows = index_rows(db)
     rebuilt = MemoryService(MemoryConfig(dir=str(root), hybrid=False), db)
     rebuilt.rescan()
