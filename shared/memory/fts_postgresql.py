@@ -1,5 +1,5 @@
-"""Full-text search on PostgreSQL: a weighted `tsvector` per fact (a generated column, GIN-indexed), ranked with
-`ts_rank_cd`, plus the same recency term as SQLite.
+"""Full-text search on PostgreSQL: a weighted `tsvector` per fact (a generated column, GIN-indexed), ranked by
+IDF-weighted `ts_rank_cd`, plus the same recency term as SQLite.
 
 The columns (migrations/postgresql/0020_memory_fts.sql) tokenise as FTS5's unicode61 does: every run of letters
 and digits is a token (`conv-26.session_1` is `conv 26 session 1`), so a key or an identifier matches the same
@@ -9,13 +9,19 @@ deployment whose memories are English prose searched in raw mode (`memory.text_s
 
 The MATCH expression (FTS5 syntax: terms, "phrases", `prefix*`, AND / OR / NOT, parentheses, implicit AND) is
 translated here into a tsquery with FTS5's precedence (NOT, then AND, then OR), each term a phrase of its
-tokens (`'conv' <-> '26'`), a prefix a `:*` lexeme. Column weights mirror FTS5's bm25 weights (entity 2,
-predicate 0, object 5, tags 0.5) as ts_rank_cd's {D, C, B, A} array: predicate D 0, tags C 0.1, entity B 0.4,
-object A 1.0.
+tokens (`'conv' <-> '26'`), a prefix a `:*` lexeme.
+
+Ranking follows bm25's shape: for each top-level OR operand of the query (natural mode's `a OR b* OR "a date"`),
+its IDF over every fact row (FTS5's formula, the counts read from the GIN index) times its `ts_rank_cd` in the
+row, summed. ts_rank_cd stands for bm25's term-frequency part: column weights as FTS5's bm25 weights (entity 2,
+predicate 0, object 5, tags 0.5, as the {D, C, B, A} array predicate 0, tags 0.1, entity 0.4, object 1.0), and
+normalisation 1 (divided by 1 + log of the row's length) for its length damping. Without the IDF (plain
+ts_rank_cd) every query word counted alike, and LoCoMo turn R@10 fell from 0.762 to 0.693; with it, 0.757.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -26,16 +32,16 @@ from flux7.shared.db import Database
 
 from .fts import TEXT_SEARCH_CONFIGS, TextSearchError
 
-__all__ = ["PostgresTextSearch", "to_tsquery_text"]
+__all__ = ["PostgresTextSearch", "idf", "query_terms", "to_tsquery_text"]
 
 _COLUMN = {"simple": "f.fts", "english": "f.fts_english"}
 # ts_rank_cd's weights for {D, C, B, A}: predicate, tags, entity, object (FTS5: 0, 0.5, 2, 5, scaled by 1/5).
 _WEIGHTS = "{0, 0.1, 0.4, 1.0}"
 # ts_rank_cd normalisation 1: divided by 1 + log(document length), a document-length damping like bm25's.
 _NORMALIZATION = 1
-# ts_rank_cd's scale is ~0.1 per matched lexeme where bm25's is several units; scaled so the recency term
-# (at most 1) weighs against relevance about as it does on SQLite (measured on the LoCoMo dev split).
-_SCALE = 10.0
+# One occurrence in a turn-sized object ranks ~0.3 in ts_rank_cd where bm25's term-frequency part is ~1.8: scaled
+# so the recency term (at most 1) weighs against relevance as it does on SQLite.
+_SCALE = 6.0
 _OPERATORS = ("AND", "OR", "NOT", "NEAR")
 _PIECE = re.compile(r"[^\W_]+")  # a run of letters and digits: unicode61's token
 
@@ -50,21 +56,35 @@ class PostgresTextSearch:
     def ranked(
         self, db: Database, columns: str, match: str, where: str, params: list[Any], now: int, limit: int
     ) -> list[Any]:
-        query = to_tsquery_text(match)
-        if query is None:  # only empty phrases: FTS5 matches nothing either
+        terms = query_terms(match)
+        if not terms:  # only empty phrases: FTS5 matches nothing either
             return []
-        score = (
-            f"ts_rank_cd('{_WEIGHTS}', {self.column}, q.q, {_NORMALIZATION}) * {_SCALE} "
-            "+ 1.0 / (1.0 + (? - f.updated_at) / 86400.0)"
-        )
+        query = terms[0] if len(terms) == 1 else "(" + " | ".join(terms) + ")"
+        cfg, column = self.config, self.column
         try:
+            weights = self._idf(db, terms)
+            # Relevance: the sum over the query's OR terms of IDF x ts_rank_cd, as bm25 sums IDF x term frequency.
+            relevance = " + ".join(
+                f"{w!r} * ts_rank_cd('{_WEIGHTS}', {column}, to_tsquery('{cfg}', ?), {_NORMALIZATION})" for w in weights
+            )
+            score = f"({relevance}) * {_SCALE} + 1.0 / (1.0 + (? - f.updated_at) / 86400.0)"
             return db.query(
-                f"SELECT {columns}, {score} AS score FROM facts f CROSS JOIN to_tsquery('{self.config}', ?) AS q(q) "
-                f"WHERE {self.column} @@ q.q AND {where} ORDER BY score DESC, f.id DESC LIMIT ?",
-                (now, query, *params, limit),
+                f"SELECT {columns}, {score} AS score FROM facts f "
+                f"WHERE {column} @@ to_tsquery('{cfg}', ?) AND {where} ORDER BY score DESC, f.id DESC LIMIT ?",
+                (*terms, now, query, *params, limit),
             )
         except (psycopg.errors.SyntaxError, psycopg.DataError) as e:  # a tsquery the server refuses
             raise TextSearchError(str(e).strip()) from None
+
+    def _idf(self, db: Database, terms: list[str]) -> list[float]:
+        """Each term's IDF over every row of facts, as FTS5 counts them (one round trip, each count from GIN)."""
+        bare = self.column.removeprefix("f.")
+        counts = ", ".join(
+            f"(SELECT count(*) FROM facts WHERE {bare} @@ to_tsquery('{self.config}', ?))" for _ in terms
+        )
+        row = db.query_one(f"SELECT (SELECT count(*) FROM facts), {counts}", tuple(terms))
+        total = int(row[0])
+        return [idf(total, int(n)) for n in row[1:]]
 
     def reset(self, conn: Any) -> None:
         # The generated columns and their GIN index follow the rows; only the id sequence needs rewinding.
@@ -138,24 +158,29 @@ class _Parser:
         self.i += 1
         return token
 
-    def parse(self) -> str | None:
+    def parse(self) -> list[str]:
+        """The top-level OR operands (one for any other expression), each as tsquery text; those that can match
+        nothing are left out."""
         if not self.tokens:
             raise TextSearchError("syntax error: empty query")
-        node = self.or_()
+        parts = self.or_parts()
         if self.peek() is not None:
             raise TextSearchError(f'syntax error near "{self.peek_text()}"')
-        return node
+        return parts
 
     def peek_text(self) -> str:
         token = self.peek()
         return "" if token is None else (token.text or token.kind)
 
-    def or_(self) -> str | None:
+    def or_parts(self) -> list[str]:
         parts = [self.and_()]
         while (t := self.peek()) is not None and t.kind == "op" and t.text == "OR":
             self.take()
             parts.append(self.and_())
-        kept = [p for p in parts if p is not None]
+        return [p for p in parts if p is not None]
+
+    def or_(self) -> str | None:
+        kept = self.or_parts()
         if not kept:
             return None
         return kept[0] if len(kept) == 1 else "(" + " | ".join(kept) + ")"
@@ -204,6 +229,21 @@ class _Parser:
         return lexemes[0] if len(lexemes) == 1 else "(" + " <-> ".join(lexemes) + ")"
 
 
-def to_tsquery_text(match: str) -> str | None:
-    """An FTS5 MATCH expression as to_tsquery input; None when it can match nothing. Raises TextSearchError."""
+def query_terms(match: str) -> list[str]:
+    """An FTS5 MATCH expression as to_tsquery inputs, one per top-level OR operand (their OR is the query);
+    [] when it can match nothing. Raises TextSearchError."""
     return _Parser(_tokens(match)).parse()
+
+
+def to_tsquery_text(match: str) -> str | None:
+    """An FTS5 MATCH expression as one to_tsquery input; None when it can match nothing."""
+    terms = query_terms(match)
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else "(" + " | ".join(terms) + ")"
+
+
+def idf(total: int, containing: int) -> float:
+    """FTS5's bm25 IDF: ln((N - n + 0.5) / (n + 0.5)), floored at 1e-6 for a term in most rows."""
+    value = math.log((total - containing + 0.5) / (containing + 0.5))
+    return value if value > 0 else 1e-6
