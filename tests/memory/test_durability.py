@@ -165,3 +165,43 @@ def test_kill_9_loses_no_acknowledged_write(tmp_path: Path, stores: Stores) -> N
     rebuilt.rescan()
     assert index_rows(db) == rows
     rebuilt.close()
+
+
+def test_instances_sharing_one_database_keep_one_chain_in_each_workspace(
+    tmp_path: Path, clock: Clock, stores: Stores
+) -> None:
+    """Several instances on one database (PostgreSQL's deployment; two SQLite services on one file alike), each
+    with its own workspace directory: a write first copies from the journal what the others appended."""
+    target = stores.target(tmp_path / "a")
+    a, b = (
+        MemoryService(MemoryConfig(dir=str(tmp_path / name), hybrid=False), Database(target), clock=clock)
+        for name in ("a", "b")
+    )
+    try:
+        for i in range(6):
+            call(a if i % 2 == 0 else b, "memory_store", key=f"k{i}", value=f"value {i}")
+            clock.advance(1)
+        call(b, "memory_store", key="lt", value="kept", long_term=True)
+        call(a, "memory_forget", key="k0")
+        call(b, "memory_store", key="k6", value="value 6")  # b first copies a's forget from the journal
+        assert workspace_files(a.store.workspace) != workspace_files(b.store.workspace)  # a has not seen k6
+        call(a, "memory_store", key="k7", value="value 7")  # a copies b's long-term entry and k6
+        assert_last_writer_holds_the_journal(a, 10, tmp_path / "export-a")
+        call(b, "memory_store", key="k8", value="value 8")  # b copies k7
+        assert_last_writer_holds_the_journal(b, 11, tmp_path / "export-b")
+        assert keys_listed(a) == keys_listed(b) == [f"k{i}" for i in range(1, 9)] + ["lt"]
+    finally:
+        a.close()
+        b.close()
+
+
+def keys_listed(service: MemoryService) -> list[str]:
+    return sorted(line.split()[1] for line in call(service, "memory_list").splitlines()[1:])
+
+
+def assert_last_writer_holds_the_journal(service: MemoryService, entries: int, copy: Path) -> None:
+    """The workspace of the instance that wrote last is the journal's, every entry sealed in one chain."""
+    report = {"entries": entries, "legacy": 0, "sealed": entries, "keyed": False, "break": None}
+    assert service.chain()["report"] == report
+    service.store.export(copy)
+    assert workspace_files(copy / "workspace") == workspace_files(service.store.workspace)
