@@ -82,7 +82,7 @@ class PostgresTextSearch:
         counts = ", ".join(
             f"(SELECT count(*) FROM facts WHERE {bare} @@ to_tsquery('{self.config}', ?))" for _ in terms
         )
-        row = db.query_one(f"SELECT (SELECT count(*) FROM facts), {counts}", tuple(terms))
+        row = db.query(f"SELECT (SELECT count(*) FROM facts), {counts}", tuple(terms))[0]
         total = int(row[0])
         return [idf(total, int(n)) for n in row[1:]]
 
