@@ -20,6 +20,11 @@ never copied; the baselines' vectors are cached outside the repository.
 
     python bench/locomo_eval.py [--data DIR] [--vectors-db PATH] [--reuse-embeddings] [--methods a,b,...]
                                 [--rerank-url URL [--rerank-model M]]
+                                [--engine sqlite|postgresql [--postgres-url URL] [--text-search-config simple|english]]
+
+`--engine postgresql` runs the service on PostgreSQL (tsvector/GIN full-text search, vectors in the database
+with pgvector or scanned in process): a database of its own is created on the server `--postgres-url` names
+(default FLUX7_TEST_DATABASE_URL) and dropped afterwards. The baselines stay in process on SQLite.
 
 `--rerank-url` gives the service the optional LLM reranker (an Ollama server, CONTRACT 2.8's MEM7_RERANK_URL):
 the `service` row is then hybrid + LLM rerank, and the JSON records the model and how many questions fell back
@@ -33,6 +38,7 @@ JSON says so.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -40,11 +46,13 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -335,7 +343,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "locomo_eval.json")
     parser.add_argument("--rerank-url", default="", help="an Ollama server for the service's LLM reranker")
     parser.add_argument("--rerank-model", default="", help="its model (default: CONTRACT 2.8's)")
+    parser.add_argument("--engine", choices=("sqlite", "postgresql"), default="sqlite", help="the service's store")
+    parser.add_argument("--postgres-url", default=os.environ.get("FLUX7_TEST_DATABASE_URL", ""))
+    parser.add_argument("--text-search-config", choices=("simple", "english"), default="simple")
     args = parser.parse_args()
+    if args.engine == "postgresql" and not args.postgres_url:
+        sys.exit("--engine postgresql needs --postgres-url (a server where this role may create a database)")
 
     conversations = json.loads((args.data / "locomo-dev.json").read_text())
     memories = load_memories(conversations)
@@ -384,12 +397,20 @@ def main() -> None:
         "splits": {name: list(samples) for name, samples in SPLITS.items()},
         "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "load_average_1m": round(os.getloadavg()[0], 2),  # latencies depend on what else runs
+        "engine": args.engine,
+        **({"text_search_config": args.text_search_config} if args.engine == "postgresql" else {}),
         "methods": {},
     }
-    with tempfile.TemporaryDirectory(prefix="flux7-locomo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="flux7-locomo-") as tmp, _store(args, Path(tmp)) as target:
         service = MemoryService(
-            MemoryConfig(dir=tmp, hybrid=True, rerank_url=args.rerank_url, rerank_model=args.rerank_model),
-            Database(Path(tmp) / "index.db"),
+            MemoryConfig(
+                dir=tmp,
+                hybrid=True,
+                rerank_url=args.rerank_url,
+                rerank_model=args.rerank_model,
+                text_search_config=args.text_search_config,
+            ),
+            Database(target),
             vectors=_reused_vectors(memo, vectors, memories) if args.reuse_embeddings else None,
         )
         try:
@@ -426,6 +447,25 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"saved {args.out}")
+
+
+@contextlib.contextmanager
+def _store(args: argparse.Namespace, tmp: Path) -> Iterator[str | Path]:
+    """The service's database: index.db in the temporary directory, or a throwaway PostgreSQL database."""
+    if args.engine != "postgresql":
+        yield tmp / "index.db"
+        return
+    import psycopg
+
+    name = f"flux7_locomo_{uuid.uuid4().hex[:12]}"
+    parts = urlsplit(args.postgres_url)
+    with psycopg.connect(args.postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+    finally:
+        with psycopg.connect(args.postgres_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def _counting_fallbacks(method: Method, reranker: Any) -> tuple[Method, Callable[[], int]]:

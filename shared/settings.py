@@ -113,6 +113,8 @@ class MemorySettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     rerank_url: str = ""
     rerank_model: str = ""
     min_similarity: float | None = None  # None: the embedding model's calibrated floor (0.30 for the local one)
+    # PostgreSQL's full-text configuration for memory search (docs/memory.md); SQLite's FTS5 has one tokenizer.
+    text_search_config: Literal["simple", "english"] = "simple"
 
 
 class DecisionSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

@@ -18,10 +18,11 @@ import click
 import msgspec
 
 from flux7.shared.clikit import CONTEXT, Fail, LazyGroup, run, runtime
-from flux7.shared.db import Database
+from flux7.shared.db import Database, is_postgresql_url
 from flux7.shared.errors import ConfigError, Flux7Error
 
 from .config import MemoryConfig
+from .fts import TEXT_SEARCH_CONFIGS
 from .service import MemoryService
 
 __all__ = ["config_from_env", "listen_address", "main", "memory", "worker_service"]
@@ -52,6 +53,8 @@ def config_from_env(env: Mapping[str, str], **overrides: Any) -> MemoryConfig:
         "rerank_url": env.get("MEM7_RERANK_URL", ""),
         "rerank_model": env.get("MEM7_RERANK_MODEL", ""),
         "min_similarity": _float_env(env, "MEM7_MIN_SIMILARITY"),
+        "database": env.get("MEM7_DATABASE_URL", ""),
+        "text_search_config": _text_search_config(env),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})
     return MemoryConfig(**values)
@@ -70,6 +73,15 @@ def _float_env(env: Mapping[str, str], name: str) -> float | None:
     return value
 
 
+def _text_search_config(env: Mapping[str, str]) -> str:
+    raw = env.get("MEM7_TEXT_SEARCH_CONFIG", "") or "simple"
+    if raw not in TEXT_SEARCH_CONFIGS:
+        raise ConfigError(
+            "(environment)", "MEM7_TEXT_SEARCH_CONFIG", f"want {' or '.join(TEXT_SEARCH_CONFIGS)}, got {raw!r}"
+        )
+    return raw
+
+
 def listen_address(listen: str) -> tuple[str, int]:
     """Go's listen syntax: `:9070` (every interface), `host:port`, `[::1]:port`."""
     host, sep, port = listen.rpartition(":")
@@ -83,7 +95,10 @@ _DB_OVERRIDE: list[str] = []  # `--db`: a flux7 database (memory beside the mesh
 
 
 def _database(config: MemoryConfig) -> Database:
-    return Database(_DB_OVERRIDE[0] if _DB_OVERRIDE else Path(config.dir) / "index.db")
+    """`--db`, else MEM7_DATABASE_URL (a PostgreSQL database), else <MEM7_DIR>/index.db."""
+    if _DB_OVERRIDE:
+        return Database(_DB_OVERRIDE[0])
+    return Database(config.database or Path(config.dir) / "index.db")
 
 
 def _service(config: MemoryConfig) -> MemoryService:
@@ -173,9 +188,19 @@ def _verify(config: MemoryConfig, as_json: bool) -> int:
 def verify_report(config: MemoryConfig) -> Any:
     """`--db FILE`: the journal in that database. Otherwise the markdown workspace under MEM7_DIR, checked
     against its index.db's head when there is one (verify works on a workspace whose index is missing)."""
-    from .verify import database_head, verify_database, verify_workspace
+    from .verify import database_head, verify_database, verify_store, verify_workspace
 
     key = config.chain_key.encode()
+    url = _DB_OVERRIDE[0] if _DB_OVERRIDE else config.database
+    if is_postgresql_url(url):
+        db = Database(url, migrate=False)
+        try:
+            if _DB_OVERRIDE:
+                return verify_store(db, key)
+            head = db.query_one("SELECT head FROM memory_chain WHERE id = 1") if db.has_table("memory_chain") else None
+        finally:
+            db.close()
+        return verify_workspace(Path(config.dir) / "workspace", key, str(head[0]) if head else "")
     if _DB_OVERRIDE:
         return verify_database(Path(_DB_OVERRIDE[0]).expanduser(), key)
     root = Path(config.dir)
@@ -196,7 +221,8 @@ _DB = click.option(
     "--db",
     default=None,
     metavar="FILE",
-    help="the SQLite file (default <MEM7_DIR>/index.db; under flux7 serve: its storage_path)",
+    help="the SQLite file or postgresql:// URL (default MEM7_DATABASE_URL, else <MEM7_DIR>/index.db; "
+    "under flux7 serve: its database)",
 )
 
 
@@ -210,7 +236,7 @@ def _config(**overrides: Any) -> MemoryConfig:
 def _use_db(db: str | None, *, must_exist: bool) -> None:
     """`--db FILE`: that database instead of <MEM7_DIR>/index.db. A command that only reads or trims a database
     refuses a path where there is none (it would create an empty one and report on nothing)."""
-    if db and must_exist and not Path(db).expanduser().is_file():
+    if db and must_exist and not is_postgresql_url(db) and not Path(db).expanduser().is_file():
         raise Fail(f"{db}: no such file (give the database flux7 serve writes: its storage_path)", 2)
     _DB_OVERRIDE[:] = [db] if db else []
 

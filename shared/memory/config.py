@@ -14,6 +14,7 @@ __all__ = ["MemoryConfig", "config_from_settings"]
 
 class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True):
     dir: str  # holds workspace/ (and index.db under `mem7 serve`)
+    database: str = ""  # mem7 alone: a postgresql:// URL instead of <dir>/index.db (MEM7_DATABASE_URL)
     max_entries: int = 10000
     chain_key: str = ""
     token: str = ""  # when set, memory routes require exactly `Authorization: Bearer <token>`
@@ -26,6 +27,7 @@ class MemoryConfig(msgspec.Struct, frozen=True, kw_only=True):
     rerank_url: str = ""  # an LLM (Ollama or OpenAI-compatible) that reorders 3N fused candidates
     rerank_model: str = ""
     min_similarity: float | None = None  # the dense relevance floor; None: the model's own (embed.py)
+    text_search_config: str = "simple"  # PostgreSQL: the full-text configuration, simple or english (fts.py)
     version: str = __version__
 
 
@@ -48,4 +50,5 @@ def config_from_settings(settings: Settings) -> MemoryConfig:
         rerank_url=m.rerank_url,
         rerank_model=m.rerank_model,
         min_similarity=m.min_similarity,
+        text_search_config=m.text_search_config,
     )

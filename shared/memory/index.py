@@ -1,4 +1,5 @@
-"""The SQLite index of the workspace (CONTRACT 2.3, 2.7, 2.8): bitemporal fact rows, tags, FTS5.
+"""The index of the workspace (CONTRACT 2.3, 2.7, 2.8): bitemporal fact rows, tags, full-text search (FTS5 on
+SQLite, tsvector on PostgreSQL: fts.py).
 
 Every write function takes the connection of the caller's open write transaction; the same functions
 replay the markdown on rescan, so a rebuilt index equals the one built by the writes.
@@ -13,6 +14,7 @@ import msgspec
 
 from flux7.shared.db import Database
 
+from .fts import TextSearch, text_search_for
 from .workspace import DEFAULT_PREDICATE, LONG_TERM_FILE, Entry
 
 __all__ = ["Fact", "FactIndex", "ReadFilter"]
@@ -21,12 +23,11 @@ _COLUMNS = (
     "entity, predicate, object, tags, agent, trace_id, ttl, expires_at, source_file, source_line, "
     "created_at, updated_at, deleted_at, valid_from, valid_to, tx_from, tx_to"
 )
-_SELECT = (
-    "SELECT f.id, f.entity, f.predicate, f.object, f.tags, f.agent, f.trace_id, f.ttl, f.source_file, "
-    "f.source_line, f.created_at, f.updated_at, f.valid_from, f.valid_to, f.tx_from, f.tx_to FROM facts f"
+_FIELDS = (
+    "f.id, f.entity, f.predicate, f.object, f.tags, f.agent, f.trace_id, f.ttl, f.source_file, "
+    "f.source_line, f.created_at, f.updated_at, f.valid_from, f.valid_to, f.tx_from, f.tx_to"
 )
-# bm25 weights per column (entity, predicate, object, tags), plus a recency term; lower ranks first.
-_RANK = "bm25(facts_fts, 2.0, 0.0, 5.0, 0.5) + (-1.0 / (1.0 + (? - f.updated_at) / 86400.0))"
+_SELECT = f"SELECT {_FIELDS} FROM facts f"
 
 
 class Fact(msgspec.Struct, kw_only=True):
@@ -101,7 +102,7 @@ class ReadFilter(msgspec.Struct, kw_only=True):
             clauses.append("f.agent = ?")
             params.append(self.agent)
         if self.owners is not None:
-            clauses.append(f"f.agent IN ({','.join('?' * len(self.owners))})" if self.owners else "0")
+            clauses.append(f"f.agent IN ({','.join('?' * len(self.owners))})" if self.owners else "1 = 0")
             params += sorted(self.owners)
         for i, tag in enumerate(self.tags):
             # The first tag drives the query from the tag index (callers put the rarest first: see
@@ -156,8 +157,9 @@ def _insert(conn: Any, values: dict[str, Any], tags: Sequence[str]) -> int:
 
 
 class FactIndex:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, text_search_config: str = "simple") -> None:
         self.db = db
+        self.text: TextSearch = text_search_for(db, text_search_config)
 
     # --- writes (inside the caller's transaction) ---
 
@@ -251,8 +253,8 @@ class FactIndex:
         row = conn.execute(f"SELECT {_COLUMNS} FROM facts WHERE id = ?", (fact_id,)).fetchone()
         values = dict(zip([c.strip() for c in _COLUMNS.split(",")], row, strict=True))
         values.update(valid_from=valid_from, valid_to=valid_to, tx_from=tx, tx_to=None)
-        rows = conn.execute("SELECT tag FROM fact_tags WHERE fact_id = ? ORDER BY rowid", (fact_id,))
-        tags = [r[0] for r in rows]
+        # The row's tags column holds its tags in their order (fact_tags is their index, with no order of its own).
+        tags = msgspec.json.decode(values["tags"]) if values["tags"] not in ("", "[]") else []
         _insert(conn, values, tags)
 
     def apply_delete(self, conn: Any, entity: str, when: int) -> bool:
@@ -275,8 +277,7 @@ class FactIndex:
         conn.execute("DELETE FROM fact_tags")
         conn.execute("DELETE FROM facts")
         conn.execute("DELETE FROM memory_keys")
-        conn.execute("DELETE FROM sqlite_sequence WHERE name = 'facts'")
-        conn.execute("INSERT INTO facts_fts(facts_fts) VALUES ('rebuild')")
+        self.text.reset(conn)
 
     def prune(self, conn: Any, now: int) -> int:
         """Physically drop TTL-expired versions (the markdown keeps them)."""
@@ -300,7 +301,7 @@ class FactIndex:
         if len(flt.tags) < 2:
             return flt
         cap = 2000
-        sql = "SELECT count(*) FROM (SELECT 1 FROM fact_tags WHERE tag = ? LIMIT ?)"
+        sql = "SELECT count(*) FROM (SELECT 1 FROM fact_tags WHERE tag = ? LIMIT ?) AS capped"
         counts = {tag: int(self.db.query(sql, (tag, cap))[0][0]) for tag in set(flt.tags)}
         return msgspec.structs.replace(flt, tags=tuple(sorted(flt.tags, key=lambda t: (counts[t], t))))
 
@@ -338,14 +339,17 @@ class FactIndex:
         return {f.entity: f for f in map(_fact, rows)}
 
     def search(self, fts_query: str, flt: ReadFilter, *, limit: int) -> list[Fact]:
-        """BM25 over (entity, predicate, object, tags) plus recency. Raises on an FTS5 syntax error."""
+        """Relevance over (entity, predicate, object, tags) plus recency. Raises TextSearchError on a syntax error."""
         where, params = flt.where()
-        rows = self.db.query(
-            f"{_SELECT} JOIN facts_fts ON facts_fts.rowid = f.id WHERE facts_fts MATCH ? AND {where} "
-            f"ORDER BY {_RANK}, f.id DESC LIMIT ?",
-            (fts_query, *params, flt.now, limit),
-        )
-        return [_fact(r) for r in rows]
+        return [_fact(r) for r in self.text.ranked(self.db, _FIELDS, fts_query, where, params, flt.now, limit)]
+
+    def scored(self, fts_query: str, flt: ReadFilter, *, limit: int) -> list[tuple[str, float]]:
+        """`search`'s ranking as (key, score), higher better, one row per key (its best version)."""
+        where, params = flt.where()
+        best: dict[str, float] = {}
+        for key, score in self.text.ranked(self.db, "f.entity", fts_query, where, params, flt.now, limit):
+            best.setdefault(key, float(score))
+        return list(best.items())
 
     def agents(self) -> list[str]:
         return [r[0] for r in self.db.query("SELECT DISTINCT agent FROM facts WHERE tx_to IS NULL")]

@@ -11,11 +11,12 @@ from typing import Any, Protocol
 
 import msgspec
 
-from flux7.shared.db import Database, sqlite3
+from flux7.shared.db import Database
 from flux7.shared.errors import BadRequest
 
 from . import retrieval
-from .index import _RANK, Fact, FactIndex, ReadFilter
+from .fts import TextSearchError
+from .index import Fact, FactIndex, ReadFilter
 from .query import naturalize, neighbour_keys, parse_sequential_key, sanitize
 
 __all__ = ["RRF_K", "SearchRequest", "Searcher", "VectorSlot", "VectorSource", "default_vectors", "rrf"]
@@ -140,7 +141,7 @@ class Searcher:
                 results = self.index.search(fts, flt, limit=wide.limit)
             else:
                 results = self._hybrid(source, wide, fts, flt)
-        except sqlite3.OperationalError as e:
+        except TextSearchError as e:
             raise BadRequest(f"search failed: {e}") from None
         if self.reranker is not None and results:
             # The model reorders up to 3N candidates; any failure there keeps the fused order.
@@ -168,17 +169,8 @@ class Searcher:
         return [facts[key] for key, _ in ranked if key in facts]
 
     def _scored(self, match: str, flt: ReadFilter, limit: int) -> list[tuple[str, float]]:
-        """FactIndex.search's ranking (BM25 + recency) with its score, higher better, one row per key."""
-        where, params = flt.where()
-        rows = self.index.db.query(
-            f"SELECT f.entity, {_RANK} AS r FROM facts f JOIN facts_fts ON facts_fts.rowid = f.id "
-            f"WHERE facts_fts MATCH ? AND {where} ORDER BY r, f.id DESC LIMIT ?",
-            (flt.now, match, *params, limit),
-        )
-        best: dict[str, float] = {}
-        for key, rank in rows:
-            best.setdefault(key, -float(rank))
-        return list(best.items())
+        """FactIndex.search's ranking (relevance + recency) with its score, higher better, one row per key."""
+        return self.index.scored(match, flt, limit=limit)
 
     def _with_neighbours(self, results: list[Fact], flt: ReadFilter, radius: int) -> list[Fact]:
         candidates = neighbour_keys([f.entity for f in results], radius)

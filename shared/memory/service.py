@@ -107,6 +107,7 @@ class MemoryService:
             chain_key=config.chain_key.encode(),
             max_entries=config.max_entries,
             clock=clock,
+            text_search_config=config.text_search_config,
         )
         self.store.open()
         self.vectors = VectorSlot(db, config.hybrid, vectors or self._configured_vectors)

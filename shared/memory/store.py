@@ -92,6 +92,7 @@ class MemoryStore:
         chain_key: bytes = b"",
         max_entries: int = 10000,
         clock: Callable[[], float] = time.time,
+        text_search_config: str = "simple",
     ) -> None:
         self.db = db
         self.root = root
@@ -99,7 +100,7 @@ class MemoryStore:
         self.chain_key = chain_key
         self.max_entries = max_entries
         self.clock = clock
-        self.index = FactIndex(db)
+        self.index = FactIndex(db, text_search_config=text_search_config)
 
     # --- start-up ---
 
@@ -121,7 +122,7 @@ class MemoryStore:
         with self.db.write() as conn:
             # Every file, known or not: a crashed writer may have begun a file the database never recorded,
             # and the tails of all files are adopted together, in seal order.
-            self._recover(conn, {*on_disk, LONG_TERM_FILE})
+            self._recover(conn, {*known, *on_disk, LONG_TERM_FILE})
             self._create_long_term_file(conn)
 
     def _create_long_term_file(self, conn: Any) -> None:
@@ -240,7 +241,8 @@ class MemoryStore:
 
     def _journal(self, conn: Any, name: str, offset: int, chunk: bytes, e: Entry | None) -> None:
         conn.execute(
-            "INSERT INTO memory_journal (file, offset, chunk, op, entity, hash) VALUES (?, ?, ?, ?, ?, ?)",
+            # "offset" quoted: a reserved word in PostgreSQL (a plain identifier to SQLite)
+            'INSERT INTO memory_journal (file, "offset", chunk, op, entity, hash) VALUES (?, ?, ?, ?, ?, ?)',
             (name, offset, chunk, e.op if e else "", e.entity if e else "", e.hash if e else ""),
         )
 
@@ -289,6 +291,8 @@ class MemoryStore:
                 actual = 0
             if actual == size:
                 continue
+            if actual < size and self._catch_up(conn, name, actual, size):
+                continue
             if actual < size:
                 log.warning("%s shrank outside mem7 (%d < %d bytes); run `mem7 rescan`", path, actual, size)
                 data = path.read_bytes() if actual else b""
@@ -301,6 +305,33 @@ class MemoryStore:
             daily = [t for t in tails if t.name != LONG_TERM_FILE]
             long_term = [t for t in tails if t.name == LONG_TERM_FILE]
             self._adopt(conn, daily, long_term, truncate_torn={t.name for t in tails})
+
+    def _catch_up(self, conn: Any, name: str, actual: int, size: int) -> bool:
+        """Append what the journal holds past this file's local end, when it starts exactly there: the entries
+        another instance sharing the database (PostgreSQL) wrote into its own copy of the workspace. False when
+        the journal does not continue the file (it was cut or edited here), which the caller reports."""
+        rows = conn.execute(
+            'SELECT "offset", chunk FROM memory_journal WHERE file = ? AND "offset" >= ? ORDER BY seq', (name, actual)
+        ).fetchall()
+        if not rows or int(rows[0][0]) != actual:
+            return False
+        data = b"".join(bytes(r[1]) for r in rows)
+        if actual + len(data) != size:
+            return False
+        path = self.workspace / name
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise WorkspaceError(f"failed to bring {name} up to date: {exc.strerror or exc}") from exc
+        log.info("%s: %d bytes written by another instance copied from the journal", name, len(data))
+        return True
 
     def _adopt(
         self,

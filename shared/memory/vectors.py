@@ -1,4 +1,4 @@
-"""Memory vectors: one embedding per memory key in SQLite, searched by brute-force cosine over a matrix.
+"""Memory vectors: one embedding per memory key in the database, searched by brute-force cosine over a matrix.
 
 The table (migrations/0004) is shared by every worker and process. Each `VectorIndex` keeps the rows of its
 embedder's vector space as a numpy matrix, tagged with the version counter that triggers bump on every change;
@@ -17,6 +17,7 @@ import numpy as np
 
 from ..db import Database
 from ..errors import BadRequest
+from . import vectors_pgvector
 from .embed import Embedder, EmbeddingUnavailable
 
 __all__ = ["VectorIndex"]
@@ -80,6 +81,10 @@ class VectorIndex:
         self._matrix: _Matrix | None = None
         self._version = -1  # the table version the matrix reflects; -1: not loaded
         self._queries: dict[str, np.ndarray] = {}  # recent query vectors, oldest first
+        # PostgreSQL with pgvector ranks in the database (vectors_pgvector.py); otherwise the matrix here.
+        self.in_database = vectors_pgvector.available(db)
+        if self.in_database:
+            vectors_pgvector.backfill(db)
 
     # -- writes ---------------------------------------------------------------------------------------------
 
@@ -120,9 +125,14 @@ class VectorIndex:
                 "INSERT INTO memory_vectors (key, model, dim, vector, text_sha256) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET model = excluded.model, dim = excluded.dim, "
                 "vector = excluded.vector, text_sha256 = excluded.text_sha256, "
-                "updated_at = strftime('%Y-%m-%dT%H:%M:%SZ')",
+                f"updated_at = {self.db.utc_now_sql()}",
                 [(key, name, dim, vectors[i].tobytes(), hashes[key]) for i, key in enumerate(todo)],
             )
+            if self.in_database:
+                conn.executemany(
+                    vectors_pgvector.SET_EMBEDDING,
+                    [(vectors_pgvector.literal(vectors[i]), key) for i, key in enumerate(todo)],
+                )
             after = _version(conn)
         with self._lock:
             m = self._matrix
@@ -168,6 +178,10 @@ class VectorIndex:
             raise BadRequest("vector search query must be a string")
         if k <= 0:
             return []
+        if self.in_database:
+            if self.db.query_one("SELECT 1 FROM memory_vectors WHERE model = ? LIMIT 1", (self.embedder.name,)) is None:
+                return []  # an empty index never loads the model
+            return vectors_pgvector.search(self.db, self.embedder.name, self._query_vector(query), k, within)
         with self._lock:
             m = self._fresh()
             if m is None or not m.keys:
@@ -205,6 +219,10 @@ class VectorIndex:
     def similarities(self, query: str, keys: Iterable[str]) -> dict[str, float]:
         """The cosine score of each given key that has a vector (keys without one are left out)."""
         wanted = list(dict.fromkeys(keys))
+        if self.in_database:
+            if not wanted:
+                return {}
+            return vectors_pgvector.similarities(self.db, self.embedder.name, self._query_vector(query), wanted)
         found, rows = self._candidates(wanted)
         if not found:
             return {}
@@ -260,16 +278,15 @@ class VectorIndex:
         current = _version(reader)
         if self._version == current:
             return self._matrix
-        reader.execute("BEGIN")  # the version and the rows from one snapshot
-        try:
-            current = _version(reader)
-            rows = reader.execute(
-                "SELECT key, dim, vector FROM memory_vectors WHERE model = ?", (self.embedder.name,)
-            ).fetchall()
-        finally:
-            reader.execute("COMMIT")
-        self._matrix = _load(rows)
-        self._version = current
+        # The version and the rows from one snapshot: one statement reads one on either engine (a reader's
+        # BEGIN would not hold on PostgreSQL, where each read may take another pooled connection).
+        rows = reader.execute(
+            "SELECT v.version, m.key, m.dim, m.vector FROM memory_vectors_version v "
+            "LEFT JOIN memory_vectors m ON m.model = ? WHERE v.id = 1",
+            (self.embedder.name,),
+        ).fetchall()
+        self._matrix = _load([r[1:] for r in rows if r[1] is not None])
+        self._version = int(rows[0][0]) if rows else 0
         return self._matrix
 
     def _unchanged(self, name: str, hashes: dict[str, str]) -> set[str]:
@@ -297,5 +314,5 @@ def _load(rows: list[Any]) -> _Matrix | None:
     # One embedder name means one dimension; rows of any other length are not comparable and are skipped.
     dim = int(rows[0][1])
     kept = [r for r in rows if int(r[1]) == dim]
-    matrix = np.frombuffer(b"".join(r[2] for r in kept), dtype=np.float32).reshape(len(kept), dim)
+    matrix = np.frombuffer(b"".join(bytes(r[2]) for r in kept), dtype=np.float32).reshape(len(kept), dim)
     return _Matrix(dim, [r[0] for r in kept], matrix)

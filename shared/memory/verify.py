@@ -2,13 +2,16 @@
 
 Tamper evidence that says "chain holds" about the wrong thing is worse than none, so a target that is missing,
 is not an SQLite database, or holds no memory journal is refused (VerifyRefused) instead of walked as empty.
-The database is opened read-only: verifying never creates, migrates or locks a file.
+The database is opened read-only: verifying never creates, migrates or locks a file (a PostgreSQL database,
+`--db postgresql://…`, is read without migrating it).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+
+from flux7.shared.db import Database
 
 from .chain import ChainReport, verify_chain, verify_daily_files
 from .workspace import MEMORY_SUBDIR
@@ -92,3 +95,17 @@ def verify_database(path: Path, key: bytes) -> ChainReport:
         raise VerifyRefused(f"{path}: {e}") from None
     finally:
         conn.close()
+
+
+def verify_store(db: Database, key: bytes) -> ChainReport:
+    """The journal in a PostgreSQL database (`--db postgresql://…`), as verify_database reads a file's."""
+    if not (db.has_table("memory_journal") and db.has_table("memory_chain")):
+        raise VerifyRefused(f"{db.label}: no memory journal in this database; not a flux7 or mem7 database")
+    row = db.query_one("SELECT head FROM memory_chain WHERE id = 1")
+    head = str(row[0]) if row else ""
+    names = [str(r[0]) for r in db.query("SELECT DISTINCT file FROM memory_journal ORDER BY 1")]
+    files = []
+    for name in names:
+        rows = db.query("SELECT chunk FROM memory_journal WHERE file = ? ORDER BY seq", (name,))
+        files.append((name, f"{db.label}#memory_journal:{name}", b"".join(_bytes(r[0]) for r in rows)))
+    return verify_daily_files(files, key, head)

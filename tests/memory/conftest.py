@@ -1,4 +1,5 @@
-"""Memory tests: a real store on real SQLite and files; real `mem7 serve` processes on loopback."""
+"""Memory tests: a real store on real SQLite (or PostgreSQL, `--engine=postgresql`) and files; real `mem7 serve`
+processes on loopback."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from flux7.shared.db import Database
 from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.service import MemoryService
+from tests.memory.stores import Stores
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,14 +54,23 @@ def clock() -> Clock:
     return Clock()
 
 
+@pytest.fixture(scope="session")
+def stores(engine: str, request: pytest.FixtureRequest) -> Iterator[Stores]:
+    """Each memory directory's index: `<dir>/index.db`, or a PostgreSQL database of its own (dropped at the end
+    of the session, so a module-scoped `mem7 serve` can have one too)."""
+    made = Stores(engine, request)
+    yield made
+    made.close()
+
+
 @pytest.fixture
-def make_service(tmp_path: Path, clock: Clock) -> Iterator[Callable[..., MemoryService]]:
+def make_service(tmp_path: Path, clock: Clock, stores: Stores) -> Iterator[Callable[..., MemoryService]]:
     made: list[MemoryService] = []
 
     def make(directory: Path | None = None, **config: Any) -> MemoryService:
         root = directory or tmp_path / "mem7"
         config.setdefault("hybrid", False)
-        service = MemoryService(MemoryConfig(dir=str(root), **config), Database(root / "index.db"), clock=clock)
+        service = MemoryService(MemoryConfig(dir=str(root), **config), Database(stores.target(root)), clock=clock)
         made.append(service)
         return service
 

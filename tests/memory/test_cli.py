@@ -14,8 +14,10 @@ from flux7.shared.memory.service import MemoryService
 from .conftest import REPO, call
 
 
-def mem7(directory: Path, *args: str, key: str = "") -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MEM7_DIR": str(directory), "MEM7_HYBRID": "0", "MEM7_CHAIN_KEY": key}
+def mem7(
+    directory: Path, *args: str, key: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MEM7_DIR": str(directory), "MEM7_HYBRID": "0", "MEM7_CHAIN_KEY": key, **(env or {})}
     return subprocess.run(
         [sys.executable, "-c", "from flux7.functions.entry import mem7_main; raise SystemExit(mem7_main())", *args],
         cwd=REPO,

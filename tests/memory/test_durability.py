@@ -14,6 +14,7 @@ from mem7 import Mem7
 from flux7.shared.db import Database
 from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.service import MemoryService
+from tests.memory.stores import Stores
 
 from .conftest import Clock, Mem7Process, call, eventually
 
@@ -72,19 +73,19 @@ def test_the_journal_recreates_a_lost_workspace_byte_for_byte(make_service: Any,
     assert restored.chain()["holds"] is True
 
 
-def test_a_write_that_never_committed_is_adopted_by_the_next_writer(make_service: Any, tmp_path: Path) -> None:
+def test_a_write_that_never_committed_is_adopted_by_the_next_writer(
+    make_service: Any, tmp_path: Path, stores: Stores
+) -> None:
     root = tmp_path / "crash"
     service = make_service(root)
     call(service, "memory_store", key="before", value="v")
     service.close()
     # The state a writer killed between its append and its commit leaves: the entry in the file, not in the DB.
-    shutil.copy(root / "index.db", tmp_path / "old.db")
+    old = stores.snapshot(root)
     again = make_service(root)
     call(again, "memory_store", key="orphan", value="appended, never committed")
     again.close()
-    for suffix in ("", "-wal", "-shm"):
-        (root / f"index.db{suffix}").unlink(missing_ok=True)
-    shutil.copy(tmp_path / "old.db", root / "index.db")
+    stores.restore(root, old)
     after = make_service(root)
     assert call(after, "memory_recall", key="orphan").startswith("## orphan\nappended, never committed\n")
     call(after, "memory_store", key="next", value="v")
@@ -105,8 +106,9 @@ def test_a_torn_entry_is_set_aside_and_the_chain_goes_on(service: MemoryService)
     assert aside.read_bytes().endswith(b"creat")
 
 
-def test_two_workers_writing_at_once_keep_one_chain(tmp_path: Path) -> None:
-    with Mem7Process(tmp_path / "mem7", workers=2) as server:
+def test_two_workers_writing_at_once_keep_one_chain(tmp_path: Path, stores: Stores) -> None:
+    root = tmp_path / "mem7"
+    with Mem7Process(root, workers=2, env=stores.env(root)) as server:
 
         def writer(n: int) -> None:
             m = Mem7(server.url, token="")
@@ -123,11 +125,11 @@ def test_two_workers_writing_at_once_keep_one_chain(tmp_path: Path) -> None:
         }
 
 
-def test_kill_9_loses_no_acknowledged_write(tmp_path: Path) -> None:
+def test_kill_9_loses_no_acknowledged_write(tmp_path: Path, stores: Stores) -> None:
     root = tmp_path / "mem7"
     acked: list[str] = []
     lock = threading.Lock()
-    server = Mem7Process(root, workers=2).start()
+    server = Mem7Process(root, workers=2, env=stores.env(root)).start()
     stop = threading.Event()
 
     def writer(n: int) -> None:
@@ -151,15 +153,55 @@ def test_kill_9_loses_no_acknowledged_write(tmp_path: Path) -> None:
     stop.set()
     for t in threads:
         t.join(timeout=30)
-    with Mem7Process(root, workers=1) as restarted:
+    with Mem7Process(root, workers=1, env=stores.env(root)) as restarted:
         m = Mem7(restarted.url, token="")
         listed = m.list()
         missing = [k for k in acked if f"- {k} — " not in listed]
         assert missing == []
         assert m.chain()["holds"] is True
-    db = Database(root / "index.db")
+    db = Database(stores.target(root))
     rows = index_rows(db)
     rebuilt = MemoryService(MemoryConfig(dir=str(root), hybrid=False), db)
     rebuilt.rescan()
     assert index_rows(db) == rows
     rebuilt.close()
+
+
+def test_instances_sharing_one_database_keep_one_chain_in_each_workspace(
+    tmp_path: Path, clock: Clock, stores: Stores
+) -> None:
+    """Several instances on one database (PostgreSQL's deployment; two SQLite services on one file alike), each
+    with its own workspace directory: a write first copies from the journal what the others appended."""
+    target = stores.target(tmp_path / "a")
+    a, b = (
+        MemoryService(MemoryConfig(dir=str(tmp_path / name), hybrid=False), Database(target), clock=clock)
+        for name in ("a", "b")
+    )
+    try:
+        for i in range(6):
+            call(a if i % 2 == 0 else b, "memory_store", key=f"k{i}", value=f"value {i}")
+            clock.advance(1)
+        call(b, "memory_store", key="lt", value="kept", long_term=True)
+        call(a, "memory_forget", key="k0")
+        call(b, "memory_store", key="k6", value="value 6")  # b first copies a's forget from the journal
+        assert workspace_files(a.store.workspace) != workspace_files(b.store.workspace)  # a has not seen k6
+        call(a, "memory_store", key="k7", value="value 7")  # a copies b's long-term entry and k6
+        assert_last_writer_holds_the_journal(a, 10, tmp_path / "export-a")
+        call(b, "memory_store", key="k8", value="value 8")  # b copies k7
+        assert_last_writer_holds_the_journal(b, 11, tmp_path / "export-b")
+        assert keys_listed(a) == keys_listed(b) == [f"k{i}" for i in range(1, 9)] + ["lt"]
+    finally:
+        a.close()
+        b.close()
+
+
+def keys_listed(service: MemoryService) -> list[str]:
+    return sorted(line.split()[1] for line in call(service, "memory_list").splitlines()[1:])
+
+
+def assert_last_writer_holds_the_journal(service: MemoryService, entries: int, copy: Path) -> None:
+    """The workspace of the instance that wrote last is the journal's, every entry sealed in one chain."""
+    report = {"entries": entries, "legacy": 0, "sealed": entries, "keyed": False, "break": None}
+    assert service.chain()["report"] == report
+    service.store.export(copy)
+    assert workspace_files(copy / "workspace") == workspace_files(service.store.workspace)

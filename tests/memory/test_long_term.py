@@ -15,6 +15,7 @@ from mem7.client import Mem7Error
 
 from flux7.shared.memory.service import MemoryService
 from flux7.shared.memory.workspace import LONG_TERM_HEADER, parse_entries
+from tests.memory.stores import Stores
 from tests.support.server import running_server
 
 from .conftest import Clock, Mem7Process, call, fail
@@ -246,13 +247,13 @@ def test_a_memory_md_edit_breaks_the_chain_there_and_its_removal_at_the_successo
 
 
 def test_a_crashed_writers_entries_in_both_files_are_adopted_in_seal_order(
-    make_service: Any, clock: Clock, tmp_path: Path
+    make_service: Any, clock: Clock, tmp_path: Path, stores: Stores
 ) -> None:
     root = tmp_path / "crash"
     service = make_service(root)
     call(service, "memory_store", key="before", value="v", long_term=True)
     service.close()
-    shutil.copy(root / "index.db", tmp_path / "old.db")
+    old = stores.snapshot(root)
     again = make_service(root)
     # Appended but (once the old database is back) never committed: daily, long-term, daily, in that order.
     # `k` moves into MEMORY.md within the same second: only the seal order says which version is current.
@@ -260,9 +261,7 @@ def test_a_crashed_writers_entries_in_both_files_are_adopted_in_seal_order(
     call(again, "memory_store", key="k", value="long one", long_term=True)
     call(again, "memory_store", key="d2", value="daily two")
     again.close()
-    for suffix in ("", "-wal", "-shm"):
-        (root / f"index.db{suffix}").unlink(missing_ok=True)
-    shutil.copy(tmp_path / "old.db", root / "index.db")
+    stores.restore(root, old)
     after = make_service(root)
     assert call(after, "memory_recall", key="k").startswith("## k\nlong one\nTags: long-term\n")
     assert call(after, "memory_list").startswith("3 memories:\n")
@@ -308,8 +307,9 @@ def test_a_database_from_before_memory_md_gets_one(make_service: Any, tmp_path: 
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mem7Process]:
-    with Mem7Process(tmp_path_factory.mktemp("lt") / "mem7", token="lt") as proc:
+def server(tmp_path_factory: pytest.TempPathFactory, stores: Stores) -> Iterator[Mem7Process]:
+    root = tmp_path_factory.mktemp("lt") / "mem7"
+    with Mem7Process(root, token="lt", env=stores.env(root)) as proc:
         yield proc
 
 

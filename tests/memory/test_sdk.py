@@ -11,14 +11,17 @@ import requests
 from mem7 import Mem7
 from mem7.client import Mem7Error
 
+from tests.memory.stores import Stores
+
 from .conftest import Mem7Process
 
 TOKEN = "sdk-token"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mem7Process]:
-    with Mem7Process(tmp_path_factory.mktemp("sdk") / "mem7", token=TOKEN) as proc:
+def server(tmp_path_factory: pytest.TempPathFactory, stores: Stores) -> Iterator[Mem7Process]:
+    root = tmp_path_factory.mktemp("sdk") / "mem7"
+    with Mem7Process(root, token=TOKEN, env=stores.env(root)) as proc:
         yield proc
 
 
@@ -100,6 +103,7 @@ def test_health_is_public_and_a_wrong_token_is_refused(server: Mem7Process) -> N
     assert Mem7("http://127.0.0.1:1", token="").health() is False
 
 
-def test_files_are_under_mem7_dir(server: Mem7Process) -> None:
-    assert (Path(server.directory) / "index.db").exists()
+def test_files_are_under_mem7_dir(server: Mem7Process, engine: str) -> None:
+    # The index is index.db beside the workspace, or on PostgreSQL (MEM7_DATABASE_URL) in the database alone.
+    assert (Path(server.directory) / "index.db").exists() is (engine == "sqlite")
     assert list((Path(server.directory) / "workspace" / "memory").glob("*.md"))

@@ -16,14 +16,17 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mem7 import Mem7
 
+from tests.memory.stores import Stores
+
 from .conftest import REPO, Mem7Process, free_port
 
 TOKEN = "transport-token"
 
 
 @pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mem7Process]:
-    with Mem7Process(tmp_path_factory.mktemp("daemon") / "mem7", token=TOKEN) as proc:
+def daemon(tmp_path_factory: pytest.TempPathFactory, stores: Stores) -> Iterator[Mem7Process]:
+    root = tmp_path_factory.mktemp("daemon") / "mem7"
+    with Mem7Process(root, token=TOKEN, env=stores.env(root)) as proc:
         yield proc
 
 

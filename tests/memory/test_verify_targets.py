@@ -17,6 +17,7 @@ import pytest
 from flux7.shared.db import Database
 from flux7.shared.memory.service import MemoryService
 from flux7.shared.tracing import TraceEntry, Tracer
+from tests.memory.stores import Stores
 from tests.tracing.conftest import make_settings
 
 from .conftest import REPO, call
@@ -50,36 +51,44 @@ def test_mem7_verify_db_refuses_what_is_not_a_memory_database(tmp_path: Path, ma
     _refused(mem7(home, "verify", "--json", "--db", str(tmp_path / "nope.db")), "no such file")
 
 
-def test_mem7_verify_db_checks_that_database_journal(tmp_path: Path, make_service: Any) -> None:
+def test_mem7_verify_db_checks_that_database_journal(tmp_path: Path, make_service: Any, stores: Stores) -> None:
     _stored(make_service, tmp_path / "home", 2)
     other = _stored(make_service, tmp_path / "other", 5, key="k")
     other.close()
-    db = tmp_path / "other" / "index.db"
+    db = stores.target(tmp_path / "other")  # index.db, or with --engine=postgresql that database's URL
     ok = mem7(tmp_path / "home", "verify", "--db", str(db), key="k")
     assert ok.returncode == 0 and ok.stdout.startswith("5 entries: 5 sealed"), ok.stdout + ok.stderr
     assert ok.stdout.rstrip().endswith("chain holds")
     # Tamper with the database's copy only (the markdown stays intact): --db sees it.
-    with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE memory_journal SET chunk = replace(chunk, 'value 3', 'value 9') WHERE entity = 'k3'")
+    store = Database(db, migrate=False)
+    (seq, chunk) = store.query_one("SELECT seq, chunk FROM memory_journal WHERE entity = 'k3'")
+    store.execute(
+        "UPDATE memory_journal SET chunk = ? WHERE seq = ?", (bytes(chunk).replace(b"value 3", b"value 9"), seq)
+    )
+    store.close()
     broken = mem7(tmp_path / "home", "verify", "--db", str(db), key="k")
     assert broken.returncode == 1 and "content changed since it was sealed" in broken.stdout, broken.stdout
     assert "#memory_journal:" in broken.stdout  # the break names the database, not a file on disk
-    assert mem7(tmp_path / "other", "verify", key="k").returncode == 0  # the workspace itself still holds
+    home = stores.env(tmp_path / "other")
+    assert mem7(tmp_path / "other", "verify", key="k", env=home).returncode == 0  # the workspace itself holds
 
 
-def test_mem7_verify_refuses_a_missing_workspace_and_sees_a_cut_end(tmp_path: Path, make_service: Any) -> None:
+def test_mem7_verify_refuses_a_missing_workspace_and_sees_a_cut_end(
+    tmp_path: Path, make_service: Any, stores: Stores
+) -> None:
     _refused(mem7(tmp_path / "empty", "verify"), "no memory workspace at")
     service = _stored(make_service, tmp_path / "m", 3)
     service.close()
-    assert mem7(tmp_path / "m", "verify").returncode == 0
+    env = stores.env(tmp_path / "m")  # the index holding the head: index.db, or MEM7_DATABASE_URL's database
+    assert mem7(tmp_path / "m", "verify", env=env).returncode == 0
     # Cut the last entry off the last daily file: every remaining seal still checks, the database's head does not.
     daily = sorted((tmp_path / "m" / "workspace" / "memory").glob("*.md"))[-1]
     text = daily.read_bytes()
     daily.write_bytes(text[: text.rindex(b"\n## k2\n")])
-    cut = mem7(tmp_path / "m", "verify")
+    cut = mem7(tmp_path / "m", "verify", env=env)
     assert cut.returncode == 1 and "the database's head is" in cut.stdout, cut.stdout + cut.stderr
     daily.unlink()  # and a deleted daily file
-    gone = mem7(tmp_path / "m", "verify")
+    gone = mem7(tmp_path / "m", "verify", env=env)
     assert gone.returncode == 1 and "a workspace file is missing" in gone.stdout, gone.stdout
 
 

@@ -1,4 +1,5 @@
-"""Fixtures: the real local model (loaded once per session) and a loopback HTTP server for LLM-API fakes."""
+"""Fixtures: the real local model (loaded once per session), a loopback HTTP server for LLM-API fakes, and the
+index's store (SQLite, or PostgreSQL with `--engine=postgresql`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from flux7.shared.db import Database
 from flux7.shared.memory.embed import MiniLMEmbedder, default_embedder
+from tests.memory.stores import Stores
 
 # A route answers (status, JSON body); it gets the parsed request body and the request headers.
 Route = Callable[[Any, dict[str, str]], tuple[int, Any]]
@@ -76,13 +78,22 @@ def minilm() -> MiniLMEmbedder:
     return embedder
 
 
-@pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "index.db"
+@pytest.fixture(scope="session")
+def stores(engine: str, request: pytest.FixtureRequest) -> Iterator[Stores]:
+    """Each memory directory's index: `<dir>/index.db`, or with `--engine=postgresql` a database of its own."""
+    made = Stores(engine, request)
+    yield made
+    made.close()
 
 
 @pytest.fixture
-def db(db_path: Path) -> Iterator[Database]:
+def db_path(tmp_path: Path, stores: Stores) -> Path | str:
+    """The test's index: a SQLite file, or a PostgreSQL database's URL (what `Database(...)` opens)."""
+    return stores.target(tmp_path)
+
+
+@pytest.fixture
+def db(db_path: Path | str) -> Iterator[Database]:
     database = Database(db_path)
     yield database
     database.close()

@@ -16,6 +16,7 @@ from flux7.shared.memory.embed import MiniLMEmbedder
 from flux7.shared.memory.search import default_vectors
 from flux7.shared.memory.service import MemoryService
 from flux7.shared.memory.vectors import VectorIndex
+from tests.memory.stores import Stores
 
 from .conftest import ApiServer
 
@@ -34,13 +35,13 @@ Factory = Callable[[Database], Any]
 
 
 @pytest.fixture
-def make(tmp_path: Path) -> Iterator[Callable[[Factory, Clock], MemoryService]]:
+def make(tmp_path: Path, stores: Stores) -> Iterator[Callable[[Factory, Clock], MemoryService]]:
     made: list[MemoryService] = []
 
     def build(vectors: Factory, clock: Clock) -> MemoryService:
         root = tmp_path / f"mem7-{len(made)}"
         service = MemoryService(
-            MemoryConfig(dir=str(root), hybrid=True), Database(root / "index.db"), clock=clock, vectors=vectors
+            MemoryConfig(dir=str(root), hybrid=True), Database(stores.target(root)), clock=clock, vectors=vectors
         )
         made.append(service)
         return service
@@ -137,11 +138,13 @@ FACTS = {
 }
 
 
-def floor_service(tmp_path: Path, minilm: MiniLMEmbedder, min_similarity: float | None) -> MemoryService:
+def floor_service(
+    tmp_path: Path, stores: Stores, minilm: MiniLMEmbedder, min_similarity: float | None
+) -> MemoryService:
     root = tmp_path / f"mem7-floor-{min_similarity}"
     service = MemoryService(
         MemoryConfig(dir=str(root), hybrid=True, min_similarity=min_similarity),
-        Database(root / "index.db"),
+        Database(stores.target(root)),
         clock=Clock(),
         vectors=lambda db: VectorIndex(db, minilm),
     )
@@ -150,8 +153,10 @@ def floor_service(tmp_path: Path, minilm: MiniLMEmbedder, min_similarity: float 
     return service
 
 
-def test_a_query_nothing_matches_finds_nothing_with_embeddings_on(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
-    service = floor_service(tmp_path, minilm, None)
+def test_a_query_nothing_matches_finds_nothing_with_embeddings_on(
+    tmp_path: Path, stores: Stores, minilm: MiniLMEmbedder
+) -> None:
+    service = floor_service(tmp_path, stores, minilm, None)
     try:
         assert call(service, "memory_search", query="zebra xylophone quasar", mode="natural") == "No memories found."
         assert json.loads(call(service, "memory_context", query="zebra xylophone quasar", mode="natural")) == []
@@ -161,8 +166,8 @@ def test_a_query_nothing_matches_finds_nothing_with_embeddings_on(tmp_path: Path
         service.close()
 
 
-def test_the_floor_is_what_keeps_unrelated_memories_out(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
-    service = floor_service(tmp_path, minilm, -1.0)  # no floor: every cosine candidate is a result
+def test_the_floor_is_what_keeps_unrelated_memories_out(tmp_path: Path, stores: Stores, minilm: MiniLMEmbedder) -> None:
+    service = floor_service(tmp_path, stores, minilm, -1.0)  # no floor: every cosine candidate is a result
     try:
         assert len(context_keys(service, query="zebra xylophone quasar")) == len(FACTS)
     finally:

@@ -106,7 +106,7 @@ def test_bad_items_raise_and_write_nothing(db: Database, minilm: MiniLMEmbedder)
     assert db.query("SELECT key FROM memory_vectors") == []
 
 
-def test_another_worker_sees_writes_and_deletes_on_its_next_search(db_path: Path, minilm: MiniLMEmbedder) -> None:
+def test_another_worker_sees_writes_and_deletes_on_its_next_search(db_path: Path | str, minilm: MiniLMEmbedder) -> None:
     db_a, db_b = Database(db_path), Database(db_path)
     a, b = VectorIndex(db_a, minilm), VectorIndex(db_b, minilm)
     try:
@@ -123,7 +123,7 @@ def test_another_worker_sees_writes_and_deletes_on_its_next_search(db_path: Path
         db_b.close()
 
 
-def test_a_write_from_another_process_is_seen_by_this_one(db_path: Path, minilm: MiniLMEmbedder) -> None:
+def test_a_write_from_another_process_is_seen_by_this_one(db_path: Path | str, minilm: MiniLMEmbedder) -> None:
     index = VectorIndex(Database(db_path), minilm)
     index.upsert_many(NOTES[1:])
     assert index.search("my new dog", 1)[0][0] != "pets"
@@ -165,7 +165,7 @@ def test_similarities_score_given_keys_only(db: Database, minilm: MiniLMEmbedder
     assert scores["pets"] > scores["work"]
 
 
-def test_many_upserts_and_deletes_keep_the_cache_equal_to_the_table(db_path: Path) -> None:
+def test_many_upserts_and_deletes_keep_the_cache_equal_to_the_table(db_path: Path | str) -> None:
     embedder = LetterEmbedder()
     db_a, db_b = Database(db_path), Database(db_path)
     a, b = VectorIndex(db_a, embedder), VectorIndex(db_b, embedder)

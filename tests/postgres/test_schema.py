@@ -16,10 +16,11 @@ from flux7.shared.settings import load_settings
 from flux7.shared.store.postgresql import PG_MIGRATIONS_DIR, PostgresDatabase
 from tests.support import postgres
 
-# Full-text search is engine-specific by design: FTS5's virtual table (and its shadow tables) on SQLite, a
-# generated tsvector column on PostgreSQL (migrations/postgresql/0003_memory.sql).
+# Full-text search is engine-specific by design: FTS5's virtual table (and its shadow tables) on SQLite,
+# generated tsvector columns on PostgreSQL (migrations/postgresql/0003_memory.sql, 0020_memory_fts.sql), and the
+# pgvector column 0020 adds where the server has the extension.
 SQLITE_ONLY_TABLES = ("facts_fts",)
-POSTGRES_ONLY_COLUMNS = {("facts", "fts")}
+POSTGRES_ONLY_COLUMNS = {("facts", "fts"), ("facts", "fts_english"), ("memory_vectors", "embedding")}
 
 Schema = dict[str, dict[str, Any]]
 

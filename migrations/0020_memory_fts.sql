@@ -1,0 +1,3 @@
+-- Memory full-text search: nothing changes on SQLite (FTS5's facts_fts of 0003 stays as it is). This file is
+-- the twin of migrations/postgresql/0020_memory_fts.sql, which gives PostgreSQL its weighted tsvector columns:
+-- both engines apply the same numbered migrations (tests/postgres/test_schema.py).

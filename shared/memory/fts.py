@@ -1,0 +1,47 @@
+"""The memory-search seam: full-text search over `facts` on each store engine, behind one interface.
+
+SQLite answers with FTS5 (fts_sqlite.py, the `facts_fts` virtual table of migrations/0003); PostgreSQL with a
+`tsvector` column and a GIN index (fts_postgresql.py, migrations/postgresql/0020). Callers hand over an FTS5
+MATCH expression (the memory_search `raw` syntax, or what natural mode builds) and get rows of the columns they
+asked for plus a score, higher better: the engine's relevance plus the same recency term on both,
+`1 / (1 + age in days)`. No engine-specific search SQL lives outside these three files.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from flux7.shared.db import Database
+
+__all__ = ["TEXT_SEARCH_CONFIGS", "TextSearch", "TextSearchError", "text_search_for"]
+
+# PostgreSQL text search configurations a deployment may choose (docs/memory.md, "Ranking on PostgreSQL").
+TEXT_SEARCH_CONFIGS = ("simple", "english")
+
+
+class TextSearchError(ValueError):
+    """A MATCH expression the engine cannot run (unbalanced parentheses, a dangling operator): a bad request."""
+
+
+class TextSearch(Protocol):
+    def ranked(
+        self, db: Database, columns: str, match: str, where: str, params: list[Any], now: int, limit: int
+    ) -> list[Any]:
+        """Rows `SELECT {columns}, <score>` of `facts f` matching `match` and `where`, best first (ties: the
+        newer row first), at most `limit`. Raises TextSearchError on a malformed expression."""
+        ...
+
+    def reset(self, conn: Any) -> None:
+        """After every fact is deleted (a rescan): rewind the id sequence and empty the search index."""
+        ...
+
+
+def text_search_for(db: Database, config: str = "simple") -> TextSearch:
+    """The engine's full-text search; `config` (PostgreSQL) names the text search configuration."""
+    if db.engine == "postgresql":
+        from .fts_postgresql import PostgresTextSearch
+
+        return PostgresTextSearch(config)
+    from .fts_sqlite import SqliteTextSearch
+
+    return SqliteTextSearch()
