@@ -569,14 +569,6 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None,
     except msgspec.ValidationError as e:
         raise _fault(file, e) from None
     _validate(file, settings)
-    if settings.database and settings.memory.enabled and not settings.memory.url:
-        # Fail closed: memory's full-text and vector search have no PostgreSQL implementation yet (issue 18).
-        raise ConfigError(
-            file,
-            "memory.enabled",
-            "the in-process memory role does not run on PostgreSQL yet: set memory.enabled: false, or memory.url "
-            "to a mem7 server",
-        )
     if settings.policy_dir:
         directory = settings.resolve_path(settings.policy_dir)
         if not directory.is_dir():

@@ -105,3 +105,19 @@ def backend() -> Iterator[Backend]:
     """The pets HTTP backend (with its OpenAPI spec) on a loopback port."""
     with running_backend() as b:
         yield b
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On `--engine=postgresql` run the tests whose store the engine selects (those using the `engine` fixture,
+    directly or through `store`, `database_url`, `engine_env`, `engine_configs`) and the PostgreSQL-only ones;
+    the rest would only repeat the SQLite run, so they are deselected, and the summary says how many."""
+    if config.getoption("--engine") != "postgresql" and not os.environ.get("FLUX7_TEST_DATABASE_URL"):
+        return
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        (keep if names & {"engine", "postgres_admin_url"} else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep

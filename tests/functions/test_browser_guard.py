@@ -53,9 +53,8 @@ ROUTES = [
 @pytest.fixture
 async def client(tmp_path: Path, backend: Backend) -> AsyncIterator[httpx.AsyncClient]:
     cfg = make_config(tmp_path, backend, f"auth: {{admin_token: adm1n}}\nconsole: {{allowed_origins: ['{LISTED}']}}")
-    # memory's routes are guarded too, so memory is on: on SQLite, as memory does not run on PostgreSQL yet
-    text = cfg.read_text().replace("memory: {enabled: false}", "memory: {enabled: true, hybrid: false}")
-    cfg.write_text(re.sub(r"^database: .*$", "", text, flags=re.M))
+    # memory's routes are guarded too, so memory is on
+    cfg.write_text(cfg.read_text().replace("memory: {enabled: false}", "memory: {enabled: true, hybrid: false}"))
     async with (
         in_process(Mesh(load_settings(cfg, env={}))) as transport,
         httpx.AsyncClient(transport=transport, base_url=BASE, timeout=30) as c,

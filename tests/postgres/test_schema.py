@@ -152,9 +152,8 @@ def test_the_database_setting_selects_the_engine(tmp_path: Path) -> None:
     assert (as_path.database, as_path.storage_path) == ("", str(tmp_path / "other.db"))
     with pytest.raises(ConfigError, match="postgresql:// URL or a SQLite file path, got mysql://"):
         load_settings(None, env={}, database="mysql://x/y", memory={"enabled": False})
-    # memory has no PostgreSQL search yet: on by default, it is refused at start rather than failing later
-    with pytest.raises(ConfigError, match=r"memory\.enabled.*does not run on PostgreSQL yet"):
-        load_settings(None, env={}, database=url)
+    # memory (on by default) runs on the same database
+    assert load_settings(None, env={}, database=url).memory.enabled
     assert load_settings(None, env={}, database=url, memory={"url": "http://mem7:8080"}).database == url
 
 

@@ -55,10 +55,9 @@ def pets_mesh_config(
     (tmp_path / "policies" / "agents.yaml").write_text(policy)
     lines = [f"storage_path: {tmp_path}/flux7.db", "policy_dir: policies"]
     database = os.environ.get("FLUX7_TEST_CONFIG_DATABASE", "")
-    if database and "database:" not in extra and memory == "{enabled: false}":
+    if database and "database:" not in extra:
         # `--engine=postgresql`: the test's database (tests/conftest.py engine_configs), for in-process meshes
-        # that read no environment as well as for server processes. A config with memory on stays on SQLite:
-        # memory does not run on PostgreSQL yet (load_settings refuses it).
+        # that read no environment as well as for server processes.
         lines.append(f"database: {database}")
     if trace_file:
         lines.append(f"trace_file: {tmp_path}/traces.jsonl")
