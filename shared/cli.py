@@ -26,6 +26,7 @@ _ROOT_LAZY = {
     "doctor": ("flux7.shared.doctor:doctor", "Check a deployment and say what to fix."),
     "backup": ("flux7.shared.backup:backup", "Push the database to its Litestream replica now."),
     "restore": ("flux7.shared.backup:restore", "Restore the database from its Litestream replica."),
+    "db": ("flux7.shared.cli:db", "The store itself: copy a SQLite deployment into PostgreSQL (db migrate-to)."),
 }
 
 agent = delegate(
@@ -131,6 +132,21 @@ def mcp_command(
         agent=agent or _inherit(ctx, "mcp_agent", None) or "claude",
         session_id=session_id or _inherit(ctx, "mcp_session_id", None) or "",
     )
+
+
+@click.group(
+    "db",
+    cls=LazyGroup,
+    lazy={
+        "migrate-to": (
+            "flux7.shared.db_migrate:migrate_to",
+            "Copy a SQLite deployment into an empty PostgreSQL database, then verify it.",
+        )
+    },
+    context_settings=CONTEXT,
+)
+def db() -> None:
+    """The store itself: move a deployment from its SQLite file to PostgreSQL (docs/deploy.md#postgresql)."""
 
 
 _VERSION = click.version_option(__version__, "--version", message="%(prog)s %(version)s")
