@@ -486,8 +486,8 @@ def _verify(db: Database, result: Migration, trace_key: bytes | None, memory_key
         else:
             result.memory = {"entries": report.entries, "sealed": report.sealed, "keyed": report.keyed}
             if report.brk is not None:
-                b = report.brk
-                result.memory["break"] = f"{b.file}:{b.line} ({b.entity}): {b.reason}"
+                mb = report.brk
+                result.memory["break"] = f"{mb.file}:{mb.line} ({mb.entity}): {mb.reason}"
 
     # pgvector's column, where the server has the extension: filled now rather than by the first instance.
     if vectors_pgvector.available(db):
