@@ -1,7 +1,9 @@
 #!/bin/sh
 # The container's (and a VM unit's) start: seed the data directory on first boot, restore the database from its
 # replica when the volume has none, then run the server under `litestream replicate -exec` so every commit is
-# shipped. Without a replica configured the server runs alone (and says so).
+# shipped. Without a replica configured the server runs alone (and says so). On PostgreSQL (FLUX7_DATABASE_URL,
+# DATABASE_URL as `fly postgres attach` sets it, or `database:` in the config) there is no file to replicate or
+# restore: the server runs alone and the database is backed up with the server's own tools (docs/deploy.md).
 set -eu
 
 DATA="${FLUX7_DATA:-/data}"
@@ -25,6 +27,24 @@ mkdir -p "$DATA"
 [ -d "$DATA/policies" ] || cp -r "$APP/policies" "$DATA/policies"
 
 SERVE="$FLUX7 serve --config $DATA/config.yaml --host $HOST --port $PORT"
+
+# `fly postgres attach` (and most managed PostgreSQL add-ons) hand the URL over as DATABASE_URL.
+if [ -z "${FLUX7_DATABASE_URL:-}" ]; then
+  case "${DATABASE_URL:-}" in
+    postgres://* | postgresql://*) export FLUX7_DATABASE_URL="$DATABASE_URL" ;;
+  esac
+fi
+POSTGRES=""
+case "${FLUX7_DATABASE_URL:-}" in
+  postgres://* | postgresql://*) POSTGRES=1 ;;
+esac
+if [ -z "$POSTGRES" ] && grep -Eq "^database:[[:space:]]*[\"']?postgres(ql)?://" "$DATA/config.yaml"; then
+  POSTGRES=1
+fi
+if [ -n "$POSTGRES" ]; then
+  echo "flux7: the database is PostgreSQL: no Litestream here (back it up with pg_dump or the provider's PITR)" >&2
+  exec $SERVE
+fi
 if [ -z "$LITESTREAM_REPLICA_URL" ]; then
   echo "flux7: LITESTREAM_REPLICA_URL is not set: the database is NOT replicated" >&2
   exec $SERVE

@@ -291,3 +291,16 @@ def test_a_missing_or_foreign_source_is_refused_before_the_target_is_touched(tmp
     assert refused.returncode == 2 and "written by a newer flux7" in refused.stderr
     with psycopg.connect(postgres_url) as pg:  # nothing was written
         assert pg.execute("SELECT count(*) FROM traces").fetchone() == (0,)
+
+
+def test_a_copy_whose_trace_chain_does_not_verify_exits_1_and_says_so(tmp_path: Path, postgres_url: str) -> None:
+    source = _sqlite_deployment(tmp_path)
+    with sqlite3.connect(source) as conn:
+        # a head that claims a line the stored chain does not hold (a truncated or edited store)
+        conn.execute("INSERT INTO trace_lines (seq, line) VALUES (1, CAST('{\"tool\":\"x\"}' AS BLOB))")
+        conn.execute("UPDATE trace_chain SET seq = 1, hash = 'ab' WHERE id = 1")
+    done = flux7("db", "migrate-to", postgres_url, "--from", str(source))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "trace chain BROKEN" in done.stdout
+    assert "does not verify: trace chain: " in done.stderr and "head is seq 1" in done.stderr
+    assert "drop that database and create it anew" in done.stderr
