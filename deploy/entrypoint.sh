@@ -22,12 +22,6 @@ fi
 export LITESTREAM_REPLICA_URL="${LITESTREAM_REPLICA_URL:-}"
 
 mkdir -p "$DATA"
-# First boot: the production config and the example policies, editable afterwards on the volume.
-[ -f "$DATA/config.yaml" ] || cp "$APP/deploy/config.production.yaml" "$DATA/config.yaml"
-[ -d "$DATA/policies" ] || cp -r "$APP/policies" "$DATA/policies"
-
-SERVE="$FLUX7 serve --config $DATA/config.yaml --host $HOST --port $PORT"
-
 # `fly postgres attach` (and most managed PostgreSQL add-ons) hand the URL over as DATABASE_URL.
 if [ -z "${FLUX7_DATABASE_URL:-}" ]; then
   case "${DATABASE_URL:-}" in
@@ -35,9 +29,18 @@ if [ -z "${FLUX7_DATABASE_URL:-}" ]; then
   esac
 fi
 POSTGRES=""
+SEED="$APP/deploy/config.production.yaml"
 case "${FLUX7_DATABASE_URL:-}" in
-  postgres://* | postgresql://*) POSTGRES=1 ;;
+  postgres://* | postgresql://*) POSTGRES=1 SEED="$APP/deploy/config.postgres.yaml" ;;
 esac
+
+# First boot: the production config (its PostgreSQL variant on PostgreSQL: shared secrets, no trace file) and the
+# example policies, editable afterwards on the volume.
+[ -f "$DATA/config.yaml" ] || cp "$SEED" "$DATA/config.yaml"
+[ -d "$DATA/policies" ] || cp -r "$APP/policies" "$DATA/policies"
+
+SERVE="$FLUX7 serve --config $DATA/config.yaml --host $HOST --port $PORT"
+
 if [ -z "$POSTGRES" ] && grep -Eq "^database:[[:space:]]*[\"']?postgres(ql)?://" "$DATA/config.yaml"; then
   POSTGRES=1
 fi
