@@ -527,7 +527,10 @@ def _print_report(result: Migration, notes: list[str], out: TextIO) -> None:
         mark = "ok" if result.counted.get(name) == n else "DIFFERS"
         print(f"  {name:<26} {n:>9}  {mark}", file=out)
     if result.skipped:
-        print(f"not copied (PostgreSQL rebuilds them): {', '.join(result.skipped)}", file=out)
+        print(
+            f"not copied (SQLite's own, and its FTS5 index: PostgreSQL indexes itself): {', '.join(result.skipped)}",
+            file=out,
+        )
     t = result.trace
     if t.get("break"):
         print(f"trace chain BROKEN: {t['break']}", file=out)

@@ -151,7 +151,7 @@ def test_a_sqlite_deployment_moves_to_postgresql_whole_and_serves_there(
         assert "verified: every row count matches and the chains hold" in done.stdout
         assert f"trace chain holds: {verify_before['chained']} lines" in done.stdout
         assert "memory chain holds: 14 entries" in done.stdout
-        assert "not copied (PostgreSQL rebuilds them): facts_fts" in done.stdout
+        assert "FTS5 index: PostgreSQL indexes itself): facts_fts" in done.stdout
         assert "copy" in done.stderr  # the progress bar, on stderr
         # the decisions were signed with the generated key: the report says what every instance needs
         assert "decisions.signing_key" in done.stdout
