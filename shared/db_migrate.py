@@ -383,6 +383,10 @@ def _copy(
                 progress("", done, total)
     except psycopg.Error as e:
         raise MigrationError(f"the copy failed, nothing was committed: {e}", 1) from None
+    except MigrationError as e:
+        if e.code == 2:
+            raise
+        raise MigrationError(f"the copy failed, nothing was committed: {e}", 1) from None
     finally:
         conn.close()
 

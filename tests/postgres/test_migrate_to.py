@@ -297,10 +297,29 @@ def test_a_copy_whose_trace_chain_does_not_verify_exits_1_and_says_so(tmp_path: 
     source = _sqlite_deployment(tmp_path)
     with sqlite3.connect(source) as conn:
         # a head that claims a line the stored chain does not hold (a truncated or edited store)
-        conn.execute("INSERT INTO trace_lines (seq, line) VALUES (1, CAST('{\"tool\":\"x\"}' AS BLOB))")
+        conn.execute('INSERT INTO trace_lines (seq, line) VALUES (1, CAST(\'{"tool":"x"}\' AS BLOB))')
         conn.execute("UPDATE trace_chain SET seq = 1, hash = 'ab' WHERE id = 1")
     done = flux7("db", "migrate-to", postgres_url, "--from", str(source))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "trace chain BROKEN" in done.stdout
     assert "does not verify: trace chain: " in done.stderr and "head is seq 1" in done.stderr
     assert "drop that database and create it anew" in done.stderr
+
+
+def test_a_value_postgresql_cannot_hold_rolls_the_whole_copy_back(tmp_path: Path, postgres_url: str) -> None:
+    source = _sqlite_deployment(tmp_path)
+    with sqlite3.connect(source) as conn:
+        conn.execute("INSERT INTO grants (id, agent, tools, created_at, expires_at) VALUES ('g1', 'a', '*', 1, 2)")
+        # SQLite keeps text in an INTEGER column; PostgreSQL's bigint cannot take it
+        conn.execute("INSERT INTO rate_totals (agent_id, total, last_at) VALUES ('a', 'lots', 1.0)")
+    done = flux7("db", "migrate-to", postgres_url, "--from", str(source))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the copy failed, nothing was committed: table rate_totals, column total: 'lots' is not a int8" in (
+        done.stderr
+    )
+    with psycopg.connect(postgres_url) as pg:  # the grants copied before it were rolled back too
+        assert pg.execute("SELECT count(*) FROM grants").fetchone() == (0,)
+    # fixed at the source, the same command goes through
+    with sqlite3.connect(source) as conn:
+        conn.execute("UPDATE rate_totals SET total = 3")
+    assert flux7("db", "migrate-to", postgres_url, "--from", str(source)).returncode == 0
