@@ -1,6 +1,6 @@
 """deploy/entrypoint.sh on PostgreSQL: whichever way the database is named (FLUX7_DATABASE_URL, DATABASE_URL as
-`fly postgres attach` sets it, or `database:` in the config on the volume), the server runs without Litestream,
-restores nothing and writes nothing to a replica, and its state is in PostgreSQL."""
+`fly postgres attach` sets it, both (FLUX7_DATABASE_URL wins), or `database:` in the config on the volume), the
+server runs without Litestream, restores nothing and writes nothing to a replica, and its state is in PostgreSQL."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _up(url: str) -> bool:
         return False
 
 
-@pytest.mark.parametrize("named_by", ["FLUX7_DATABASE_URL", "DATABASE_URL", "config"])
+@pytest.mark.parametrize("named_by", ["FLUX7_DATABASE_URL", "DATABASE_URL", "both", "config"])
 def test_on_postgresql_the_entrypoint_runs_the_server_without_litestream(
     tmp_path: Path, postgres_url: str, named_by: str
 ) -> None:
@@ -39,6 +39,9 @@ def test_on_postgresql_the_entrypoint_runs_the_server_without_litestream(
         volume.mkdir()
         production = (REPO / "deploy" / "config.production.yaml").read_text()
         (volume / "config.yaml").write_text(production + f'\ndatabase: "{postgres_url}"\n')
+    elif named_by == "both":  # FLUX7_DATABASE_URL wins over an attached DATABASE_URL
+        env["FLUX7_DATABASE_URL"] = postgres_url
+        env["DATABASE_URL"] = f"postgresql://nobody@127.0.0.1:{free_port()}/elsewhere?connect_timeout=1"
     else:
         env[named_by] = postgres_url
     log = tmp_path / "entrypoint.log"
