@@ -168,6 +168,13 @@ def _migrated_target(url: str) -> Database:
     """The target opened (and migrated, under the migration lock) through the store seam."""
     from .store.postgresql import PostgresDatabase
 
+    # One direct connection first: the server's own reason (refused, no such database, bad password) in the
+    # message, where the pool would only time out. libpq never repeats the password; the URL is redacted.
+    try:
+        psycopg.connect(url, connect_timeout=10).close()
+    except psycopg.Error as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise MigrationError(f"storage unavailable: cannot connect to {_redact(url)}: {reason}") from None
     try:
         db = PostgresDatabase(url, migrate=False)
     except Flux7Error as e:

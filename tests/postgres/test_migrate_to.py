@@ -267,6 +267,10 @@ def test_an_unreachable_server_is_one_line_without_the_password(tmp_path: Path, 
     assert done.returncode == 2, done.stderr
     assert "storage unavailable: cannot connect to postgresql://flux7:***@127.0.0.1" in done.stderr
     assert "s3cret" not in done.stderr + done.stdout
+    # a server that answers, with the reason it gives
+    missing_db = postgres.with_database(postgres_admin_url, "no_such_database")
+    done = flux7("db", "migrate-to", missing_db, "--from", str(tmp_path / "flux7.db"))
+    assert done.returncode == 2 and 'database "no_such_database" does not exist' in done.stderr, done.stderr
 
 
 def test_a_missing_or_foreign_source_is_refused_before_the_target_is_touched(tmp_path: Path, postgres_url: str) -> None:
