@@ -38,8 +38,8 @@ __all__ = ["Migration", "MigrationError", "main", "migrate", "migrate_to"]
 
 BATCH = 5000
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-# Not copied: SQLite's bookkeeping (sqlite_sequence is read for the id high-water marks) and the migration
-# record (reconciled, not copied: each engine records its own files).
+# Not copied: the migration record (reconciled instead: each engine records its own files). SQLite's own tables
+# are skipped too (sqlite_sequence is read for the id high-water marks).
 _NOT_COPIED = {"schema_migrations"}
 
 
@@ -247,9 +247,10 @@ def _order(names: list[str], single: set[str], fks: list[tuple[str, str]]) -> li
     return ordered
 
 
-def _not_empty(cur: Any, tables: list[Table], extra: list[str]) -> list[str]:
+def _not_empty(cur: Any, tables: list[Table]) -> list[str]:
+    """Tables holding rows; the single-row heads and counters hold the migrations' seed rows and are not counted."""
     found = []
-    for name in [t.name for t in tables if not t.single_row] + extra:
+    for name in [t.name for t in tables if not t.single_row]:
         (n,) = cur.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(name))).fetchone()
         if n:
             found.append(f"{name} ({n} rows)")
@@ -365,7 +366,7 @@ def _copy(
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             tables = _plan(lite, cur, names)
             result.tables = tables
-            busy = _not_empty(cur, tables, [])
+            busy = _not_empty(cur, tables)
             if busy:
                 raise MigrationError(
                     f"{label} is not empty: {', '.join(busy)}. migrate-to copies into a new database only: "
@@ -375,16 +376,14 @@ def _copy(
             done = 0
             for table in tables:
                 result.copied[table.name] = table.rows
-                if not table.rows:
-                    continue
-                ident = sql.Identifier(table.name)
-                # Only the migrations' seed rows can be here (the check above): the source's replace them.
-                cur.execute(sql.SQL("DELETE FROM {}").format(ident))
-                for n in _copy_table(lite, cur, table, batch):
-                    done += n
-                    if progress is not None:
-                        progress(table.name, done, total)
-                for column in table.identity:
+                if table.rows:
+                    # Only the migrations' seed rows can be here (the check above): the source's replace them.
+                    cur.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier(table.name)))
+                    for n in _copy_table(lite, cur, table, batch):
+                        done += n
+                        if progress is not None:
+                            progress(table.name, done, total)
+                for column in table.identity:  # an emptied table keeps its high-water mark too
                     _advance(cur, table.name, column, high_water.get(table.name, 0))
             if progress is not None:
                 progress("", done, total)

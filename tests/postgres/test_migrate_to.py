@@ -234,6 +234,10 @@ def test_a_migrated_empty_target_takes_a_copy_and_sequences_follow_sqlites_high_
             (f"a{i}", f"tr{i}"),
         )
     conn.execute("DELETE FROM governance_evidence WHERE id > 3")
+    # an outbox emptied after delivery: its next id still follows the 7 handed out
+    for _ in range(7):
+        conn.execute("INSERT INTO memory_sse_outbox (session, payload) VALUES ('s', x'00')")
+    conn.execute("DELETE FROM memory_sse_outbox")
     conn.commit()
     conn.close()
     done = flux7("db", "migrate-to", postgres_url, "--from", str(source))
@@ -244,7 +248,10 @@ def test_a_migrated_empty_target_takes_a_copy_and_sequences_follow_sqlites_high_
             "INSERT INTO governance_evidence (agent_id, kind, trace_id, tool, ts_ns) VALUES ('b', 'deny', 'x', 't', 1)"
             " RETURNING id"
         ).fetchone()
-    assert new_id == 6
+        (outbox_id,) = pg.execute(
+            "INSERT INTO memory_sse_outbox (session, payload) VALUES ('s', '\\x00') RETURNING id"
+        ).fetchone()
+    assert (new_id, outbox_id) == (6, 8)
 
 
 @pytest.mark.parametrize(
