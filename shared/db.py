@@ -105,6 +105,11 @@ class Database:
         """Apply numbered `NNNN_name.sql` files not yet applied, in order. Returns the names applied."""
         raise NotImplementedError
 
+    def trace_statements(self, callback: Callable[[str], None] | None) -> None:
+        """Hand every statement a write runs (BEGIN and COMMIT included) to `callback` (None stops): what the
+        tests count to keep a governed call's statements and commits in budget."""
+        raise NotImplementedError
+
     def close(self) -> None:
         raise NotImplementedError
 

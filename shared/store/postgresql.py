@@ -12,7 +12,7 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -131,13 +131,18 @@ def _run(conn: psycopg.Connection[Any], sql: str, params: Any) -> Result:
 class Connection:
     """The connection a `write()` block gets: `execute`/`executemany` with `?` placeholders."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], trace: Callable[[str], None] | None = None) -> None:
         self.raw = conn
+        self._trace = trace
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Result:
+        if self._trace is not None:
+            self._trace(sql)
         return _run(self.raw, sql, params)
 
     def executemany(self, sql: str, seq: Any) -> Result:
+        if self._trace is not None:
+            self._trace(sql)
         items = list(seq)
         if not items:
             return Result([], 0)
@@ -184,6 +189,7 @@ class PostgresDatabase(Database):
         max_connections: int = 10,
     ) -> None:
         self.url = str(url)
+        self._trace: Callable[[str], None] | None = None
         self.path = str(local_path) if local_path else str(Path.cwd() / "flux7.db")
         self._closed = threading.Event()
         self._pool = ConnectionPool(
@@ -228,14 +234,30 @@ class PostgresDatabase(Database):
     def write(self, *, row_lock: str = "") -> Iterator[Any]:
         """A write transaction, committed when the block ends. Serialised with every other write of the
         deployment (an advisory lock held to commit), or on `row_lock`'s row (id = 1) when it is named."""
-        with self.connection() as conn, conn.transaction():
-            if row_lock:
-                if not _ROW_LOCK_TABLE.match(row_lock):
-                    raise ValueError(f"row_lock: not a table name: {row_lock!r}")
-                conn.execute(f"SELECT 1 FROM {row_lock} WHERE id = 1 FOR UPDATE")
-            else:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            yield Connection(conn)
+        trace = self._trace
+        with self.connection() as conn:
+            with conn.transaction():
+                if trace is not None:
+                    trace("BEGIN")
+                if row_lock:
+                    if not _ROW_LOCK_TABLE.match(row_lock):
+                        raise ValueError(f"row_lock: not a table name: {row_lock!r}")
+                    lock = f"SELECT 1 FROM {row_lock} WHERE id = 1 FOR UPDATE"
+                    if trace is not None:
+                        trace(lock)
+                    conn.execute(lock)
+                else:
+                    if trace is not None:
+                        trace("SELECT pg_advisory_xact_lock(?)")
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                yield Connection(conn, trace)
+            if trace is not None:
+                trace("COMMIT")
+
+    def trace_statements(self, callback: Callable[[str], None] | None) -> None:
+        """Hand every statement a write transaction runs (BEGIN, the lock, COMMIT included) to `callback` (None
+        stops), as the SQLite engine does: what the tests count to keep a governed call's writes in budget."""
+        self._trace = callback
 
     def migrate(self, directory: Path = PG_MIGRATIONS_DIR) -> list[str]:
         """Apply numbered `NNNN_name.sql` files not yet applied, in order, under a session advisory lock: of
