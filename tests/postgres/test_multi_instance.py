@@ -1,0 +1,129 @@
+"""Three real `flux7 serve` instances on one PostgreSQL behave as one process (issue 18, item 3): an approval
+held on one instance is released by a resolve on another through LISTEN/NOTIFY (polling only while the listener
+is down), an emergency stop made on one holds on all within a second, and so does its resume."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+from tests.postgres.test_serve import ADMIN, call, pending
+from tests.support.http import wait_until
+from tests.support.mesh import PETS_POLICY, pets_mesh_config
+from tests.support.server import Server, running_server
+from tests.upstreams.servers.http_backend import Backend
+
+WARM_UP = 5  # approvals released before measuring: first connections, first listener, first imports
+MEASURED = 20
+P95_LIMIT_S = 0.200
+
+
+def _listeners(url: str) -> int:
+    """Backends whose last statement was a LISTEN: the instances' listening connections."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _release_once(held_on: Server, resolve_on: Server, name: str) -> float:
+    """Hold a call on one instance, approve it on another: the seconds from sending the resolve to the held
+    call's answer (the resolve's own round trip included, so this is an upper bound)."""
+    answer: dict[str, Any] = {}
+    done = threading.Event()
+
+    def hold() -> None:
+        answer["r"] = call(held_on.url, "create_pet", {"name": name})
+        answer["at"] = time.perf_counter()
+        done.set()
+
+    threading.Thread(target=hold, daemon=True).start()
+    # one held call at a time: the only pending approval is this one
+    listed = wait_until(
+        lambda: pending(resolve_on.url), timeout=20, what=f"approval for {name} listed on the resolving instance"
+    )
+    sent = time.perf_counter()
+    resolved = httpx.post(
+        f"{resolve_on.url}/approvals/{listed[0]['id']}/approve",
+        json={"resolved_by": "ann"},
+        headers=ADMIN,
+        trust_env=False,
+        timeout=30,
+    )
+    assert resolved.status_code == 200, resolved.text
+    assert done.wait(30), f"the call held on {held_on.url} was never released"
+    assert answer["r"].status_code == 200, answer["r"].text
+    return float(answer["at"]) - sent
+
+
+def test_an_approval_held_on_one_instance_is_released_by_a_resolve_on_another_within_200ms_p95(
+    tmp_path: Path, backend: Backend, postgres_url: str
+) -> None:
+    config = pets_mesh_config(tmp_path, backend, PETS_POLICY, approval_timeout=120, extra=f"database: {postgres_url}")
+    with running_server(config) as a, running_server(config) as b, running_server(config) as c:
+        servers = (a, b, c)
+        pairs = [(servers[i % 3], servers[(i + 1) % 3]) for i in range(WARM_UP + MEASURED)]
+        for i, (held_on, resolve_on) in enumerate(pairs[:WARM_UP]):
+            _release_once(held_on, resolve_on, f"warm-{i}")
+        # every instance listens (one LISTEN connection each at least) before anything is measured
+        wait_until(lambda: _listeners(postgres_url) >= 3, timeout=10, what="three listening connections")
+        latencies = [
+            _release_once(held_on, resolve_on, f"pet-{i}") for i, (held_on, resolve_on) in enumerate(pairs[WARM_UP:])
+        ]
+        p95 = statistics.quantiles(latencies, n=20, method="inclusive")[18]
+        print(
+            f"release latency across instances: p50 {statistics.median(latencies) * 1000:.0f} ms, "
+            f"p95 {p95 * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms over {len(latencies)}"
+        )
+        assert p95 <= P95_LIMIT_S, sorted(round(s * 1000) for s in latencies)
+
+        # the listeners cut: polling releases the waiter meanwhile, and each listener comes back
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND query LIKE 'LISTEN %'"
+            )
+        assert _release_once(a, c, "while-reconnecting") < 5.0
+        wait_until(lambda: _listeners(postgres_url) >= 3, timeout=10, what="the listeners to reconnect")
+        assert _release_once(c, b, "after-reconnecting") < 5.0
+
+
+def _refused(server: Server) -> bool:
+    r = call(server.url, "list_pets", {"limit": 1})
+    assert r.status_code in (200, 403), r.text
+    return r.status_code == 403 and "halted" in r.text
+
+
+def test_an_emergency_stop_on_one_instance_holds_on_all_within_a_second(
+    tmp_path: Path, backend: Backend, postgres_url: str
+) -> None:
+    config = pets_mesh_config(tmp_path, backend, PETS_POLICY, extra=f"database: {postgres_url}")
+    with running_server(config) as a, running_server(config) as b, running_server(config) as c:
+        # B and C have checked for stops just now (their per-process cache is warm)
+        for server in (a, b, c):
+            assert not _refused(server)
+        wait_until(lambda: _listeners(postgres_url) >= 3, timeout=10, what="three listening connections")
+        for server in (b, c):
+            assert not _refused(server)
+
+        stop = httpx.post(
+            f"{a.url}/halts", json={"scope": "all", "reason": "drill"}, headers=ADMIN, trust_env=False, timeout=30
+        )
+        assert stop.status_code == 201, stop.text
+        halt_id = stop.json()["halt"]["id"]
+        for server in (b, c):
+            wait_until(lambda s=server: _refused(s), timeout=1.0, what=f"the stop to hold on {server.url}")
+        assert _refused(a)
+
+        resumed = httpx.post(f"{b.url}/halts/{halt_id}/resume", json={}, headers=ADMIN, trust_env=False, timeout=30)
+        assert resumed.status_code == 200, resumed.text
+        for server in (a, c):
+            wait_until(lambda s=server: not _refused(s), timeout=1.0, what=f"the resume to hold on {server.url}")
+        assert not _refused(b)
