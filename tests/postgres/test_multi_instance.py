@@ -127,3 +127,48 @@ def test_an_emergency_stop_on_one_instance_holds_on_all_within_a_second(
         for server in (a, c):
             wait_until(lambda s=server: not _refused(s), timeout=1.0, what=f"the resume to hold on {server.url}")
         assert not _refused(b)
+
+
+LIMITED_POLICY = """
+name: agents
+agent: "*"
+rate_limit: {max_total: %d}
+rules:
+  - tools: ["*"]
+    action: allow
+"""
+
+
+def test_a_rate_limit_is_exact_under_three_instances_of_sixteen_concurrent_callers(
+    tmp_path: Path, backend: Backend, postgres_url: str
+) -> None:
+    budget, callers, calls_each = 37, 48, 2
+    config = pets_mesh_config(tmp_path, backend, LIMITED_POLICY % budget, extra=f"database: {postgres_url}")
+    with running_server(config) as a, running_server(config) as b, running_server(config) as c:
+        servers = (a, b, c)
+        start = threading.Barrier(callers)
+        statuses: list[int] = []
+        lock = threading.Lock()
+
+        def caller(n: int) -> None:
+            start.wait(30)
+            for k in range(calls_each):  # distinct params: loop detection stays out of it
+                r = call(servers[n % 3].url, "list_pets", {"limit": n * calls_each + k + 1})
+                with lock:
+                    statuses.append(r.status_code)
+
+        threads = [threading.Thread(target=caller, args=(n,)) for n in range(callers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert len(statuses) == callers * calls_each
+        assert statuses.count(200) == budget, sorted(statuses)
+        assert statuses.count(429) == callers * calls_each - budget
+        # the count stored is the calls let through, and one more call on any instance is refused
+        with psycopg.connect(postgres_url) as conn:
+            row = conn.execute("SELECT total FROM rate_totals WHERE agent_id = 'claude'").fetchone()
+        assert row == (budget,)
+        for server in servers:
+            r = call(server.url, "list_pets", {"limit": 999})
+            assert r.status_code == 429 and "exceeded total budget (37 calls)" in r.text, r.text
