@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from tests.postgres.test_serve import ADMIN, call, pending
+from tests.postgres.test_serve import ADMIN, AGENT, call, pending
 from tests.support.http import wait_until
 from tests.support.mesh import PETS_POLICY, pets_mesh_config
 from tests.support.server import Server, running_server
@@ -172,3 +172,46 @@ def test_a_rate_limit_is_exact_under_three_instances_of_sixteen_concurrent_calle
         for server in servers:
             r = call(server.url, "list_pets", {"limit": 999})
             assert r.status_code == 429 and "exceeded total budget (37 calls)" in r.text, r.text
+
+
+def _rpc(server: Server, method: str, params: dict[str, Any] | None, session: str = "", rid: int = 1) -> httpx.Response:
+    headers = {**AGENT, **({"Mcp-Session-Id": session} if session else {})}
+    body: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if rid:
+        body["id"] = rid
+    if params is not None:
+        body["params"] = params
+    return httpx.post(f"{server.url}/mcp", json=body, headers=headers, trust_env=False, timeout=30)
+
+
+def test_an_mcp_session_opened_on_one_instance_works_on_the_others(
+    tmp_path: Path, backend: Backend, postgres_url: str
+) -> None:
+    """The handshake-era session (Mcp-Session-Id, 2025-11-25): the official SDK speaks the stateless 2026
+    revision by default, which has no session to move, so this is the wire itself."""
+    config = pets_mesh_config(tmp_path, backend, PETS_POLICY, extra=f"database: {postgres_url}")
+    with running_server(config) as a, running_server(config) as b, running_server(config) as c:
+        opened = _rpc(a, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}})
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        assert _rpc(b, "notifications/initialized", None, session, rid=0).status_code == 202
+        listed = _rpc(c, "tools/list", {}, session, rid=2)
+        assert listed.status_code == 200, listed.text
+        assert "list_pets" in {t["name"] for t in listed.json()["result"]["tools"]}
+        for i, server in enumerate((b, c, a, b)):
+            r = _rpc(server, "tools/call", {"name": "list_pets", "arguments": {"limit": i + 1}}, session, rid=3 + i)
+            assert r.status_code == 200 and not r.json()["result"].get("isError"), r.text
+        denied = _rpc(c, "tools/call", {"name": "delete_pet", "arguments": {"petId": "1"}}, session, rid=9)
+        assert denied.json()["result"]["isError"] is True, denied.text
+        # an id no instance minted is refused by each; a session ended on one is gone on the others
+        for server in (a, b, c):
+            assert _rpc(server, "tools/list", {}, "f" * 32, rid=10).status_code == 404
+        ended = httpx.delete(f"{c.url}/mcp", headers={**AGENT, "Mcp-Session-Id": session}, trust_env=False)
+        assert ended.status_code in (200, 202, 204), ended.text
+        for server in (a, b):
+            assert _rpc(server, "tools/list", {}, session, rid=11).status_code == 404
+    # every call of the session traced under its one session id, whichever instance served it
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute("SELECT tool, session_id FROM traces WHERE tool IN ('list_pets', 'delete_pet')").fetchall()
+    assert sorted(t for t, _ in rows) == ["delete_pet"] + ["list_pets"] * 4
+    assert {s for _, s in rows} == {session}
