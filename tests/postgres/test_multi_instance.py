@@ -215,3 +215,56 @@ def test_an_mcp_session_opened_on_one_instance_works_on_the_others(
         rows = conn.execute("SELECT tool, session_id FROM traces WHERE tool IN ('list_pets', 'delete_pet')").fetchall()
     assert sorted(t for t, _ in rows) == ["delete_pet"] + ["list_pets"] * 4
     assert {s for _, s in rows} == {session}
+
+
+def test_kill_9_of_one_instance_under_load_loses_no_acknowledged_write(
+    tmp_path: Path, backend: Backend, postgres_url: str
+) -> None:
+    config = pets_mesh_config(tmp_path, backend, PETS_POLICY, extra=f"database: {postgres_url}")
+    with running_server(config) as a, running_server(config) as b, running_server(config) as c:
+        servers = (a, b, c)
+        acknowledged: list[str] = []  # trace ids of calls answered 2xx
+        refused = [0]  # calls that got no answer or a non-2xx one: nothing was promised for them
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def load(n: int) -> None:
+            k = 0
+            while not stop.is_set():
+                k += 1
+                try:
+                    r = call(servers[(n + k) % 3].url, "list_pets", {"limit": n * 100_000 + k})
+                except httpx.HTTPError:
+                    with lock:
+                        refused[0] += 1
+                    continue
+                with lock:
+                    if 200 <= r.status_code < 300:
+                        acknowledged.append(r.json()["trace_id"])
+                    else:
+                        refused[0] += 1
+
+        threads = [threading.Thread(target=load, args=(n,), daemon=True) for n in range(12)]
+        for t in threads:
+            t.start()
+        try:
+            wait_until(lambda: len(acknowledged) >= 60, timeout=60, what="60 acknowledged calls before the kill")
+            b.kill9()
+            at_kill = len(acknowledged)
+            wait_until(lambda: len(acknowledged) >= at_kill + 60, timeout=60, what="the survivors to carry on")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(60)
+        assert refused[0] >= 1  # calls were in flight on the instance killed
+        with psycopg.connect(postgres_url) as conn:
+            stored = {r[0] for r in conn.execute("SELECT trace_id FROM traces WHERE tool = 'list_pets'").fetchall()}
+        missing = [t for t in acknowledged if t not in stored]
+        assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged calls have no trace row"
+
+        # the one chain verifies on the survivors and on the killed instance started again
+        with running_server(config) as again:
+            for server in (a, c, again):
+                report = httpx.get(f"{server.url}/traces/verify", headers=ADMIN, trust_env=False, timeout=60).json()
+                assert report.get("break") is None, report
+                assert report["chained"] >= len(acknowledged)
