@@ -24,6 +24,9 @@ from .grants import GrantStore
 __all__ = ["CACHE_SECONDS", "Halt", "HaltRegistry", "HaltResult"]
 
 CACHE_SECONDS = 1.0
+# While an engine that notifies (PostgreSQL) has lost its listener: a stop on another instance is seen by
+# re-reading, so the cache is kept shorter to stay within a second of it.
+UNNOTIFIED_CACHE_SECONDS = 0.5
 CHANNEL = "flux7_halts"  # the NOTIFY channel: any message on it empties the cache
 Scope = Literal["all", "agent", "session"]
 
@@ -115,6 +118,7 @@ class HaltRegistry:
         self._cache: tuple[float, list[Halt]] = (float("-inf"), [])
         self._generation = 0  # bumped by every invalidation: a read that straddles one is not cached
         self._subscribed = False
+        self._notified = False  # the engine notifies (PostgreSQL)
 
     def active(self) -> list[Halt]:
         rows = self._db.query("SELECT * FROM halts WHERE resumed_at IS NULL ORDER BY created_at DESC")
@@ -129,9 +133,10 @@ class HaltRegistry:
         with self._lock:
             if not self._subscribed:  # the first check of this process starts its listener (PostgreSQL)
                 self._subscribed = True
-                self._db.listen(CHANNEL, self._on_notify)
+                self._notified = self._db.listen(CHANNEL, self._on_notify)
             at, halts = self._cache
-            if now - at < CACHE_SECONDS:
+            ttl = UNNOTIFIED_CACHE_SECONDS if self._notified and not self._db.listening else CACHE_SECONDS
+            if now - at < ttl:
                 return halts
             generation = self._generation
         halts = self.active()

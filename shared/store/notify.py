@@ -9,6 +9,7 @@ is called with RECONNECTED, since what was sent while nobody listened is lost.""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -36,12 +37,20 @@ class Listener:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pid = os.getpid()  # a forked child has no thread of its parent's: it starts its own
         self.connected = threading.Event()
+
+    @property
+    def alive(self) -> bool:
+        """Listening now, in this process."""
+        return self._pid == os.getpid() and self.connected.is_set()
 
     def subscribe(self, channel: str, handler: Callable[[str], None]) -> None:
         if channel not in CHANNELS:
             raise ValueError(f"not a flux7 channel: {channel!r}")
         with self._lock:
+            if self._pid != os.getpid():
+                self._pid, self._thread, self.connected = os.getpid(), None, threading.Event()
             self._handlers.setdefault(channel, []).append(handler)
             if self._thread is None and not self._stop.is_set():
                 self._thread = threading.Thread(target=self._run, name="flux7-pg-listener", daemon=True)

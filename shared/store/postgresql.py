@@ -298,7 +298,7 @@ class PostgresDatabase(Database):
 
     @property
     def listening(self) -> bool:
-        return self._listener.connected.is_set()
+        return self._listener.alive
 
     def close(self) -> None:
         if not self._closed.is_set():
