@@ -68,7 +68,9 @@ class RateLimiter:
     def counts_at_check(self) -> bool:
         """Whether `check(count=True)` counts the call in the same transaction as the check. PostgreSQL: yes,
         so that several instances checking at once never let more calls through than the limit. SQLite: no,
-        the count commits with the call's intent trace as before (one machine, a budget of one commit)."""
+        the count commits with the call's intent trace as before (one machine, a budget of one commit). The
+        price on PostgreSQL: a call counted whose intent trace then fails to commit (a 503) stays counted, which
+        errs on the closed side."""
         return self._db.engine == "postgresql"
 
     def check(self, agent: str, policy: Policy | None, tool: str, arguments: Any, *, count: bool = False) -> str | None:
