@@ -2,8 +2,11 @@
 
 Every approval is a row in SQLite, so any worker or process can resolve what another one waits on:
 - a waiter on the resolving worker is woken in-process at once;
-- a waiter elsewhere is woken by a per-event-loop poller that reads one counter row (`approvals_clock`) every
-  POLL_INTERVAL and looks at the approvals it waits on only when the counter moved;
+- a waiter in another instance on PostgreSQL is woken by the NOTIFY the resolution sends at commit (the process's
+  listener, shared/store/notify.py);
+- a waiter elsewhere (another process on SQLite, or while the listener is down) is woken by a per-event-loop
+  poller that reads one counter row (`approvals_clock`) every POLL_INTERVAL and looks at the approvals it waits
+  on only when the counter moved; while notifications arrive it still looks every LISTENING_POLL_INTERVAL;
 - a timeout is a resolution too (`system:timeout`), made by the waiter or by a sweep on the next access, so an
   approval nobody waits on (after a restart, or an MCP request) still times out.
 """
@@ -40,6 +43,9 @@ __all__ = ["Approval", "ApprovalQueue", "DecisionQuery", "args_digest"]
 log = logging.getLogger("flux7.approvals")
 
 POLL_INTERVAL = 0.01  # one tiny read per tick, only while this loop has waiters
+LISTENING_POLL_INTERVAL = 1.0  # the same check while NOTIFY wakes the waiters: a safety net only
+CHANNEL = "flux7_approvals"  # the NOTIFY channel; its payload is the resolved ids, comma-separated
+NOTIFY_CHUNK = 400  # ids per notification (PostgreSQL caps a payload at 8000 bytes)
 SWEEP_INTERVAL = 1.0
 
 Status = Literal["pending", "approved", "denied", "timeout"]
@@ -174,6 +180,7 @@ class ApprovalQueue:
         self._transaction_hooks: list[Callable[[Any, list[Approval]], None]] = []
         self._lock = threading.Lock()
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaiters] = weakref.WeakKeyDictionary()
+        self._subscribed = False
 
     # -- settings ---------------------------------------------------------------------------------------
 
@@ -414,6 +421,7 @@ class ApprovalQueue:
             if row is not None:
                 conn.execute("UPDATE approvals_clock SET seq = seq + 1 WHERE id = 1")
                 approval = _from_row(row)
+                self._notify(conn, [approval])
                 self._in_transaction(conn, [approval])
         if row is None:
             self.sweep()  # it may have just expired: make that a recorded timeout
@@ -442,6 +450,7 @@ class ApprovalQueue:
                     denied.append(_from_row(row))
             if denied:
                 conn.execute("UPDATE approvals_clock SET seq = seq + 1 WHERE id = 1")
+                self._notify(conn, denied)
                 self._in_transaction(conn, denied)
         self._published(denied)
         return denied
@@ -501,11 +510,22 @@ class ApprovalQueue:
             expired = [_from_row(r) for r in rows]
             if rows:
                 conn.execute("UPDATE approvals_clock SET seq = seq + 1 WHERE id = 1")
+                self._notify(conn, expired)
                 self._in_transaction(conn, expired)
         self._published(expired)
         return expired
 
     # -- waiting --------------------------------------------------------------------------------------------
+
+    def _notify(self, conn: Any, resolved: list[Approval]) -> None:
+        """Tell the other instances which approvals this transaction settles (sent at its commit)."""
+        for start in range(0, len(resolved), NOTIFY_CHUNK):
+            self._db.notify(conn, CHANNEL, ",".join(a.id for a in resolved[start : start + NOTIFY_CHUNK]))
+
+    def _on_notify(self, payload: str) -> None:
+        """On the listener's thread: wake whoever waits here on an approval another instance settled. A
+        reconnection's payload names no approval; the poller's clock check covers what was missed."""
+        self._wake([i for i in payload.split(",") if _is_hex(i)])
 
     async def wait(self, approval_id: str, timeout: float, *, resolve_on_timeout: bool = True) -> Approval:
         """Block until the approval is resolved, or `timeout` seconds (never past its expiry) have passed;
@@ -543,6 +563,11 @@ class ApprovalQueue:
             return sum(len(events) for w in self._loops.values() for events in w.events.values())
 
     def _register(self, loop: asyncio.AbstractEventLoop, approval_id: str, event: asyncio.Event) -> None:
+        with self._lock:
+            subscribe = not self._subscribed
+            self._subscribed = True
+        if subscribe:  # the first wait of this process starts its listener (PostgreSQL)
+            self._db.listen(CHANNEL, self._on_notify)
         with self._lock:
             waiters = self._loops.get(loop)
             if waiters is None:
@@ -606,7 +631,7 @@ class ApprovalQueue:
                     self.sweep()
             except Exception:  # a busy or closing database: try again on the next tick
                 log.exception("approval poller tick failed")
-            await asyncio.sleep(POLL_INTERVAL)
+            await asyncio.sleep(LISTENING_POLL_INTERVAL if self._db.listening else POLL_INTERVAL)
 
     # -- after a resolution ------------------------------------------------------------------------------
 

@@ -113,6 +113,22 @@ class Database:
     def close(self) -> None:
         raise NotImplementedError
 
+    # -- change notification across instances (PostgreSQL LISTEN/NOTIFY; SQLite's processes poll instead) ------
+
+    def notify(self, conn: Any, channel: str, payload: str) -> None:
+        """Tell every instance listening on `channel`, when the transaction of `conn` commits. SQLite: nothing
+        (one machine's processes poll the rows)."""
+
+    def listen(self, channel: str, handler: Callable[[str], None]) -> bool:
+        """Call `handler(payload)` (on another thread) for every notification on `channel`. False when the
+        engine has no notifications (SQLite): the caller polls."""
+        return False
+
+    @property
+    def listening(self) -> bool:
+        """Whether notifications arrive now; polling is the fallback while they do not."""
+        return False
+
     # -- dialect: the SQL that differs between engines, named once here ---------------------------------------
 
     def utc_now_sql(self) -> str:

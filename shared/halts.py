@@ -1,7 +1,8 @@
 """The emergency stop (CONTRACT 1.10): block everyone, an agent glob, or a session, before anything else runs.
 
 A stop revokes the grants of what it covers and denies its pending approvals; a resume gives back the grants
-that have not expired. Stops are rows, so every worker sees one within CACHE_SECONDS."""
+that have not expired. Stops are rows, so every worker sees one within CACHE_SECONDS; on PostgreSQL a stop or a
+resume also sends a NOTIFY at commit that empties every instance's cache at once."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ from .grants import GrantStore
 __all__ = ["CACHE_SECONDS", "Halt", "HaltRegistry", "HaltResult"]
 
 CACHE_SECONDS = 1.0
+# While an engine that notifies (PostgreSQL) has lost its listener: a stop on another instance is seen by
+# re-reading, so the cache is kept shorter to stay within a second of it.
+UNNOTIFIED_CACHE_SECONDS = 0.5
+CHANNEL = "flux7_halts"  # the NOTIFY channel: any message on it empties the cache
 Scope = Literal["all", "agent", "session"]
 
 
@@ -111,6 +116,9 @@ class HaltRegistry:
         self._owner = owner
         self._lock = threading.Lock()
         self._cache: tuple[float, list[Halt]] = (float("-inf"), [])
+        self._generation = 0  # bumped by every invalidation: a read that straddles one is not cached
+        self._subscribed = False
+        self._notified = False  # the engine notifies (PostgreSQL)
 
     def active(self) -> list[Halt]:
         rows = self._db.query("SELECT * FROM halts WHERE resumed_at IS NULL ORDER BY created_at DESC")
@@ -123,17 +131,28 @@ class HaltRegistry:
     def _active_cached(self) -> list[Halt]:
         now = time.monotonic()
         with self._lock:
+            if not self._subscribed:  # the first check of this process starts its listener (PostgreSQL)
+                self._subscribed = True
+                self._notified = self._db.listen(CHANNEL, self._on_notify)
             at, halts = self._cache
-            if now - at < CACHE_SECONDS:
+            ttl = UNNOTIFIED_CACHE_SECONDS if self._notified and not self._db.listening else CACHE_SECONDS
+            if now - at < ttl:
                 return halts
+            generation = self._generation
         halts = self.active()
         with self._lock:
-            self._cache = (now, halts)
+            if generation == self._generation:
+                self._cache = (now, halts)
         return halts
 
     def _invalidate(self) -> None:
         with self._lock:
+            self._generation += 1
             self._cache = (float("-inf"), [])
+
+    def _on_notify(self, payload: str) -> None:
+        """On the listener's thread: another instance stopped or resumed (or the listener reconnected)."""
+        self._invalidate()
 
     def active_for(self, agent: str, session: str) -> Halt | None:
         """The stop that blocks this call, if any; the oldest first, so the message is stable."""
@@ -163,6 +182,7 @@ class HaltRegistry:
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (halt_id, scope, target, reason, by, time.time(), json.dumps(revoked)),
             )
+            self._db.notify(conn, CHANNEL, halt_id)
         self._invalidate()
 
         def stopped(a: Approval) -> bool:
@@ -209,6 +229,7 @@ class HaltRegistry:
                 return next((h.id for h in others if h.covers_agent(agent_glob)), "")
 
             restored = GrantStore.restore_for_halt(conn, halt.id, still_stopped)
+            self._db.notify(conn, CHANNEL, halt.id)
         self._invalidate()
         record_event(
             self._owner,

@@ -2,7 +2,8 @@
 
 Limits come from the deciding policy's `rate_limit` (the agent's budget, over all its calls) and `tool_limits`
 (a budget for the agent on each tool a glob matches, counted per tool); a call must fit every limit that
-applies. The counts are per agent (not per policy) and live in SQLite, so every worker counts the same calls.
+applies. The counts are per agent (not per policy) and live in the database, so every worker and instance
+counts the same calls (on PostgreSQL a call's check and count are one transaction: exact across instances).
 Loop detection runs wherever a policy has `rate_limit`, as the reference does, and on every call when the
 top-level `loop_detection` block enables it. Only allowed or approved calls are recorded: denied ones never
 count."""
@@ -63,35 +64,67 @@ class RateLimiter:
             return []
         return [t for t in policy.tool_limits if any(glob_match(g, tool) for g in t.tools)]
 
-    def check(self, agent: str, policy: Policy | None, tool: str, arguments: Any) -> str | None:
+    @property
+    def counts_at_check(self) -> bool:
+        """Whether `check(count=True)` counts the call in the same transaction as the check. PostgreSQL: yes,
+        so that several instances checking at once never let more calls through than the limit. SQLite: no,
+        the count commits with the call's intent trace as before (one machine, a budget of one commit). The
+        price on PostgreSQL: a call counted whose intent trace then fails to commit (a 503) stays counted, which
+        errs on the closed side."""
+        return self._db.engine == "postgresql"
+
+    def check(self, agent: str, policy: Policy | None, tool: str, arguments: Any, *, count: bool = False) -> str | None:
         """The error text of the first limit this call breaks, in the contract's order (the agent's budget,
-        then the tool's, then loop detection); None within limits."""
+        then the tool's, then loop detection); None within limits. With `count` (a call allowed unless a limit
+        stops it) and `counts_at_check`, a call within limits is counted in the same write transaction as the
+        check: the caller then does not `record` it."""
         limit, loop = self._applies(policy)
         per_tool = self._tool_limits(policy, tool)
         if limit is None and loop is None and not per_tool:
             return None
         now = time.time()
+        if count and self.counts_at_check:
+            # Serialised with every other write of the deployment: the counts read are the last committed ones.
+            with self._db.write() as conn:
+                broken = self._broken(conn.execute, agent, limit, loop, per_tool, tool, arguments, now)
+                if broken is None:
+                    self._insert(conn, agent, tool, arguments, now, per_tool=bool(per_tool))
+            return broken
+        return self._broken(self._db.reader.execute, agent, limit, loop, per_tool, tool, arguments, now)
+
+    def _broken(
+        self,
+        run: Any,
+        agent: str,
+        limit: RateLimit | None,
+        loop: tuple[int, float] | None,
+        per_tool: list[ToolLimit],
+        tool: str,
+        arguments: Any,
+        now: float,
+    ) -> str | None:
+        """The check itself, its reads made through `run` (a reader's or a write transaction's execute)."""
         if limit is not None and limit.max_total > 0:
-            row = self._db.query_one("SELECT total FROM rate_totals WHERE agent_id = ?", (agent,))
+            row = run("SELECT total FROM rate_totals WHERE agent_id = ?", (agent,)).fetchone()
             if row is not None and row[0] >= limit.max_total:
                 return f'rate_limit: agent "{agent}" exceeded total budget ({limit.max_total} calls)'
         if limit is not None and limit.max_per_minute > 0:
-            row = self._db.query_one(
+            row = run(
                 "SELECT COUNT(*) FROM rate_events WHERE agent_id = ? AND at > ?", (agent, now - MINUTE)
-            )
+            ).fetchone()
             if row is not None and row[0] >= limit.max_per_minute:
                 return f'rate_limit: agent "{agent}" exceeded {limit.max_per_minute} calls/min'
         if per_tool:
-            broken = self._check_tool(agent, tool, per_tool, now)
+            broken = self._check_tool(run, agent, tool, per_tool, now)
             if broken:
                 return broken
         if loop is not None:
             threshold, window = loop
             key = params_key(arguments)
-            recent = self._db.query(
+            recent = run(
                 "SELECT tool, params_key, at FROM rate_events WHERE agent_id = ? ORDER BY at DESC LIMIT ?",
                 (agent, RECENT_CAP),
-            )
+            ).fetchall()
             same = sum(1 for r in recent if r[0] == tool and r[1] == key and r[2] > now - window)
             if same >= threshold:
                 return (
@@ -100,20 +133,18 @@ class RateLimiter:
                 )
         return None
 
-    def _check_tool(self, agent: str, tool: str, limits: list[ToolLimit], now: float) -> str | None:
+    def _check_tool(self, run: Any, agent: str, tool: str, limits: list[ToolLimit], now: float) -> str | None:
         max_total = min((t.max_total for t in limits if t.max_total > 0), default=0)
         if max_total:
-            row = self._db.query_one(
-                "SELECT total FROM rate_tool_totals WHERE agent_id = ? AND tool = ?", (agent, tool)
-            )
+            row = run("SELECT total FROM rate_tool_totals WHERE agent_id = ? AND tool = ?", (agent, tool)).fetchone()
             if row is not None and row[0] >= max_total:
                 return f'rate_limit: agent "{agent}" exceeded total budget ({max_total} calls) on tool "{tool}"'
         per_minute = min((t.max_per_minute for t in limits if t.max_per_minute > 0), default=0)
         if per_minute:
-            row = self._db.query_one(
+            row = run(
                 "SELECT COUNT(*) FROM rate_events WHERE agent_id = ? AND tool = ? AND at > ?",
                 (agent, tool, now - MINUTE),
-            )
+            ).fetchone()
             if row is not None and row[0] >= per_minute:
                 return f'rate_limit: agent "{agent}" exceeded {per_minute} calls/min on tool "{tool}"'
         return None

@@ -185,8 +185,10 @@ class Pipeline:
 
         # 3. rate limit and loop detection, on every transport (DESIGN decision 4)
         limits = getattr(mesh, "limits", None)
+        # an allowed call is counted by its check where the engine makes that one step (PostgreSQL), else later
+        counted_early = limits is not None and limits.counts_at_check and decision.action == "allow"
         if limits is not None and decision.action != "deny":
-            limited = limits.check(agent, policy, call.tool, call.arguments)
+            limited = limits.check(agent, policy, call.tool, call.arguments, count=counted_early)
             if limited:
                 return await self._stop_here(call, start, 429, "rate_limited", decision.rule, limited, error=limited)
 
@@ -213,7 +215,7 @@ class Pipeline:
                 rule=decision.rule,
                 reason=decision.reason,
             )
-            counted = limits if decision.action == "allow" else None
+            counted = limits if decision.action == "allow" and not counted_early else None
 
             def count_decided(conn: Any) -> None:
                 if counted is not None:
@@ -262,7 +264,7 @@ class Pipeline:
                 row_id = self._approved_intent(call, approval, row_id, start, limits, policy)
         else:
             # 8a. the intent, with the call's rate-limit count and metrics in one commit
-            row_id, intent = await self._begin(call, decision, start, grant, limits, policy)
+            row_id, intent = await self._begin(call, decision, start, grant, None if counted_early else limits, policy)
         if limits is not None:
             limits.collect()
 

@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..db import MIGRATIONS_DIR, Database
 from ..errors import Unavailable
+from .notify import Listener
 from .translate import translate
 
 __all__ = ["PG_MIGRATIONS_DIR", "PostgresDatabase", "Row"]
@@ -208,6 +209,7 @@ class PostgresDatabase(Database):
             self._pool.close()
             raise Unavailable(f"storage unavailable: cannot connect to {self.label}") from e
         self._reader = _Reader(self)
+        self._listener = Listener(self.url)
         if migrate:
             self.migrate()
 
@@ -308,9 +310,22 @@ class PostgresDatabase(Database):
             "clock_skew_s": float(row[1]) - (before + after) / 2,
         }
 
+    def notify(self, conn: Any, channel: str, payload: str) -> None:
+        """NOTIFY inside the write transaction of `conn`: delivered at commit, never for a rollback."""
+        conn.execute("SELECT pg_notify(?, ?)", (channel, payload))
+
+    def listen(self, channel: str, handler: Callable[[str], None]) -> bool:
+        self._listener.subscribe(channel, handler)
+        return True
+
+    @property
+    def listening(self) -> bool:
+        return self._listener.alive
+
     def close(self) -> None:
         if not self._closed.is_set():
             self._closed.set()
+            self._listener.close()
             with contextlib.suppress(Exception):
                 self._pool.close()
 
