@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -62,6 +63,9 @@ POLICY = "name: bench\nagent: '*'\nrules:\n  - tools: ['echo', 'echo.*']\n    ac
 AGENT = {"Authorization": "Bearer agent:bench"}
 GRANIAN = [sys.executable, "-m", "granian", "--interface", "rsgi", "--host", "127.0.0.1"]
 SERVE = [sys.executable, "-m", "flux7.functions.entry", "serve", "--no-access-log"]
+# The mesh's environment: `--repo DIR` runs another checkout's flux7 (a before/after pair on one quiet machine).
+MESH_ENV = dict(ENV)
+MESH_CWD: list[str] = []  # `python -m` puts the working folder first on sys.path: the checkout's own
 DIRECT_BODY = b'{"text": "hello"}'
 GOVERNED_BODY = b'{"params": {"text": "hello"}}'
 
@@ -247,7 +251,8 @@ class Stack:
             )
             port = free_port()
             proc = self._start(
-                [*SERVE, "--config", str(home / "config.yaml"), "--port", str(port), "--workers", str(w)]
+                [*SERVE, "--config", str(home / "config.yaml"), "--port", str(port), "--workers", str(w)],
+                MESH_ENV,
             )
             self.meshes[w] = (proc, port)
         for w, (_, port) in self.meshes.items():
@@ -264,8 +269,18 @@ class Stack:
         if mcp:
             check(self.mcp_direct_url, "echo")
 
-    def _start(self, cmd: list[str]) -> Any:
-        proc = start(cmd, env=ENV)
+    def _start(self, cmd: list[str], env: dict[str, str] | None = None) -> Any:
+        if env is MESH_ENV and MESH_CWD:
+            proc = subprocess.Popen(
+                cmd,
+                env=env,
+                cwd=MESH_CWD[0],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        else:
+            proc = start(cmd, env=env or ENV)
         self.procs.append(proc)
         return proc
 
@@ -468,7 +483,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run: 1 round of 1 s segments")
     # A smoke run saves under its own name, so it never replaces the figures the docs quote.
     parser.add_argument("--out", help="result files' name under bench/results/ (governed_call, governed_call_quick)")
+    parser.add_argument("--repo", help="run the mesh of this checkout (its flux7 package) instead of this one's")
     args = parser.parse_args(argv)
+    if args.repo:
+        MESH_ENV["PYTHONPATH"] = str(Path(args.repo).resolve())
+        MESH_CWD.append(str(Path(args.repo).resolve()))
     if args.quick:
         args.seconds, args.rounds = 1, 1
     args.out = args.out or ("governed_call_quick" if args.quick else "governed_call")
