@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from flux7.shared.db import Database
 from flux7.shared.memory.service import MemoryService
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
@@ -31,8 +32,9 @@ rules:
 
 
 @pytest.fixture
-def memory_service(tmp_path: Path) -> Iterator[MemoryService]:
-    service = new_memory_service(tmp_path)
+def memory_service(tmp_path: Path, store: Database) -> Iterator[MemoryService]:
+    """The memory role on the engine's store (tests/conftest.py `store`)."""
+    service = new_memory_service(tmp_path, store)
     yield service
     service.close()
 
