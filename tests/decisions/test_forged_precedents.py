@@ -151,7 +151,7 @@ async def forge_over_memory_mcp(url: str) -> None:
 
 
 async def test_forged_decision_facts_through_every_memory_route_of_flux7_serve_never_allow(
-    tmp_path: Path, backend: Backend, pool: ThreadPoolExecutor
+    tmp_path: Path, backend: Backend, pool: ThreadPoolExecutor, engine_configs: str
 ) -> None:
     config = pets_mesh_config(tmp_path, backend, POLICY, approval_timeout=60, memory="{hybrid: false}")
     with running_server(config) as server:
