@@ -58,7 +58,7 @@ class DecisionQuery(msgspec.Struct, frozen=True, kw_only=True):
                 continue
             matched = [n for n in names(column) if glob_match(pattern, n)]
             if not matched:
-                where.append("0")
+                where.append("1 = 0")  # matches nothing (a bare 0 is no boolean on PostgreSQL)
                 continue
             where.append(f"{column} IN ({', '.join('?' * len(matched))})")
             params.extend(matched)

@@ -157,6 +157,8 @@ class TokenStore:
     def list(self, *, agent_id: str = "", include_revoked: bool = True) -> list[AgentToken]:
         sql, params = "SELECT * FROM agent_tokens", []
         where = []
+        if agent_id and not _AGENT.fullmatch(agent_id):
+            return []  # no token has such an id (and PostgreSQL refuses a NUL byte in a text parameter)
         if agent_id:
             where.append("agent_id = ?")
             params.append(agent_id)

@@ -73,6 +73,19 @@ def database_url(engine: str, request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("postgres_url"))
 
 
+@pytest.fixture(scope="module")
+def module_database_url(engine: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """As database_url, for a server a module's tests share (module-scoped fixtures): "" on SQLite, else a
+    fresh PostgreSQL database of this module's own."""
+    if engine != "postgresql":
+        yield ""
+        return
+    admin = str(request.getfixturevalue("postgres_admin_url"))
+    url = postgres.create_database(admin)
+    yield url
+    postgres.drop_database(admin, url)
+
+
 @pytest.fixture
 def store(tmp_path: Path, database_url: str) -> Iterator[Database]:
     """The store under test: tmp_path/flux7.db, or this test's PostgreSQL database (`--engine=postgresql`)."""

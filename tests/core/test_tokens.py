@@ -173,3 +173,10 @@ def test_resource_url_must_be_an_http_base_url(tmp_path: Path) -> None:
             load_settings(cfg)
     cfg.write_text("auth: {resource_url: 'https://mesh.example.com/'}\n")
     assert load_settings(cfg).auth.resource_url == "https://mesh.example.com/"
+
+
+def test_listing_by_an_id_no_token_can_have_is_empty_on_every_engine(db: Database) -> None:
+    store = TokenStore(db)
+    store.issue("claude")
+    assert store.list(agent_id="cl\x00aude") == []  # PostgreSQL refuses a NUL in text: never reaches it
+    assert [t.agent_id for t in store.list(agent_id="claude")] == ["claude"]

@@ -23,9 +23,9 @@ from tests.support.server import REPO
 from tests.support.waiting import eventually
 
 
-def new_memory_service(directory: Path) -> MemoryService:
-    """The memory role on its own SQLite file and workspace (no embeddings: lists and tags only)."""
-    return MemoryService(MemoryConfig(dir=str(directory / "mem"), hybrid=False), Database(directory / "mem.db"))
+def new_memory_service(directory: Path, db: Database | None = None) -> MemoryService:
+    """The memory role on `db` (else its own SQLite file) and a workspace (no embeddings: lists and tags only)."""
+    return MemoryService(MemoryConfig(dir=str(directory / "mem"), hybrid=False), db or Database(directory / "mem.db"))
 
 
 @contextlib.asynccontextmanager

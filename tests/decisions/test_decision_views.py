@@ -49,6 +49,7 @@ def test_the_resolver_filter_classifies_in_sql_as_the_core_does(resolved_by: str
     assert kind == resolver_kind(resolved_by)
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_decisions_filter_by_agent_tool_outcome_resolver_time_and_trace_and_page(
     tmp_path: Path, backend: Backend
 ) -> None:
@@ -115,6 +116,7 @@ async def test_decisions_filter_by_agent_tool_outcome_resolver_time_and_trace_an
         assert (await client.get("/approvals/decisions")).status_code == 401
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_a_precedent_auto_approval_is_a_settled_approval_whose_fact_names_it_and_its_call(
     tmp_path: Path, backend: Backend
 ) -> None:
@@ -142,6 +144,7 @@ async def test_a_precedent_auto_approval_is_a_settled_approval_whose_fact_names_
         assert any(t.startswith("approval:") for t in human.tags)
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_a_pending_approval_shows_its_precedents_and_what_the_rule_would_do(
     tmp_path: Path, backend: Backend
 ) -> None:
@@ -207,6 +210,7 @@ async def test_a_pending_approval_shows_its_precedents_and_what_the_rule_would_d
         assert (await client.get(f"/approvals/{humans[0]}/precedents")).status_code == 401
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_with_auto_approve_off_the_rule_says_so(tmp_path: Path, backend: Backend) -> None:
     mesh = build_mesh(mesh_config(tmp_path, backend, "supervisor: {auto_approve: false}"))
     async with running(mesh) as client:

@@ -65,6 +65,7 @@ def test_a_decision_fact_has_the_reference_key_value_and_tags() -> None:
         decision_fact(approval_id="a", tool="t", agent="x", status="pending", resolved_by="")
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_every_resolution_is_written_to_memory_with_who_settled_it(tmp_path: Path, backend: Backend) -> None:
     mesh = build_mesh(mesh_config(tmp_path, backend))
     async with running(mesh) as client:
@@ -107,6 +108,7 @@ async def test_every_resolution_is_written_to_memory_with_who_settled_it(tmp_pat
         assert "agent_mesh_mem7_writes_failed_total 0" in metrics
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_a_timeout_is_written_as_timed_out_by_the_system(tmp_path: Path, backend: Backend) -> None:
     cfg = mesh_config(tmp_path, backend)
     cfg.write_text(cfg.read_text().replace("timeout_seconds: 10", "timeout_seconds: 0.3"))
@@ -121,6 +123,7 @@ async def test_a_timeout_is_written_as_timed_out_by_the_system(tmp_path: Path, b
         assert f"decision.create_pet.{r.json()['approval_id']}" in text
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_a_memory_that_is_down_fails_the_write_not_the_approval(tmp_path: Path, backend: Backend) -> None:
     port = free_port()  # nothing listens there
     mesh = build_mesh(mesh_config(tmp_path, backend, f"memory: {{url: 'http://127.0.0.1:{port}'}}"))

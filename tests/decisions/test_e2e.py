@@ -72,7 +72,7 @@ def trace_rule(server: Server, trace_id: str) -> str:
 
 
 def test_three_human_approvals_pass_the_fourth_read_a_write_never_and_a_refusal_blocks(
-    tmp_path: Path, backend: Backend, pool: ThreadPoolExecutor
+    tmp_path: Path, backend: Backend, pool: ThreadPoolExecutor, engine_configs: str
 ) -> None:
     mem7 = Mem7(tmp_path / "mem7", free_port()).start()
     try:
@@ -122,7 +122,7 @@ def test_three_human_approvals_pass_the_fourth_read_a_write_never_and_a_refusal_
 
 
 def test_memory_killed_mid_run_escalates_and_never_allows(
-    tmp_path: Path, backend: Backend, pool: ThreadPoolExecutor
+    tmp_path: Path, backend: Backend, pool: ThreadPoolExecutor, engine_configs: str
 ) -> None:
     mem7 = Mem7(tmp_path / "mem7", free_port()).start()
     try:

@@ -11,7 +11,7 @@ import secrets
 import stat
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -151,7 +151,7 @@ async def forge_over_memory_mcp(url: str) -> None:
 
 
 async def test_forged_decision_facts_through_every_memory_route_of_flux7_serve_never_allow(
-    tmp_path: Path, backend: Backend, pool: ThreadPoolExecutor
+    tmp_path: Path, backend: Backend, pool: ThreadPoolExecutor, engine_configs: str
 ) -> None:
     config = pets_mesh_config(tmp_path, backend, POLICY, approval_timeout=60, memory="{hybrid: false}")
     with running_server(config) as server:
@@ -186,9 +186,10 @@ async def test_forged_decision_facts_through_every_memory_route_of_flux7_serve_n
         assert row["human_approved"] == 3 and row["unverified"] == 9
 
 
-def mesh_config(directory: Path, backend: Backend, memory_url: str, key: str | None) -> Path:
+def mesh_config(directory: Path, backend: Backend, memory_url: str, key: str | None, database: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     decisions = f'decisions: {{signing_key: "{key}", retry_max_seconds: 1}}' if key else ""
+    decisions += f"\ndatabase: {database}" if database else ""  # a deployment of its own: its own store
     memory = f'{{url: "{memory_url}"}}'
     return pets_mesh_config(directory, backend, POLICY, approval_timeout=60, memory=memory, extra=decisions)
 
@@ -209,11 +210,11 @@ def restore(memory_url: str, fact: ListedMemory, tags: list[str]) -> None:
 
 
 async def test_over_a_separate_memory_only_the_meshs_signature_vouches(
-    tmp_path: Path, backend: Backend, pool: ThreadPoolExecutor
+    tmp_path: Path, backend: Backend, pool: ThreadPoolExecutor, separate_databases: Callable[[], str]
 ) -> None:
     with mem7_running(tmp_path / "mem7") as mem7:
         # Mesh A: forged facts through every route of mem7 never allow; its own approvals do.
-        with running_server(mesh_config(tmp_path / "a", backend, mem7.url, KEY)) as a:
+        with running_server(mesh_config(tmp_path / "a", backend, mem7.url, KEY, separate_databases())) as a:
             routes = [
                 ("/rpc", forge_over_rpc(mem7.url)),
                 ("/mcp", forge_over_memory_mcp(mem7.url)),
@@ -235,8 +236,8 @@ async def test_over_a_separate_memory_only_the_meshs_signature_vouches(
         # Mesh B shares A's signing key but none of its database: the signatures alone vouch for A's decisions.
         # Mesh C has a key of its own (a file created 0600 in its data directory): A's facts are nothing to it.
         with (
-            running_server(mesh_config(tmp_path / "b", backend, mem7.url, KEY)) as b,
-            running_server(mesh_config(tmp_path / "c", backend, mem7.url, None)) as c,
+            running_server(mesh_config(tmp_path / "b", backend, mem7.url, KEY, separate_databases())) as b,
+            running_server(mesh_config(tmp_path / "c", backend, mem7.url, None, separate_databases())) as c,
         ):
             assert decide(b)["reason"] == "mem7: 3 prior approvals, 0 rejections"
             assert decide(c)["action"] == "human_approval"

@@ -4,7 +4,6 @@ comes back - with two workers delivering."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from flux7.shared.db import Database
 from flux7.shared.decision_signing import DecisionSigner
 from flux7.shared.decisions import signed_decision
 from flux7.shared.memory_client import parse_memory_list
@@ -34,13 +34,9 @@ def pool() -> Iterator[ThreadPoolExecutor]:
         yield p
 
 
-def outbox(db: Path) -> list[tuple[str, int]]:
+def outbox(db: Database) -> list[tuple[str, int]]:
     """(key, attempts) of the facts waiting for memory, in delivery order."""
-    conn = sqlite3.connect(db)
-    try:
-        return [(r[0], r[1]) for r in conn.execute("SELECT key, attempts FROM decision_outbox ORDER BY seq")]
-    finally:
-        conn.close()
+    return [(r[0], r[1]) for r in db.query("SELECT key, attempts FROM decision_outbox ORDER BY seq")]
 
 
 def decide_by_human(server: Server, pool: ThreadPoolExecutor, action: str, name: str) -> str:
@@ -59,7 +55,7 @@ def time_out_one(server: Server) -> str:
 
 
 def test_decisions_made_while_memory_is_down_arrive_in_order_once_each_after_a_kill(
-    tmp_path: Path, backend: Backend, pool: ThreadPoolExecutor
+    tmp_path: Path, backend: Backend, pool: ThreadPoolExecutor, store: Database, engine_configs: str
 ) -> None:
     mem7 = Mem7(tmp_path / "mem7", free_port())  # its port is closed until mem7 starts, near the end
     config = pets_mesh_config(
@@ -70,7 +66,7 @@ def test_decisions_made_while_memory_is_down_arrive_in_order_once_each_after_a_k
         memory=f'{{url: "{mem7.url}"}}',
         extra="decisions: {retry_max_seconds: 1}",
     )
-    db = tmp_path / "flux7.db"
+    db = store  # the server's database: its SQLite file, or this test's PostgreSQL database (engine_configs)
     made: list[str] = []
     server = start_server(config)
     try:

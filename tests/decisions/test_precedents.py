@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from flux7.shared.decision_signing import DecisionSigner
 from flux7.shared.decisions import decision_fact
@@ -61,6 +62,7 @@ async def decide(client: httpx.AsyncClient, tool: str, arguments: Any = None) ->
     return dict(r.json())
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_three_human_approvals_of_a_read_tool_let_the_fourth_call_pass(tmp_path: Path, backend: Backend) -> None:
     mesh = build_mesh(mesh_config(tmp_path, backend))
     async with running(mesh) as client:
@@ -97,6 +99,7 @@ async def test_three_human_approvals_of_a_read_tool_let_the_fourth_call_pass(tmp
         assert other.json()["action"] == "human_approval"
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_a_write_tool_never_passes_on_precedents(tmp_path: Path, backend: Backend) -> None:
     mesh = build_mesh(mesh_config(tmp_path, backend))
     async with running(mesh) as client:
@@ -105,6 +108,7 @@ async def test_a_write_tool_never_passes_on_precedents(tmp_path: Path, backend: 
         assert d["action"] == "human_approval" and d["rule"] != "supervisor:mem7"
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_auto_approve_writes_restores_precedents_for_writes(tmp_path: Path, backend: Backend) -> None:
     mesh = build_mesh(mesh_config(tmp_path, backend, "supervisor: {auto_approve_writes: true}"))
     async with running(mesh) as client:
@@ -114,6 +118,7 @@ async def test_auto_approve_writes_restores_precedents_for_writes(tmp_path: Path
         assert d["reason"] == "mem7: 3 prior approvals, 0 rejections"
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_one_refusal_from_anyone_blocks(tmp_path: Path, backend: Backend) -> None:
     mesh = build_mesh(mesh_config(tmp_path, backend))
     async with running(mesh) as client:
@@ -123,6 +128,7 @@ async def test_one_refusal_from_anyone_blocks(tmp_path: Path, backend: Backend) 
         assert (await decide(client, READ))["action"] == "human_approval"
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_a_refusal_of_this_deployment_blocks_even_when_memory_lost_its_fact(
     tmp_path: Path, backend: Backend
 ) -> None:
@@ -137,6 +143,7 @@ async def test_a_refusal_of_this_deployment_blocks_even_when_memory_lost_its_fac
         assert (await decide(client, READ))["action"] == "human_approval"
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_only_human_approvals_this_deployment_resolved_count(tmp_path: Path, backend: Backend) -> None:
     mesh = build_mesh(mesh_config(tmp_path, backend))
     async with running(mesh) as client:
@@ -153,6 +160,7 @@ async def test_only_human_approvals_this_deployment_resolved_count(tmp_path: Pat
         assert d["action"] == "allow" and d["reason"] == "mem7: 3 prior approvals, 0 rejections"
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_injection_markers_in_the_arguments_skip_the_lookup(tmp_path: Path, backend: Backend) -> None:
     mesh = build_mesh(mesh_config(tmp_path, backend))
     async with running(mesh) as client:
@@ -162,6 +170,7 @@ async def test_injection_markers_in_the_arguments_skip_the_lookup(tmp_path: Path
         assert (await decide(client, READ))["action"] == "allow"
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_auto_approve_off_skips_the_lookup(tmp_path: Path, backend: Backend) -> None:
     mesh = build_mesh(mesh_config(tmp_path, backend, "supervisor: {auto_approve: false}"))
     async with running(mesh) as client:
@@ -169,6 +178,7 @@ async def test_auto_approve_off_skips_the_lookup(tmp_path: Path, backend: Backen
         assert (await decide(client, READ))["action"] == "human_approval"
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_the_runtime_setting_is_followed(tmp_path: Path, backend: Backend) -> None:
     mesh = build_mesh(mesh_config(tmp_path, backend))
     async with running(mesh) as client:
@@ -178,6 +188,7 @@ async def test_the_runtime_setting_is_followed(tmp_path: Path, backend: Backend)
         assert (await decide(client, READ))["action"] == "human_approval"
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_an_unreachable_memory_escalates(tmp_path: Path, backend: Backend) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     mesh = build_mesh(mesh_config(tmp_path, backend, f"memory: {{url: '{url}'}}"))
@@ -250,6 +261,7 @@ async def test_an_unreadable_memory_answer_escalates() -> None:
         assert await precedents.check("a", _read_tool(), {}) is None
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_the_precedent_table_counts_each_couple_and_forget_starts_it_over(
     tmp_path: Path, backend: Backend
 ) -> None:
@@ -335,6 +347,7 @@ async def test_the_precedent_table_counts_each_couple_and_forget_starts_it_over(
         assert (await client.get("/approvals/precedents")).status_code == 401  # control plane
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_precedent_routes_do_not_collide_with_approval_ids(tmp_path: Path, backend: Backend) -> None:
     mesh = build_mesh(mesh_config(tmp_path, backend))
     async with running(mesh) as client:
@@ -348,6 +361,7 @@ async def test_precedent_routes_do_not_collide_with_approval_ids(tmp_path: Path,
         assert (await call).status_code == 403
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_with_auto_approve_off_the_table_says_why_and_forget_is_409(tmp_path: Path, backend: Backend) -> None:
     mesh = build_mesh(mesh_config(tmp_path, backend, "supervisor: {auto_approve: false}"))
     async with running(mesh) as client:
@@ -361,6 +375,7 @@ async def _pending(client: httpx.AsyncClient) -> bool:
     return bool((await client.get("/approvals?status=pending", headers=ADMIN)).json())
 
 
+@pytest.mark.usefixtures("engine_configs")
 async def test_forget_with_memory_down_still_resets_the_couple(tmp_path: Path, backend: Backend) -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens: memory is down
     mesh = build_mesh(mesh_config(tmp_path, backend, f"memory: {{url: '{url}'}}"))

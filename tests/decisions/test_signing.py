@@ -94,8 +94,8 @@ def _submit(queue: ApprovalQueue, n: int = 0) -> Any:
     return queue.submit(agent="claude", tool="t", arguments={"n": n}, trace_id="", policy_rule="r", policy_version="")
 
 
-def test_a_resolution_and_its_outbox_row_commit_together(tmp_path: Path) -> None:
-    db = Database(tmp_path / "flux7.db")
+def test_a_resolution_and_its_outbox_row_commit_together(store: Database) -> None:
+    db = store
     queue = _queue(db)
     outbox = DecisionOutbox(db)
 
@@ -120,7 +120,6 @@ def test_a_resolution_and_its_outbox_row_commit_together(tmp_path: Path) -> None
         queue.resolve(second.id, "deny", resolved_by="alice", resolver="")
     assert queue.get(second.id).status == "pending"
     assert [r.key for r in outbox.head()] == [f"decision.t.{first.id}"]
-    db.close()
 
 
 def test_a_fact_naming_its_trace_is_signed_over_it_and_older_facts_still_verify() -> None:

@@ -67,7 +67,7 @@ def console_config(tmp_path: Path, backend: Backend, extra: str = "") -> Path:
 
 
 @pytest.fixture
-def server(tmp_path: Path, backend: Backend) -> Iterator[Server]:
+def server(tmp_path: Path, backend: Backend, engine_configs: str) -> Iterator[Server]:
     with running_server(console_config(tmp_path, backend)) as s:
         yield s
 
@@ -238,7 +238,9 @@ def decided(server: Server, pool: ThreadPoolExecutor, tool: str, params: dict[st
     return approval
 
 
-def test_each_approval_state_has_its_own_badge_in_the_browser(tmp_path: Path, backend: Backend) -> None:
+def test_each_approval_state_has_its_own_badge_in_the_browser(
+    tmp_path: Path, backend: Backend, engine_configs: str
+) -> None:
     cfg = pets_mesh_config(
         tmp_path,
         backend,
@@ -343,7 +345,9 @@ PAGES = {
 }
 
 
-def test_every_page_loads_its_data_without_errors_and_is_screenshotted(tmp_path: Path, backend: Backend) -> None:
+def test_every_page_loads_its_data_without_errors_and_is_screenshotted(
+    tmp_path: Path, backend: Backend, engine_configs: str
+) -> None:
     # Pinning on: with it off GET /tools/pins answers 501, which the browser logs as an error.
     with running_server(console_config(tmp_path, backend, "pin_tools: true")) as server:
         session = {"X-Session-Id": "e2e-session-1"}

@@ -60,7 +60,7 @@ def call(server: Server, who: str, tool: str, params: dict[str, Any] | None = No
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Iterator[Server]:
     assert 'tools: ["delete_pet"]' in PETS_POLICY and TIGHTER != PETS_POLICY
     tmp = tmp_path_factory.mktemp("gov")
     (tmp / "catalog").mkdir()
@@ -72,7 +72,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             PETS_POLICY,
             admin_token=TOKEN,
             memory="{enabled: true, hybrid: false}",
-            extra="catalog_dir: catalog",
+            extra="catalog_dir: catalog" + (f"\ndatabase: {module_database_url}" if module_database_url else ""),
         )
         with running_server(cfg) as s:
             assert call(s, "claude", "list_pets") == 200

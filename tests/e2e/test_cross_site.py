@@ -110,7 +110,12 @@ def memory_text(server: Server, headers: dict[str, str]) -> str:
 @pytest.mark.parametrize("open_loopback", [False, True], ids=["default", "open_loopback"])
 @pytest.mark.parametrize("page_host", ["127.0.0.1", "localhost"], ids=["same-site", "cross-site"])
 def test_a_page_on_another_origin_creates_no_grant_runs_no_tool_writes_no_memory(
-    tmp_path: Path, backend: Backend, attack_site: tuple[Path, int], open_loopback: bool, page_host: str
+    tmp_path: Path,
+    backend: Backend,
+    attack_site: tuple[Path, int],
+    open_loopback: bool,
+    page_host: str,
+    engine_configs: str,
 ) -> None:
     auth = "{open_loopback: true}" if open_loopback else "{require_authentication: false}"
     with running_server(config(tmp_path, backend, auth)) as server:

@@ -55,10 +55,13 @@ class Client:
 
 # One real `flux7 serve` (granian) for the module: what HEAD and a deep body meet in production.
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+def client(tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Iterator[Client]:
     tmp = tmp_path_factory.mktemp("edges")
     with running_backend() as backend:
-        config = pets_mesh_config(tmp, backend, POLICY, memory="{enabled: true, hybrid: false, token: m3m}")
+        database = f"database: {module_database_url}" if module_database_url else ""
+        config = pets_mesh_config(
+            tmp, backend, POLICY, memory="{enabled: true, hybrid: false, token: m3m}", extra=database
+        )
         with running_server(config) as server:
             yield Client(server.url)
 

@@ -46,9 +46,11 @@ policies:
 """
 
 
-def write(tmp: Path, auth: str) -> Path:
+def write(tmp: Path, auth: str, database: str) -> Path:
+    """The config; `database` names the engine's PostgreSQL database ("" keeps SQLite at storage_path)."""
     cfg = tmp / "config.yaml"
-    cfg.write_text(f"storage_path: {tmp}/flux7.db\n{BASE_CONFIG}auth:\n  admin_token: {ADMIN}\n{auth}")
+    engine = f"database: {database}\n" if database else ""
+    cfg.write_text(f"storage_path: {tmp}/flux7.db\n{engine}{BASE_CONFIG}auth:\n  admin_token: {ADMIN}\n{auth}")
     return cfg
 
 
@@ -69,11 +71,12 @@ def startup_line(server: Server) -> str:
 
 
 @pytest.fixture(scope="module")
-def strict(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def strict(tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Iterator[Server]:
     """Off loopback with the default identity settings and a JWT issuer configured (never asked in these tests:
     only agent tokens are presented)."""
     tmp = tmp_path_factory.mktemp("strict")
-    with serve_everywhere(write(tmp, f"  jwt: {{jwks_url: 'http://127.0.0.1:9/jwks', issuer: '{ISSUER}'}}\n")) as s:
+    jwt = f"  jwt: {{jwks_url: 'http://127.0.0.1:9/jwks', issuer: '{ISSUER}'}}\n"
+    with serve_everywhere(write(tmp, jwt, module_database_url)) as s:
         yield s
 
 
@@ -220,8 +223,8 @@ async def test_an_mcp_session_is_bound_to_the_token_that_opened_it(strict: Serve
         assert "say.run" in {t.name for t in (await client.list_tools()).tools}
 
 
-def test_allow_claimed_identity_restores_the_reference(tmp_path: Path) -> None:
-    with serve_everywhere(write(tmp_path, "  allow_claimed_identity: true\n")) as server:
+def test_allow_claimed_identity_restores_the_reference(tmp_path: Path, database_url: str) -> None:
+    with serve_everywhere(write(tmp_path, "  allow_claimed_identity: true\n", database_url)) as server:
         line = startup_line(server)
         assert "identities: agent tokens yes, JWT no, claimed agent ids yes, anonymous yes" in line
         claimed = decide(server, "Bearer agent:claude")

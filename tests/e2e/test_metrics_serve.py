@@ -4,7 +4,6 @@ approvals that expire without anyone sweeping them."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,6 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from flux7.shared.db import Database
 from tests.support.mediatype import MediaTypeError, parse_media_type
 from tests.support.mesh import pets_mesh_config
 from tests.support.server import running_server
@@ -112,7 +112,9 @@ def mcp_call(url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return dict(r.json())
 
 
-def test_two_workers_serve_red_upstream_and_approval_metrics(tmp_path: Path, backend: Backend) -> None:
+def test_two_workers_serve_red_upstream_and_approval_metrics(
+    tmp_path: Path, backend: Backend, store: Database, engine_configs: str
+) -> None:
     config = pets_mesh_config(tmp_path, backend, POLICY, approval_timeout=APPROVAL_SECONDS, admin_token=None)
     (tmp_path / "policies" / "burst.yaml").write_text(BURST)
     with running_server(config, workers=2) as server:
@@ -207,6 +209,5 @@ def test_two_workers_serve_red_upstream_and_approval_metrics(tmp_path: Path, bac
 
         assert pending_everywhere(1)(), "the pending approval, before it expires"
         wait_until(pending_everywhere(0), timeout=APPROVAL_SECONDS + 30, what="the expired approval to leave the gauge")
-        with sqlite3.connect(tmp_path / "flux7.db") as db:
-            status = db.execute("SELECT status FROM approvals WHERE resolved_by = ''").fetchall()
+        status = [tuple(r) for r in store.query("SELECT status FROM approvals WHERE resolved_by = ''")]
         assert status == [("pending",)]  # nobody swept it: the gauge reads expiry, not a sweep

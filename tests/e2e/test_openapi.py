@@ -116,7 +116,7 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def served(tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("openapi")
     with running_backend() as backend:
         config = pets_mesh_config(
@@ -126,7 +126,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             approval_timeout=600,
             memory="{enabled: true, hybrid: false, token: m3m}",
             trace_file=True,
-            extra="pin_tools: true",
+            extra="pin_tools: true" + (f"\ndatabase: {module_database_url}" if module_database_url else ""),
         )
         with running_server(config) as server:
             # One call waiting on a human for the whole run, so the approval routes answer a real approval

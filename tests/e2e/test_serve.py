@@ -19,7 +19,7 @@ def call(url: str, tool: str, params: dict[str, object]) -> httpx.Response:
     return httpx.post(f"{url}/tool/{tool}", json={"params": params}, headers=AGENT, timeout=30, trust_env=False)
 
 
-def test_two_workers_share_traces_chain_and_metrics(tmp_path: Path, backend: Backend) -> None:
+def test_two_workers_share_traces_chain_and_metrics(tmp_path: Path, backend: Backend, engine_configs: str) -> None:
     cfg = make_config(tmp_path, backend)
     with running_server(cfg, workers=2) as server:
         with ThreadPoolExecutor(8) as pool:
@@ -52,7 +52,9 @@ def test_two_workers_share_traces_chain_and_metrics(tmp_path: Path, backend: Bac
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
-def test_acknowledged_calls_grants_and_pending_approvals_survive_kill_9(tmp_path: Path, backend: Backend) -> None:
+def test_acknowledged_calls_grants_and_pending_approvals_survive_kill_9(
+    tmp_path: Path, backend: Backend, engine_configs: str
+) -> None:
     cfg = make_config(tmp_path, backend)
     server = start_server(cfg, workers=2)
     acknowledged: list[str] = []

@@ -11,7 +11,7 @@ from tests.support.http import wait_until
 from tests.support.server import start_server, stop_server
 
 
-def test_serve_prints_the_console_url_and_an_access_log_line_per_request(tmp_path: Path) -> None:
+def test_serve_prints_the_console_url_and_an_access_log_line_per_request(tmp_path: Path, engine_env: str) -> None:
     cfg = tmp_path / "config.yaml"
     cfg.write_text("storage_path: flux7.db\nmemory: {enabled: false}\n")
     server = start_server(cfg)
@@ -26,7 +26,7 @@ def test_serve_prints_the_console_url_and_an_access_log_line_per_request(tmp_pat
         stop_server(server)
 
 
-def test_no_access_log_turns_it_off(tmp_path: Path) -> None:
+def test_no_access_log_turns_it_off(tmp_path: Path, engine_env: str) -> None:
     cfg = tmp_path / "config.yaml"
     cfg.write_text("storage_path: flux7.db\nmemory: {enabled: false}\naccess_log: false\n")
     server = start_server(cfg)

@@ -114,7 +114,8 @@ def meet_over_sse() -> Iterator[str]:
 
 
 @pytest.fixture
-def mesh(tmp_path: Path) -> Iterator[Server]:
+def mesh(tmp_path: Path, engine_env: str) -> Iterator[Server]:
+    """flux7 serve on the engine's store (engine_env: FLUX7_DATABASE_URL on PostgreSQL), so its traces land there."""
     (tmp_path / "policies").mkdir()
     (tmp_path / "policies" / "all.yaml").write_text("name: all\nagent: '*'\nrules: [{tools: ['*'], action: allow}]\n")
     (tmp_path / "read.json").write_text(json.dumps(_spec("slowRead")))
