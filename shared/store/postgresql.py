@@ -24,7 +24,7 @@ from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..db import MIGRATIONS_DIR, Database
-from ..errors import Unavailable
+from ..errors import BadRequest, Unavailable
 from .notify import Listener
 from .translate import translate
 
@@ -121,10 +121,22 @@ class Result:
         return iter(self.fetchall())
 
 
+@contextlib.contextmanager
+def _refusing_nul() -> Iterator[None]:
+    """PostgreSQL text holds no NUL character (SQLite's does): input carrying one is the caller's 400, not a 500."""
+    try:
+        yield
+    except psycopg.DataError as e:
+        if "NUL" in str(e):
+            raise BadRequest("text cannot contain NUL (0x00) characters") from e
+        raise
+
+
 def _run(conn: psycopg.Connection[Any], sql: str, params: Any) -> Result:
     named = isinstance(params, dict)
     query = translate(sql, named) if params else sql
-    cur = conn.execute(query, params if params else None)
+    with _refusing_nul():
+        cur = conn.execute(query, params if params else None)
     rows = cur.fetchall() if cur.description is not None else []
     return Result(rows, cur.rowcount)
 
@@ -148,7 +160,7 @@ class Connection:
         if not items:
             return Result([], 0)
         named = isinstance(items[0], dict)
-        with self.raw.cursor() as cur:
+        with self.raw.cursor() as cur, _refusing_nul():
             cur.executemany(translate(sql, named), items)
             return Result([], cur.rowcount)
 

@@ -123,3 +123,18 @@ def test_writes_from_several_instances_are_serialised_as_sqlite_serialises_them(
     finally:
         for s in stores:
             s.close()
+
+
+def test_text_with_a_nul_character_is_a_bad_request_on_postgresql(store: Database) -> None:
+    from flux7.shared.errors import BadRequest
+
+    if store.engine != "postgresql":
+        # SQLite keeps the character: the same statement stores it
+        store.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", ("a\x00b", "now"))
+        assert store.query_one("SELECT count(*) FROM schema_migrations WHERE name = ?", ("a\x00b",))[0] == 1
+        return
+    with pytest.raises(BadRequest, match="NUL"):
+        store.query("SELECT 1 FROM schema_migrations WHERE name = ?", ("a\x00b",))
+    with pytest.raises(BadRequest, match="NUL"), store.write() as conn:
+        conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", ("a\x00b", "now"))
+    assert store.query_one("SELECT count(*) FROM schema_migrations WHERE name LIKE 'a%'")[0] == 0
