@@ -6,12 +6,12 @@ The load is `wrk` at c=32 in all, split over the instances under load: one wrk p
 once, calls/s summed. Each round measures every point (SQLite; PostgreSQL with 1, 2, 3 instances) in an order
 that alternates between rounds; each figure is the median of the rounds. Over every load segment:
 
-- CPU per call of the flux7 processes and of the PostgreSQL server (postmaster and its backends), from /proc,
-  and the whole machine's busy cores (from /proc/stat): what is left for more instances to use;
-- PostgreSQL's own view: commits per governed call (pg_stat_database), and pg_stat_activity sampled every 20 ms:
-  how many of the instances' connections are running, waiting on a lock (advisory: the store-wide write lock;
-  transactionid/tuple: the trace chain's head row), idle in a transaction (the instance's Python between two
-  statements of a transaction, its locks held), or idle.
+- the CPU of the flux7 processes, of the PostgreSQL server (postmaster and its backends), of the echo backend
+  (from /proc) and of wrk (this process's waited children), and the whole machine's busy cores (/proc/stat);
+- PostgreSQL's own view: write transactions per governed call (transaction ids assigned), and pg_stat_activity
+  sampled every 20 ms: how many of the instances' connections are running, waiting on a lock (advisory: the
+  store-wide write lock; transactionid/tuple: the trace chain's head row), idle in a transaction (the instance's
+  Python between two statements of a transaction, its locks held), or idle.
 
 Run: python bench/postgres_instances_bench.py [--quick] [--seconds 8] [--rounds 3]
 Needs wrk and the PostgreSQL server binaries (initdb, pg_ctl). Prints a markdown table and saves
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -92,6 +93,9 @@ class Sampler:
                     self.counts[classify(state, kind, event)] += 1
 
 
+ADVISORY = "waiting: lock advisory"  # pg_advisory_xact_lock: the store-wide write lock (shared/store/postgresql.py)
+
+
 def classify(state: str | None, kind: str | None, event: str | None) -> str:
     if state == "active":
         if kind == "Lock":
@@ -102,9 +106,16 @@ def classify(state: str | None, kind: str | None, event: str | None) -> str:
     return "idle"
 
 
-def commits(url: str) -> int:
+def own_cpu(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def next_xid(url: str) -> int:
+    """The next transaction id to be assigned: its growth counts the write transactions committed or not (a
+    read-only transaction gets none), exactly and at once, unlike pg_stat_database's lagging counters."""
     with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").fetchone()
+        row = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint").fetchone()
     return int(row[0]) if row else 0
 
 
@@ -176,9 +187,12 @@ def segment(dep: Deployment, point: str, seconds: int, script: Path) -> dict[str
     assert dep.cluster is not None
     postmaster = postmaster_pid(dep.cluster)
     sampler = Sampler(dep.db_url)
-    commits_before = commits(dep.db_url) if on_pg else 0
+    xid_before = next_xid(dep.db_url) if on_pg else 0
     mesh_before = [tree_cpu(p.pid) for p, _ in meshes]
     pg_before = tree_cpu(postmaster)
+    backend_before = tree_cpu(dep.procs[0].pid)
+    # wrk runs as this process's child and is waited for within the segment: RUSAGE_CHILDREN grows by its CPU
+    wrk_before, self_before = own_cpu(resource.RUSAGE_CHILDREN), own_cpu(resource.RUSAGE_SELF)
     busy_before, total_before = machine_busy()
     t0 = time.monotonic()
     with ThreadPoolExecutor(len(meshes)) as pool:
@@ -193,6 +207,9 @@ def segment(dep: Deployment, point: str, seconds: int, script: Path) -> dict[str
     busy, total = machine_busy()
     mesh_cpu = sum(tree_cpu(p.pid) - b for (p, _), b in zip(meshes, mesh_before, strict=True))
     pg_cpu = tree_cpu(postmaster) - pg_before
+    backend_cpu = tree_cpu(dep.procs[0].pid) - backend_before
+    wrk_cpu = own_cpu(resource.RUSAGE_CHILDREN) - wrk_before
+    self_cpu = own_cpu(resource.RUSAGE_SELF) - self_before  # the sampler and the bench's own bookkeeping
     calls = max(sum(x["requests"] for x in loads), 1.0)
     rows = sum(sampler.counts.values()) or 1
     out: dict[str, Any] = {
@@ -205,12 +222,20 @@ def segment(dep: Deployment, point: str, seconds: int, script: Path) -> dict[str
         "postgres_cpu_ms_per_call": pg_cpu * 1000 / calls,
         "flux7_cores_busy": mesh_cpu / wall,
         "postgres_cores_busy": pg_cpu / wall,
+        "backend_cores_busy": backend_cpu / wall,
+        "wrk_cores_busy": wrk_cpu / wall,
+        "bench_cores_busy": self_cpu / wall,
         # /proc/stat's total grows by one tick per core per tick: busy / total × cores = cores busy
         "machine_cores_busy": (busy - busy_before) / max(total - total_before, 1e-9) * (os.cpu_count() or 1),
         "per_instance": loads,
     }
+    # what else ran on the machine meanwhile (other work than this benchmark's processes)
+    out["other_cores_busy"] = out["machine_cores_busy"] - sum(
+        out[k]
+        for k in ("flux7_cores_busy", "postgres_cores_busy", "backend_cores_busy", "wrk_cores_busy", "bench_cores_busy")
+    )
     if on_pg:
-        out["commits_per_call"] = (commits(dep.db_url) - commits_before) / calls
+        out["write_transactions_per_call"] = (next_xid(dep.db_url) - xid_before) / calls
         out["samples"] = sampler.samples
         # the mean number of the instances' connections in each state at any moment
         out["connections_by_state"] = {k: v / max(sampler.samples, 1) for k, v in sorted(sampler.counts.items())}
@@ -228,8 +253,12 @@ FIGURES = [
     "postgres_cpu_ms_per_call",
     "flux7_cores_busy",
     "postgres_cores_busy",
+    "backend_cores_busy",
+    "wrk_cores_busy",
+    "bench_cores_busy",
+    "other_cores_busy",
     "machine_cores_busy",
-    "commits_per_call",
+    "write_transactions_per_call",
 ]
 
 
@@ -260,21 +289,24 @@ LABELS = {
 def markdown(points: dict[str, dict[str, Any]], n: int, seconds: int) -> str:
     rows = [
         f"| deployment (c=32 in all) | calls/s (median of {n}; range) | p50 / p99 | non-2xx | flux7 CPU / call |"
-        " postgres CPU / call | cores busy: flux7 / postgres / machine | commits / call |",
+        " postgres CPU / call | cores busy: flux7 / postgres / echo backend / wrk / other work / machine |"
+        " write transactions / call |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for point, m in points.items():
         lo, hi = m["rps_range"]
         pg = f"{m['postgres_cpu_ms_per_call']:.3f} ms" if point != "sqlite" else "–"
-        commits_text = f"{m['commits_per_call']:.2f}" if "commits_per_call" in m else "–"
+        commits_text = f"{m['write_transactions_per_call']:.2f}" if "write_transactions_per_call" in m else "–"
         rows.append(
             f"| {LABELS[point]} | **{m['rps']:,.0f}** ({lo:,.0f} to {hi:,.0f}) |"
             f" {m['p50_ms']:.1f} / {m['p99_ms']:.1f} ms | {m['non_2xx']:.0f} | {m['flux7_cpu_ms_per_call']:.3f} ms |"
-            f" {pg} | {m['flux7_cores_busy']:.2f} / {m['postgres_cores_busy']:.2f} / {m['machine_cores_busy']:.2f}"
+            f" {pg} | {m['flux7_cores_busy']:.2f} / {m['postgres_cores_busy']:.2f} / {m['backend_cores_busy']:.2f}"
+            f" / {m['wrk_cores_busy']:.2f} / {m['other_cores_busy']:.2f} / {m['machine_cores_busy']:.2f}"
             f" | {commits_text} |"
         )
-    states = sorted({s for m in points.values() for s in m.get("connections_by_state", {})})
-    if states:
+    # the store-wide write lock's column is shown even when no sample caught a connection waiting on it
+    states = sorted({s for m in points.values() for s in m.get("connections_by_state", {})} | {ADVISORY})
+    if any("connections_by_state" in m for m in points.values()):
         rows += [
             "",
             "Instances' PostgreSQL connections by state, mean count at any moment"
