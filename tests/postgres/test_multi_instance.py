@@ -301,3 +301,42 @@ def test_kill_9_of_one_instance_under_load_loses_no_acknowledged_write(
                 report = httpx.get(f"{server.url}/traces/verify", headers=ADMIN, trust_env=False, timeout=60).json()
                 assert report.get("break") is None, report
                 assert report["chained"] >= len(acknowledged)
+
+
+DENY_LISTING = PETS_POLICY.replace('  - tools: ["delete_pet"]', '  - tools: ["delete_pet", "list_pets"]')
+
+
+def _listing(server: Server) -> int:
+    return call(server.url, "list_pets", {"limit": 1}).status_code
+
+
+def test_a_policy_edited_on_one_instance_is_enforced_by_the_others_and_by_one_started_later(
+    tmp_path: Path, backend: Backend, postgres_url: str
+) -> None:
+    # each instance has its own disk (its own policy_dir), as machines behind a load balancer do
+    homes = [tmp_path / name for name in ("a", "b", "c")]
+    configs = []
+    for home in homes:
+        home.mkdir()
+        configs.append(pets_mesh_config(home, backend, PETS_POLICY, extra=f"database: {postgres_url}"))
+    with running_server(configs[0]) as a, running_server(configs[1]) as b:
+        assert _listing(a) == 200 and _listing(b) == 200
+        edit = httpx.put(
+            f"{a.url}/policy-files/agents",
+            json={"text": DENY_LISTING},
+            headers=ADMIN,
+            trust_env=False,
+            timeout=30,
+        )
+        assert edit.status_code == 200, edit.text
+        assert _listing(a) == 403
+        wait_until(lambda: _listing(b) == 403, timeout=5, what="the edit made on A to be enforced on B")
+        assert (homes[1] / "policies" / "agents.yaml").read_text() == DENY_LISTING
+        # an instance starting with the files it was deployed with takes the deployment's policies at once
+        with running_server(configs[2]) as c:
+            assert _listing(c) == 403
+            assert (homes[2] / "policies" / "agents.yaml").read_text() == DENY_LISTING
+        # and a file changed on B's own disk reaches A the same way
+        (homes[1] / "policies" / "agents.yaml").write_text(PETS_POLICY)
+        wait_until(lambda: _listing(b) == 200, timeout=5, what="B to reload its own file")
+        wait_until(lambda: _listing(a) == 200, timeout=5, what="the file changed on B to be enforced on A")
