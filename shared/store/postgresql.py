@@ -359,7 +359,10 @@ class PostgresDatabase(Database):
         return f"json_agg(DISTINCT {column})::text"
 
     def json_number(self, document: str, key: str) -> str:
-        return f"(convert_from({document}, 'UTF8')::jsonb ->> '{key}')::double precision"
+        # jsonb refuses the escape \u0000 (JSON's NUL), which a call's parameters may hold: it becomes \u0001 first,
+        # the same length and as valid wherever it stands (after an escaped backslash it is plain text either way).
+        text = f"replace(convert_from({document}, 'UTF8'), '\\u0000', '\\u0001')"
+        return f"({text}::jsonb ->> '{key}')::double precision"
 
     def is_integrity_error(self, e: BaseException) -> bool:
         return isinstance(e, psycopg.IntegrityError)

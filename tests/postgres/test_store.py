@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +139,19 @@ def test_text_with_a_nul_character_is_a_bad_request_on_postgresql(store: Databas
     with pytest.raises(BadRequest, match="NUL"), store.write() as conn:
         conn.execute("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)", ("a\x00b", "now"))
     assert store.query_one("SELECT count(*) FROM schema_migrations WHERE name LIKE 'a%'")[0] == 0
+
+
+def test_a_trace_whose_params_hold_a_nul_character_is_counted_and_verified(store: Database, tmp_path: Path) -> None:
+    # JSON escapes the character as \u0000, which PostgreSQL's jsonb refuses: the outcome-unknown count reads it
+    target = getattr(store, "url", "") or store.path
+    settings = load_settings(None, env={}, database=target, memory={"enabled": False})
+    tracer = Tracer(settings, store)
+    tracer.record(TraceEntry(agent_id="a", tool="t", policy="allow", params={"q": "a\x00b"}))
+    tracer.record(TraceEntry(agent_id="a", tool="t", policy="allow", params={"q": "x"}, status_code=200))
+    # a literal backslash before "u0000", beside a real NUL: still one JSON document with its status code
+    literal = {"q": "\\u0000 \\\x00", "status_code": 0}
+    tracer.record(TraceEntry(agent_id="a", tool="t", policy="allow", params=literal, status_code=200))
+    count, rows = tracer.store.outcome_unknown()
+    assert count == 1 and len(rows) == 1
+    report = tracer.verify()
+    assert "break" not in report and report["last_seq"] == 3
