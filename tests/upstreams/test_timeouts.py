@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -58,8 +58,9 @@ def never_connects(port: int = 0) -> Iterator[int]:
 
 
 @contextmanager
-def never_answers() -> Iterator[int]:
-    """Accepts every connection and reads what comes, and never writes a byte back."""
+def _accepting(handle: Callable[[socket.socket, threading.Event], None]) -> Iterator[int]:
+    """A loopback listener handing each connection it accepts to `handle` (with the stop event); the port is
+    yielded, and at exit the listener stops and every connection is closed."""
     listener = socket.create_server(("127.0.0.1", 0))
     held: list[socket.socket] = []
     stop = threading.Event()
@@ -73,8 +74,8 @@ def never_answers() -> Iterator[int]:
                 continue
             except OSError:
                 return
-            conn.setblocking(False)
             held.append(conn)
+            handle(conn, stop)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -86,6 +87,13 @@ def never_answers() -> Iterator[int]:
         for conn in held:
             conn.close()
         listener.close()
+
+
+@contextmanager
+def never_answers() -> Iterator[int]:
+    """Accepts every connection and reads what comes, and never writes a byte back."""
+    with _accepting(lambda conn, _stop: conn.setblocking(False)) as port:
+        yield port
 
 
 def _spec(operation: str) -> dict[str, Any]:
@@ -265,11 +273,8 @@ def test_timeouts_are_validated_at_load(tmp_path: Path) -> None:
 def stalls_mid_body(drip: bool) -> Iterator[int]:
     """Answers every request with its head and 10 of 100 promised bytes; then says nothing more (drip=False) or
     one more byte every 0.2 s, never reaching the end (drip=True)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
-    held: list[socket.socket] = []
 
-    def answer(conn: socket.socket) -> None:
+    def answer(conn: socket.socket, stop: threading.Event) -> None:
         conn.recv(65536)
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n" + b" " * 10)
         while drip and not stop.wait(0.2):
@@ -278,28 +283,8 @@ def stalls_mid_body(drip: bool) -> Iterator[int]:
             except OSError:
                 return
 
-    def serve() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            held.append(conn)
-            threading.Thread(target=answer, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(5)
-        for conn in held:
-            conn.close()
-        listener.close()
+    with _accepting(lambda conn, stop: threading.Thread(target=answer, args=(conn, stop), daemon=True).start()) as port:
+        yield port
 
 
 @pytest.mark.parametrize("drip", [False, True], ids=["stalls", "trickles"])
