@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -127,34 +127,46 @@ def _latency_summary(latencies: list[float], elapsed: float, errors: int) -> dic
     }
 
 
+async def _drive(
+    call: Callable[[], Awaitable[bool]], conns: int, seconds: int, probe: Probe, warm_s: float
+) -> dict[str, float]:
+    """`conns` clients, each making its next `call` (True when it succeeded) when the last is answered: `warm_s`
+    of warm-up (connections opened), then `seconds` measured with the probe running."""
+    latencies: list[float] = []
+    errors = 0
+
+    async def client(deadline: float) -> None:
+        nonlocal errors
+        while (t0 := time.perf_counter()) < deadline:
+            if not await call():
+                errors += 1
+            latencies.append(time.perf_counter() - t0)
+
+    await asyncio.gather(*[client(time.perf_counter() + warm_s) for _ in range(conns)])
+    latencies.clear()
+    errors = 0
+    probe.start()
+    started = time.perf_counter()
+    await asyncio.gather(*[client(started + seconds) for _ in range(conns)])
+    elapsed = time.perf_counter() - started
+    probe.stop()
+    return _latency_summary(latencies, elapsed, errors)
+
+
 async def _aiohttp_load(
     url: str, body: bytes, headers: dict[str, str], conns: int, seconds: int, probe: Probe
 ) -> dict[str, float]:
     """`conns` clients, each sending its next request when the last is answered, for `seconds`."""
-    latencies: list[float] = []
-    errors = 0
     connector = aiohttp.TCPConnector(limit=conns)
     headers = {"Content-Type": "application/json", **headers}
     async with aiohttp.ClientSession(connector=connector) as session:
 
-        async def client(deadline: float) -> None:
-            nonlocal errors
-            while (t0 := time.perf_counter()) < deadline:
-                async with session.post(url, data=body, headers=headers) as r:
-                    await r.read()
-                    if r.status != 200:
-                        errors += 1
-                latencies.append(time.perf_counter() - t0)
+        async def post() -> bool:
+            async with session.post(url, data=body, headers=headers) as r:
+                await r.read()
+                return r.status == 200
 
-        await asyncio.gather(*[client(time.perf_counter() + 0.2) for _ in range(conns)])  # open the connections
-        latencies.clear()
-        errors = 0
-        probe.start()
-        started = time.perf_counter()
-        await asyncio.gather(*[client(started + seconds) for _ in range(conns)])
-        elapsed = time.perf_counter() - started
-        probe.stop()
-    return _latency_summary(latencies, elapsed, errors)
+        return await _drive(post, conns, seconds, probe, 0.2)
 
 
 def py_load(url: str, body: bytes, headers: dict[str, str], conns: int, seconds: int, probe: Probe) -> dict[str, float]:
@@ -169,29 +181,15 @@ async def _sdk_load(
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    latencies: list[float] = []
-    errors = 0
     limits = httpx2.Limits(max_connections=conns, max_keepalive_connections=conns)
     http = httpx2.AsyncClient(headers=headers, timeout=30, limits=limits)
     async with http, Client(streamable_http_client(url, http_client=http)) as mcp_client:
 
-        async def client(deadline: float) -> None:
-            nonlocal errors
-            while (t0 := time.perf_counter()) < deadline:
-                result = await mcp_client.call_tool(tool, {"text": "hello"})
-                if result.is_error:
-                    errors += 1
-                latencies.append(time.perf_counter() - t0)
+        async def call() -> bool:
+            result = await mcp_client.call_tool(tool, {"text": "hello"})
+            return not result.is_error
 
-        await asyncio.gather(*[client(time.perf_counter() + 0.3) for _ in range(conns)])
-        latencies.clear()
-        errors = 0
-        probe.start()
-        started = time.perf_counter()
-        await asyncio.gather(*[client(started + seconds) for _ in range(conns)])
-        elapsed = time.perf_counter() - started
-        probe.stop()
-    return _latency_summary(latencies, elapsed, errors)
+        return await _drive(call, conns, seconds, probe, 0.3)
 
 
 def sdk_load(url: str, tool: str, headers: dict[str, str], conns: int, seconds: int, probe: Probe) -> dict[str, float]:
