@@ -1,4 +1,5 @@
-"""The policy files' copy in the database, so a replica restores the policies that were in force.
+"""A directory's YAML files and their copy in the database: the policy files (`policy_files`) and the catalog
+files (`catalog_files`), so a replica restores what was in force and several instances share one set.
 
 Policies are YAML files in `policy_dir`, edited by hand or through the console. The database is what Litestream
 replicates; the files are not. So every time a policy set loads without error (at start and on each hot
@@ -6,6 +7,10 @@ reload), `snapshot` records the directory's `*.yaml` files in the `policy_files`
 calls `materialize` to write them back: files that differ are rewritten (the old one kept as `<name>.yaml.bak`),
 files the database does not know are moved aside as `<name>.yaml.bak` (the loader reads `*.yaml` only), and
 nothing happens when the table is empty (a database from before this table, or a deployment without policy_dir).
+
+`DirectoryCopy` is what a hot-reloading loader (shared/policy_store.py, shared/governance/catalog.py) holds: it
+records the set in force, and on PostgreSQL, where instances on their own disks share one database, it makes the
+database's copy the deployment's truth by writing into the directory what another instance recorded.
 """
 
 from __future__ import annotations
@@ -19,9 +24,17 @@ from pathlib import Path
 
 from .db import Database
 
-__all__ = ["Materialized", "materialize", "plain_yaml", "snapshot", "write_back"]
+__all__ = ["TABLES", "DirectoryCopy", "Materialized", "materialize", "plain_yaml", "snapshot", "write_back"]
 
 log = logging.getLogger("flux7.policy")
+
+TABLES = ("policy_files", "catalog_files")  # the tables of this shape; a table name is never taken from input
+
+
+def _table(table: str) -> str:
+    if table not in TABLES:
+        raise ValueError(f"not a table of files: {table!r}")
+    return table
 
 
 def _files(directory: Path) -> dict[str, bytes]:
@@ -30,26 +43,38 @@ def _files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.glob("*.yaml")) if p.is_file()}
 
 
-def snapshot(db: Database, directory: Path) -> bool:
-    """Record the directory's policy files; True when the table changed. Unchanged files cost no write."""
+def _digests(directory: Path) -> dict[str, str]:
+    return {name: hashlib.sha256(data).hexdigest() for name, data in _files(directory).items()}
+
+
+def _state(digests: dict[str, str]) -> str:
+    """One string for a set of files ("" for none), the same whichever side (directory or table) it comes from."""
+    if not digests:
+        return ""
+    return hashlib.sha256(";".join(f"{n}:{d}" for n, d in sorted(digests.items())).encode()).hexdigest()
+
+
+def snapshot(db: Database, directory: Path, table: str = "policy_files") -> bool:
+    """Record the directory's files in `table`; True when the table changed. Unchanged files cost no write."""
+    table = _table(table)
     files = _files(directory)
     digests = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
-    known = {str(r[0]): str(r[1]) for r in db.query("SELECT name, sha256 FROM policy_files")}
+    known = {str(r[0]): str(r[1]) for r in db.query(f"SELECT name, sha256 FROM {table}")}
     if known == digests:
         return False
     now = int(time.time())
     with db.write() as conn:
         for name in known.keys() - digests.keys():
-            conn.execute("DELETE FROM policy_files WHERE name = ?", (name,))
+            conn.execute(f"DELETE FROM {table} WHERE name = ?", (name,))
         for name, digest in digests.items():
             if known.get(name) != digest:
                 conn.execute(
-                    "INSERT INTO policy_files (name, content, sha256, updated_at) VALUES (?, ?, ?, ?) "
+                    f"INSERT INTO {table} (name, content, sha256, updated_at) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT(name) DO UPDATE SET content = excluded.content, sha256 = excluded.sha256, "
                     "updated_at = excluded.updated_at",
                     (name, files[name], digest, now),
                 )
-    log.info("policy files recorded in the database: %d files", len(files))
+    log.info("%s recorded in the database: %d files", table, len(files))
     return True
 
 
@@ -59,12 +84,12 @@ class Materialized:
     set_aside: list[str] = field(default_factory=list)
 
 
-def materialize(db: Database, directory: Path) -> Materialized:
-    """Make the directory hold the recorded policy files (see the module's docstring)."""
+def materialize(db: Database, directory: Path, table: str = "policy_files") -> Materialized:
+    """Make the directory hold the files recorded in `table` (see the module's docstring)."""
     outcome = Materialized()
-    if not db.has_table("policy_files"):
+    if not db.has_table(_table(table)):
         return outcome  # a replica of a database from before the table: nothing recorded, nothing to write
-    rows = db.query("SELECT name, content FROM policy_files ORDER BY name")
+    rows = db.query(f"SELECT name, content FROM {table} ORDER BY name")
     if not rows:
         return outcome
     recorded = {str(name): bytes(content) for name, content in rows if plain_yaml(str(name))}
@@ -98,3 +123,65 @@ def write_back(directory: Path, recorded: dict[str, bytes]) -> Materialized:
         os.replace(temp, path)  # whole file or none: a running server's reload never reads half of one
         outcome.written.append(name)
     return outcome
+
+
+class DirectoryCopy:
+    """`directory`'s files and their copy in `table`, for the loader that hot-reloads them. `record` after each
+    set that loads; where `shared` (PostgreSQL), `poll` before each look at the files: whatever another instance
+    recorded since this one last looked is written here (the replaced file kept as `.bak`), and the loader's own
+    fingerprint check then reloads it. `what` names the files in the log."""
+
+    def __init__(self, db: Database | None, directory: Path | None, table: str, what: str) -> None:
+        self._db = db
+        self.directory = directory
+        self._table = _table(table)
+        self._what = what
+        self._seen = ""  # the table's state as this process last wrote or read it
+
+    @property
+    def shared(self) -> bool:
+        return self._db is not None and self._db.engine == "postgresql" and self.directory is not None
+
+    def _state(self) -> str:
+        assert self._db is not None
+        return _state({str(n): str(d) for n, d in self._db.query(f"SELECT name, sha256 FROM {self._table}")})
+
+    def pull(self) -> bool:
+        """Write here the files another instance recorded since this one last looked (a control-plane edit, a
+        file changed on its disk); True when a file changed. An empty table writes nothing unless this process saw
+        files recorded before (then they were all removed)."""
+        assert self._db is not None and self.directory is not None
+        state = self._state()
+        if state == self._seen:
+            return False
+        if state or not self._seen:
+            outcome = materialize(self._db, self.directory, self._table)  # nothing when nothing is recorded
+        else:
+            outcome = write_back(self.directory, {})  # the last file removed on another instance
+        self._seen = state  # after the write: a failed one is tried again on the next look
+        if outcome.written or outcome.set_aside:
+            log.info("%s files from the database: %s", self._what, ", ".join(outcome.written + outcome.set_aside))
+        return bool(outcome.written or outcome.set_aside)
+
+    def poll(self) -> bool:
+        """`pull` where shared; the database unreachable is logged and the loader goes on with the set in force."""
+        if not self.shared:
+            return False
+        try:
+            return self.pull()
+        except Exception:
+            log.exception("%s files not read from the database", self._what)
+            return False
+
+    def record(self) -> None:
+        """Copy the directory's files (the set now in force) into the table. A failure is logged: it never
+        changes what is in force."""
+        if self._db is None or self.directory is None:
+            return
+        try:
+            snapshot(self._db, self.directory, self._table)
+            if self.shared:
+                # this instance's own files, nothing to pull back; a later record by another instance differs
+                self._seen = _state(_digests(self.directory))
+        except Exception:
+            log.exception("%s files not recorded in the database", self._what)

@@ -14,7 +14,7 @@ from pathlib import Path
 from .db import Database
 from .errors import ConfigError
 from .policy import PolicySet
-from .policy_files import materialize, snapshot
+from .policy_files import DirectoryCopy
 from .settings import Policy, Settings, load_policy_dir, load_settings, parse_policy
 
 __all__ = ["PolicyStore"]
@@ -39,8 +39,9 @@ class PolicyStore:
         self._current = PolicySet(settings.policies, version=self._fingerprint)
         self._next_check = time.monotonic() + self.CHECK_INTERVAL
         self.last_error = ""
-        self._db_seen = ""  # the database's policy files as this process last wrote or read them (PostgreSQL)
-        if self._shared() and self._pull():
+        # the files' copy in the database: on PostgreSQL the deployment's policy files (shared/policy_files.py)
+        self._copy = DirectoryCopy(db, self.policy_dir, "policy_files", "policy")
+        if self._copy.shared and self._copy.pull():
             self.reload_if_changed(force=True)  # an instance starting with older files takes the deployment's
         else:
             self._record()
@@ -71,38 +72,9 @@ class PolicyStore:
         now = time.monotonic()
         if now >= self._next_check:
             self._next_check = now + self.CHECK_INTERVAL
-            if self._shared():
-                try:
-                    self._pull()
-                except Exception:  # the database unreachable: enforcement goes on with the set in force
-                    log.exception("policy files not read from the database")
+            self._copy.poll()  # PostgreSQL: another instance's edit written here first, then reloaded below
             self.reload_if_changed()
         return self._current
-
-    # -- several instances on one PostgreSQL database: the database's copy of the files is the deployment's ------
-
-    def _shared(self) -> bool:
-        return self._db is not None and self._db.engine == "postgresql" and self.policy_dir is not None
-
-    def _recorded_state(self) -> str:
-        assert self._db is not None
-        rows = self._db.query("SELECT name, sha256 FROM policy_files ORDER BY name")
-        return hashlib.sha256(";".join(f"{n}:{d}" for n, d in rows).encode()).hexdigest() if rows else ""
-
-    def _pull(self) -> bool:
-        """Write here the policy files another instance recorded since this one last looked (a console edit, a
-        file changed on its disk); True when a file changed. The next fingerprint check reloads them."""
-        assert self._db is not None and self.policy_dir is not None
-        state = self._recorded_state()
-        if state == self._db_seen:
-            return False
-        self._db_seen = state
-        if not state:
-            return False
-        outcome = materialize(self._db, self.policy_dir)
-        if outcome.written or outcome.set_aside:
-            log.info("policy files from the database: %s", ", ".join(outcome.written + outcome.set_aside))
-        return bool(outcome.written or outcome.set_aside)
 
     def reload_if_changed(self, *, force: bool = False) -> bool:
         with self._lock:
@@ -142,12 +114,7 @@ class PolicyStore:
         directory = self.policy_dir
         if self._db is None or directory is None:
             return
-        try:
-            snapshot(self._db, directory)
-            if self._shared():
-                self._db_seen = self._recorded_state()  # this instance's own files: nothing to pull back
-        except Exception:
-            log.exception("policy files not recorded in the database")
+        self._copy.record()
         if self._on_loaded is not None:
             try:
                 texts = {

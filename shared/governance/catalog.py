@@ -4,7 +4,9 @@ editable through the control plane like policies, and each entry's lifecycle (pr
 
 A file holds one entry (a mapping with `id`) or several (`agents: [...]`). An entry's `id` is an agent id or a
 glob; an agent is described by the first exact entry naming it, else the first glob matching it (file order).
-A suspended or retired agent is refused by the pipeline before any policy (`floor`, rule `lifecycle:<state>`)."""
+A suspended or retired agent is refused by the pipeline before any policy (`floor`, rule `lifecycle:<state>`).
+The files in force are copied into the database (`catalog_files`) as the policy files are: on PostgreSQL that copy
+is the deployment's catalog, and every instance writes a change recorded by another into its own catalog_dir."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from ..db import Database
 from ..errors import BadRequest, ConfigError, Conflict, NotFound, NotImplementedFeature
 from ..globs import glob_match, is_exact
 from ..policy import Decision
+from ..policy_files import DirectoryCopy
 from ..safe_yaml import load_yaml
 from ..settings import Settings
 from .versions import Versions
@@ -125,11 +128,14 @@ class Catalog:
         self._match_cache: dict[str, AgentEntry | None] = {}
         self._next_check = 0.0
         self.last_error = ""
+        self._copy = DirectoryCopy(db, self.directory, "catalog_files", "catalog")
         if self.directory is not None:
             if not self.directory.is_dir():
                 raise ConfigError(
                     settings.config_path or "(config)", "catalog_dir", f"not a directory: {self.directory}"
                 )
+            if self._copy.shared:
+                self._copy.pull()  # an instance starting with older files takes the deployment's
             self.reload_if_changed(force=True)
             if self.last_error:
                 raise ConfigError(str(self.directory), "catalog", self.last_error)
@@ -168,14 +174,21 @@ class Catalog:
             self._versions.sync("catalog", texts, by=by or "reload")
         except Exception:  # a version not recorded never changes the catalog in force
             log.exception("catalog versions not recorded")
+        # after the version: another instance taking these files finds it recorded under who made the edit
+        self._copy.record()
         return True
 
-    @property
-    def entries(self) -> tuple[AgentEntry, ...]:
+    def _look(self) -> None:
+        """At most once a second: the files changed on disk, or (PostgreSQL) by another instance, reloaded."""
         now = time.monotonic()
         if now >= self._next_check:
             self._next_check = now + self.CHECK_INTERVAL
+            self._copy.poll()  # another instance's edit written here first, then reloaded below
             self.reload_if_changed()
+
+    @property
+    def entries(self) -> tuple[AgentEntry, ...]:
+        self._look()
         return self._entries
 
     def match(self, agent: str) -> AgentEntry | None:
@@ -284,10 +297,12 @@ class Catalog:
         return self._dir() / f"{name}.yaml"
 
     def files(self) -> list[dict[str, str]]:
+        self._look()
         return [{"name": f.stem, "file": str(f)} for f in sorted(self._dir().glob("*.yaml"))]
 
     def read_file(self, name: str) -> dict[str, str]:
         path = self._path(name)
+        self._look()
         if not path.is_file():
             raise NotFound("catalog file not found")
         return {"name": path.stem, "text": path.read_bytes().decode("utf-8", errors="replace")}

@@ -1,26 +1,32 @@
 """Three real `flux7 serve` instances on one PostgreSQL behave as one process (issue 18, item 3 and its
 end-to-end checks): an approval held on one instance is released by a resolve on another through LISTEN/NOTIFY
 (polling only while the listener is down), an emergency stop made on one holds on all within a second and so
-does its resume, a rate limit is exact under 3×16 concurrent callers, an MCP session opened on one instance
-works on the others, and a `kill -9` of one instance under load loses no acknowledged write."""
+does its resume, a rate limit and loop detection are exact under 3×16 concurrent callers, an MCP session opened
+on one instance works on the others, a `kill -9` of one instance under load loses no acknowledged write, and
+policy and catalog files edited on one instance are in force on all."""
 
 from __future__ import annotations
 
 import statistics
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
+import pytest
 
+from flux7.shared.limits import params_key
 from tests.postgres.test_serve import ADMIN, AGENT, call, pending
+from tests.support import postgres
 from tests.support.http import wait_until
 from tests.support.mesh import PETS_POLICY, pets_mesh_config
 from tests.support.server import Server, running_server
-from tests.upstreams.servers.http_backend import Backend
+from tests.upstreams.servers.http_backend import Backend, running_backend
 
 WARM_UP = 8  # approvals released before measuring: first connections, first listener, first imports
 MEASURED = 20
@@ -340,3 +346,174 @@ def test_a_policy_edited_on_one_instance_is_enforced_by_the_others_and_by_one_st
         (homes[1] / "policies" / "agents.yaml").write_text(PETS_POLICY)
         wait_until(lambda: _listing(b) == 200, timeout=5, what="B to reload its own file")
         wait_until(lambda: _listing(a) == 200, timeout=5, what="the file changed on B to be enforced on A")
+
+
+# -- one trio on separate disks, with a catalog and loop detection, shared by the tests below --------------------
+
+LOOP_THRESHOLD = 5
+CATALOG_V1 = """agents:
+  - id: claude
+    owner: ann
+    purpose: looks after the pets
+"""
+CATALOG_V2 = CATALOG_V1.replace("owner: ann", "owner: bob")
+HELPERS = """agents:
+  - id: "helper-*"
+    owner: carol
+"""
+CATALOG_V3 = CATALOG_V1.replace("owner: ann", "owner: dan")
+
+
+@dataclass
+class Trio:
+    servers: tuple[Server, Server, Server]
+    homes: list[Path]  # a, b, c and d (d's instance is started by a test, with the files it was deployed with)
+    configs: list[Path]
+    url: str
+
+
+@pytest.fixture(scope="module")
+def trio(tmp_path_factory: pytest.TempPathFactory, postgres_admin_url: str) -> Iterator[Trio]:
+    """Three instances on one database, each with its own disk (policy_dir and catalog_dir), deployed with the
+    same catalog, loop detection on every call."""
+    url = postgres.create_database(postgres_admin_url)
+    root = tmp_path_factory.mktemp("trio")
+    extra = (
+        f"database: {url}\ncatalog_dir: catalog\n"
+        f"loop_detection: {{enabled: true, threshold: {LOOP_THRESHOLD}, window_seconds: 300}}"
+    )
+    try:
+        with running_backend() as backend:
+            homes, configs = [], []
+            for name in ("a", "b", "c", "d"):
+                home = root / name
+                (home / "catalog").mkdir(parents=True)
+                (home / "catalog" / "claude.yaml").write_text(CATALOG_V1)
+                homes.append(home)
+                configs.append(pets_mesh_config(home, backend, PETS_POLICY, extra=extra))
+            with running_server(configs[0]) as a, running_server(configs[1]) as b, running_server(configs[2]) as c:
+                yield Trio((a, b, c), homes, configs, url)
+    finally:
+        postgres.drop_database(postgres_admin_url, url)
+
+
+def _catalog(server: Server) -> dict[str, dict[str, Any]]:
+    r = httpx.get(f"{server.url}/governance/catalog", headers=ADMIN, trust_env=False, timeout=30)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["error"] == "", body
+    return {e["id"]: e for e in body["agents"]}
+
+
+def _owners(server: Server) -> dict[str, str]:
+    return {i: e["owner"] for i, e in _catalog(server).items()}
+
+
+def _serves(server: Server, owners: dict[str, str]) -> bool:
+    return _owners(server) == owners
+
+
+def _put(server: Server, name: str, text: str) -> None:
+    r = httpx.put(
+        f"{server.url}/governance/catalog/files/{name}",
+        json={"text": text, "by": "ann"},
+        headers=ADMIN,
+        trust_env=False,
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+
+
+def _disk(home: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted((home / "catalog").glob("*.yaml"))}
+
+
+def test_a_catalog_edited_on_one_instance_is_served_by_the_others_and_by_one_started_later(trio: Trio) -> None:
+    a, b, c = trio.servers
+    for server in trio.servers:
+        assert _owners(server) == {"claude": "ann"}
+
+    # written through the control plane on A: B and C answer it and hold it on their own disks
+    _put(a, "claude", CATALOG_V2)
+    _put(a, "helpers", HELPERS)
+    assert _owners(a) == {"claude": "bob", "helper-*": "carol"}
+    wanted = {"claude.yaml": CATALOG_V2, "helpers.yaml": HELPERS}
+    for server, home in ((b, trio.homes[1]), (c, trio.homes[2])):
+        wait_until(
+            partial(_serves, server, {"claude": "bob", "helper-*": "carol"}),
+            timeout=5,
+            what=f"the catalog edited on A to be served by {server.url}",
+        )
+        assert _disk(home) == wanted
+        assert (home / "catalog" / "claude.yaml.bak").read_text() == CATALOG_V1  # the file it replaced
+        listed = httpx.get(f"{server.url}/governance/catalog/files/helpers", headers=ADMIN, trust_env=False)
+        assert listed.status_code == 200 and listed.json()["text"] == HELPERS, listed.text
+    # the edit's version is recorded once, under who made it, whichever instance wrote the file first
+    with psycopg.connect(trio.url) as conn:
+        rows = conn.execute(
+            "SELECT by FROM governance_versions WHERE kind = 'catalog' AND name = 'claude.yaml' AND content = %s",
+            (CATALOG_V2,),
+        ).fetchall()
+    assert rows == [("ann",)]
+
+    # an instance starting with the files it was deployed with takes the deployment's catalog at once
+    assert _disk(trio.homes[3]) == {"claude.yaml": CATALOG_V1}
+    with running_server(trio.configs[3]) as d:
+        assert _owners(d) == {"claude": "bob", "helper-*": "carol"}
+        assert _disk(trio.homes[3]) == wanted
+
+    # a file removed on B through the control plane is set aside on A and C
+    removed = httpx.delete(f"{b.url}/governance/catalog/files/helpers", headers=ADMIN, trust_env=False, timeout=30)
+    assert removed.status_code == 200, removed.text
+    for server, home in ((a, trio.homes[0]), (c, trio.homes[2])):
+        wait_until(partial(_serves, server, {"claude": "bob"}), timeout=5, what=f"the removal on {server.url}")
+        assert _disk(home) == {"claude.yaml": CATALOG_V2}
+        assert (home / "catalog" / "helpers.yaml.bak").read_text() == HELPERS
+
+    # and a file changed on C's own disk reaches A and B the same way
+    (trio.homes[2] / "catalog" / "claude.yaml").write_text(CATALOG_V3)
+    for server in (c, a, b):
+        wait_until(partial(_serves, server, {"claude": "dan"}), timeout=5, what=f"C's file on {server.url}")
+    assert _disk(trio.homes[0]) == _disk(trio.homes[1]) == {"claude.yaml": CATALOG_V3}
+
+
+def test_loop_detection_is_exact_under_three_instances_of_sixteen_concurrent_callers(trio: Trio) -> None:
+    callers = 48
+    same = {"limit": 7}  # one call, 48 times at once over A, B and C
+    start = threading.Barrier(callers)
+    answers: list[httpx.Response] = []
+    lock = threading.Lock()
+
+    def caller(n: int) -> None:
+        start.wait(30)
+        r = call(trio.servers[n % 3].url, "list_pets", same)
+        with lock:
+            answers.append(r)
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(callers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(answers) == callers
+    statuses = [r.status_code for r in answers]
+    assert statuses.count(200) == LOOP_THRESHOLD, sorted(statuses)
+    refusal = f'loop_detected: agent "claude" called list_pets with same params {LOOP_THRESHOLD} times in 5m0s'
+    refused = [r for r in answers if r.status_code != 200]
+    assert len(refused) == callers - LOOP_THRESHOLD
+    for r in refused:
+        assert r.status_code == 429, r.text
+        body = r.json()
+        assert body["error"] == refusal and body["policy"] == "rate_limited", body
+    # the calls counted are the ones let through; the next identical call is refused on every instance, while
+    # other params are not a loop
+    with psycopg.connect(trio.url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM rate_events WHERE agent_id = 'claude' AND tool = 'list_pets' AND params_key = %s",
+            (params_key(same),),
+        ).fetchone()
+    assert row == (LOOP_THRESHOLD,)
+    for server in trio.servers:
+        again = call(server.url, "list_pets", same)
+        assert again.status_code == 429 and again.json()["error"] == refusal, again.text
+        assert call(server.url, "list_pets", {"limit": 8 + trio.servers.index(server)}).status_code == 200
