@@ -88,6 +88,10 @@ class PolicyFiles:
 
     def write(self, name: str, data: str | bytes) -> dict[str, Any]:
         """Validate, write (keeping a `.bak`), reload. Nothing stays written when any step refuses it."""
+        with self.store.editing():
+            return self._write(name, data)
+
+    def _write(self, name: str, data: str | bytes) -> dict[str, Any]:
         self.validate(name, data)
         path = self._path(name)
         backup = _atomic_write(path, data)
@@ -105,6 +109,10 @@ class PolicyFiles:
     def set_tool_action(self, agent: str, tool: str, action: str) -> dict[str, Any]:
         if action not in EDIT_ACTIONS:
             raise BadRequest(f"action must be one of {', '.join(EDIT_ACTIONS)}")
+        with self.store.editing():
+            return self._set_tool_action(agent, tool, action)
+
+    def _set_tool_action(self, agent: str, tool: str, action: str) -> dict[str, Any]:
         directory = self.directory
         own = [
             p

@@ -15,10 +15,13 @@ database's copy the deployment's truth by writing into the directory what anothe
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
+import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,12 +57,16 @@ def _state(digests: dict[str, str]) -> str:
     return hashlib.sha256(";".join(f"{n}:{d}" for n, d in sorted(digests.items())).encode()).hexdigest()
 
 
-def snapshot(db: Database, directory: Path, table: str = "policy_files") -> bool:
-    """Record the directory's files in `table`; True when the table changed. Unchanged files cost no write."""
+def snapshot(db: Database, directory: Path, table: str = "policy_files", base: dict[str, str] | None = None) -> bool:
+    """Record the directory's files in `table`; True when the table changed. Unchanged files cost no write.
+    With `base` (the digests the table held when this directory last matched it), only what changed since is
+    written: a file another instance recorded meanwhile stays."""
     table = _table(table)
     files = _files(directory)
     digests = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
-    known = {str(r[0]): str(r[1]) for r in db.query(f"SELECT name, sha256 FROM {table}")}
+    known = base
+    if known is None:
+        known = {str(r[0]): str(r[1]) for r in db.query(f"SELECT name, sha256 FROM {table}")}
     if known == digests:
         return False
     now = int(time.time())
@@ -129,7 +136,9 @@ class DirectoryCopy:
     """`directory`'s files and their copy in `table`, for the loader that hot-reloads them. `record` after each
     set that loads; where `shared` (PostgreSQL), `poll` before each look at the files: whatever another instance
     recorded since this one last looked is written here (the replaced file kept as `.bak`), and the loader's own
-    fingerprint check then reloads it. `what` names the files in the log."""
+    fingerprint check then reloads it; `record` then writes only the files this instance changed, so two edits
+    of different files on two instances both stay (of two edits of one file, the later recorded). A control-plane
+    edit runs inside `editing`. `what` names the files in the log."""
 
     def __init__(self, db: Database | None, directory: Path | None, table: str, what: str) -> None:
         self._db = db
@@ -137,6 +146,8 @@ class DirectoryCopy:
         self._table = _table(table)
         self._what = what
         self._seen = ""  # the table's state as this process last wrote or read it
+        self._base: dict[str, str] = {}  # shared: the table's digests then, which this directory matched
+        self._lock = threading.RLock()  # a pull never writes into the directory in the middle of an edit
 
     @property
     def shared(self) -> bool:
@@ -151,27 +162,40 @@ class DirectoryCopy:
         file changed on its disk); True when a file changed. An empty table writes nothing unless this process saw
         files recorded before (then they were all removed)."""
         assert self._db is not None and self.directory is not None
-        state = self._state()
-        if state == self._seen:
-            return False
-        if state or not self._seen:
-            outcome = materialize(self._db, self.directory, self._table)  # nothing when nothing is recorded
-        else:
-            outcome = write_back(self.directory, {})  # the last file removed on another instance
-        self._seen = state  # after the write: a failed one is tried again on the next look
+        with self._lock:
+            state = self._state()
+            if state == self._seen:
+                return False
+            if state or not self._seen:
+                outcome = materialize(self._db, self.directory, self._table)  # nothing when nothing is recorded
+            else:
+                outcome = write_back(self.directory, {})  # the last file removed on another instance
+            self._seen = state  # after the write: a failed one is tried again on the next look
+            self._base = _digests(self.directory) if state else {}
         if outcome.written or outcome.set_aside:
             log.info("%s files from the database: %s", self._what, ", ".join(outcome.written + outcome.set_aside))
         return bool(outcome.written or outcome.set_aside)
 
     def poll(self) -> bool:
         """`pull` where shared; the database unreachable is logged and the loader goes on with the set in force."""
-        if not self.shared:
-            return False
+        if not self.shared or not self._lock.acquire(blocking=False):
+            return False  # an edit under way here has just pulled: the hot path does not wait for it
         try:
             return self.pull()
         except Exception:
             log.exception("%s files not read from the database", self._what)
             return False
+        finally:
+            self._lock.release()
+
+    @contextlib.contextmanager
+    def editing(self, reload: Callable[[], object]) -> Iterator[None]:
+        """Around a control-plane edit of the directory: the deployment's newest files are taken first (`reload`
+        when any changed), so the edit is checked against them, and no pull writes here until it is recorded."""
+        with self._lock:
+            if self.poll():
+                reload()
+            yield
 
     def record(self) -> None:
         """Copy the directory's files (the set now in force) into the table. A failure is logged: it never
@@ -179,9 +203,13 @@ class DirectoryCopy:
         if self._db is None or self.directory is None:
             return
         try:
-            snapshot(self._db, self.directory, self._table)
-            if self.shared:
+            with self._lock:
+                if not self.shared:
+                    snapshot(self._db, self.directory, self._table)
+                    return
+                mine = _digests(self.directory)
+                snapshot(self._db, self.directory, self._table, base=self._base)
                 # this instance's own files, nothing to pull back; a later record by another instance differs
-                self._seen = _state(_digests(self.directory))
+                self._seen, self._base = _state(mine), mine
         except Exception:
             log.exception("%s files not recorded in the database", self._what)

@@ -4,6 +4,7 @@ Each worker checks file fingerprints at most once a second on use; a broken edit
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import threading
@@ -75,6 +76,11 @@ class PolicyStore:
             self._copy.poll()  # PostgreSQL: another instance's edit written here first, then reloaded below
             self.reload_if_changed()
         return self._current
+
+    def editing(self) -> contextlib.AbstractContextManager[None]:
+        """Around a control-plane edit of policy_dir (shared/policy_edit.py): on PostgreSQL the deployment's
+        newest files first, and no pull in the middle of the edit (shared/policy_files.py DirectoryCopy)."""
+        return self._copy.editing(self.reload_if_changed)
 
     def reload_if_changed(self, *, force: bool = False) -> bool:
         with self._lock:

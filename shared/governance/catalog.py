@@ -314,6 +314,10 @@ class Catalog:
             entries = parse_catalog(text, str(path))
         except ConfigError as e:
             raise BadRequest(f"{e.key}: {e.fault}", extra={"key": e.key}) from None
+        with self._copy.editing(self.reload_if_changed):
+            return self._write(path, text, entries, by=by)
+
+    def _write(self, path: Path, text: str, entries: list[AgentEntry], *, by: str) -> dict[str, Any]:
         others = {e.id for e in self.entries if Path(e.source_file).name != path.name}
         dup = next((e.id for e in entries if e.id in others), None)
         if dup is not None:
@@ -339,8 +343,9 @@ class Catalog:
 
     def delete_file(self, name: str, *, by: str) -> dict[str, Any]:
         path = self._path(name)
-        if not path.is_file():
-            raise NotFound("catalog file not found")
-        path.unlink()
-        self.reload_if_changed(force=True, by=by)
+        with self._copy.editing(self.reload_if_changed):
+            if not path.is_file():
+                raise NotFound("catalog file not found")
+            path.unlink()
+            self.reload_if_changed(force=True, by=by)
         return {"name": path.stem, "deleted": True}

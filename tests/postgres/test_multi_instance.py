@@ -476,6 +476,31 @@ def test_a_catalog_edited_on_one_instance_is_served_by_the_others_and_by_one_sta
         wait_until(partial(_serves, server, {"claude": "dan"}), timeout=5, what=f"C's file on {server.url}")
     assert _disk(trio.homes[0]) == _disk(trio.homes[1]) == {"claude.yaml": CATALOG_V3}
 
+    # two files written at once on two instances: both stay, on every instance
+    start = threading.Barrier(2)
+    codes: list[int] = []
+
+    def put_at_once(server: Server, name: str) -> None:
+        start.wait(10)
+        r = httpx.put(
+            f"{server.url}/governance/catalog/files/{name}",
+            json={"text": f"id: {name}\nowner: {name}-owner\n"},
+            headers=ADMIN,
+            trust_env=False,
+            timeout=30,
+        )
+        codes.append(r.status_code)
+
+    writers = [threading.Thread(target=put_at_once, args=(s, n)) for s, n in ((a, "alpha"), (b, "beta"))]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join(60)
+    assert codes == [200, 200]
+    everything = {"claude": "dan", "alpha": "alpha-owner", "beta": "beta-owner"}
+    for server in trio.servers:
+        wait_until(partial(_serves, server, everything), timeout=5, what=f"both new files on {server.url}")
+
 
 def test_loop_detection_is_exact_under_three_instances_of_sixteen_concurrent_callers(trio: Trio) -> None:
     callers = 48
