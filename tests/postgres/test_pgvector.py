@@ -273,6 +273,23 @@ def test_rows_written_without_the_column_are_backfilled_when_an_index_opens(
         assert_same(reopened.search(query, 5), scanned.search(query, 5))
 
 
+def test_pgvector_installed_after_the_migrations_takes_over_once_its_column_is_added(
+    exact_db: Database, minilm: MiniLMEmbedder
+) -> None:
+    scanned = VectorIndex(exact_db, minilm)
+    scanned.upsert_many(CORPUS)
+    before = {query: scanned.search(query, 4) for query in QUERIES}
+    # docs/memory.md: the extension installed later, then its column added by hand once
+    with exact_db.write() as conn:
+        conn.execute("CREATE EXTENSION vector")
+        conn.execute("ALTER TABLE memory_vectors ADD COLUMN embedding vector")
+    reopened = VectorIndex(exact_db, minilm)  # what the next start opens
+    assert reopened.in_database
+    assert all(column_value is not None for _, column_value in embeddings(exact_db).values())
+    for query, want in before.items():
+        assert_same(reopened.search(query, 4), want)
+
+
 @pytest.fixture
 def services(pgvector_db: Database, exact_db: Database, tmp_path: Path) -> Iterator[Callable[[], list[MemoryService]]]:
     made: list[MemoryService] = []
