@@ -1,6 +1,7 @@
 """Governed calls/s with 1, 2 and 3 `flux7 serve` instances on one PostgreSQL, against one instance on SQLite
 (issue 18): a throwaway PostgreSQL cluster (tests/support/postgres.py), the raw echo backend (granian RSGI), and
-`POST /tool/echo` (one allow rule, traces on, memory off, access log off, 1 granian worker per instance).
+`POST /tool/echo` (one allow rule, traces on, memory off, access log off, 1 granian worker per instance; each
+instance in a folder of its own, with its own trace file).
 
 The load is `wrk` at c=32 in all, split over the instances under load: one wrk per instance with c=32/N, run at
 once, calls/s summed. Each round measures every point (SQLite; PostgreSQL with 1, 2, 3 instances) in an order
@@ -150,16 +151,16 @@ class Deployment:
             f"openapi:\n  - file: spec.json\n    backend_url: http://127.0.0.1:{backend_port}\n"
         )
         self.sqlite = self._mesh(tmp / "sqlite", "storage_path: flux7.db\n" + common)
-        # the first instance migrates alone; the others start on the migrated database
-        self.pg = [self._mesh(tmp / "pg", f"database: {self.db_url}\n" + common)]
-        self.pg += [self._mesh(tmp / "pg", None) for _ in range(2)]
+        # Each instance has a folder of its own, as three machines would: its own trace file (one file appended by
+        # three instances is what docs/deploy.md warns against), policies and local files. They start one after
+        # another, so the first migrates alone and the others start on the migrated database.
+        self.pg = [self._mesh(tmp / f"pg{i}", f"database: {self.db_url}\n" + common) for i in range(max(INSTANCES))]
 
-    def _mesh(self, home: Path, config: str | None) -> tuple[Any, str]:
-        if config is not None:
-            (home / "policies").mkdir(parents=True)
-            (home / "spec.json").write_text(json.dumps(SPEC))
-            (home / "policies" / "bench.yaml").write_text(POLICY)
-            (home / "config.yaml").write_text(config)
+    def _mesh(self, home: Path, config: str) -> tuple[Any, str]:
+        (home / "policies").mkdir(parents=True)
+        (home / "spec.json").write_text(json.dumps(SPEC))
+        (home / "policies" / "bench.yaml").write_text(POLICY)
+        (home / "config.yaml").write_text(config)
         port = free_port()
         cmd = [*SERVE, "--config", str(home / "config.yaml"), "--port", str(port), "--workers", "1"]
         proc = start(cmd, ENV)

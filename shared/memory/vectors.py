@@ -179,9 +179,12 @@ class VectorIndex:
         if k <= 0:
             return []
         if self.in_database:
-            if self.db.query_one("SELECT 1 FROM memory_vectors WHERE model = ? LIMIT 1", (self.embedder.name,)) is None:
+            dim = vectors_pgvector.stored_dim(self.db, self.embedder.name)
+            if dim is None:
                 return []  # an empty index never loads the model
-            return vectors_pgvector.search(self.db, self.embedder.name, self._query_vector(query), k, within)
+            q = self._query_vector(query)
+            self._check_dim(q, dim)
+            return vectors_pgvector.search(self.db, self.embedder.name, q, k, within)
         with self._lock:
             m = self._fresh()
             if m is None or not m.keys:
@@ -200,10 +203,7 @@ class VectorIndex:
                 rows = m.rows[positions]
             if not len(rows):
                 return []
-            if q.shape[0] != rows.shape[1]:
-                raise EmbeddingUnavailable(
-                    f"embedder {self.embedder.name}: {q.shape[0]} dimensions, stored vectors {rows.shape[1]}"
-                )
+            self._check_dim(q, rows.shape[1])
             scores = rows @ q
             n = len(scores)
             if k < n:
@@ -220,13 +220,17 @@ class VectorIndex:
         """The cosine score of each given key that has a vector (keys without one are left out)."""
         wanted = list(dict.fromkeys(keys))
         if self.in_database:
-            if not wanted:
+            dim = vectors_pgvector.stored_dim(self.db, self.embedder.name) if wanted else None
+            if dim is None:
                 return {}
-            return vectors_pgvector.similarities(self.db, self.embedder.name, self._query_vector(query), wanted)
+            q = self._query_vector(query)
+            self._check_dim(q, dim)
+            return vectors_pgvector.similarities(self.db, self.embedder.name, q, wanted)
         found, rows = self._candidates(wanted)
         if not found:
             return {}
         q = self._query_vector(query)
+        self._check_dim(q, rows.shape[1])
         return {key: float(s) for key, s in zip(found, rows @ q, strict=True)}
 
     def missing(self, keys: Iterable[str]) -> list[str]:
@@ -246,6 +250,14 @@ class VectorIndex:
     def __len__(self) -> int:
         keys, _ = self._candidates(None)
         return len(keys)
+
+    def _check_dim(self, query: np.ndarray, stored: int) -> None:
+        # A model that changed its output size under the same name (a remote embedder's `dimensions`): its old
+        # vectors cannot be compared with the query; a clear error on both paths rather than numpy's or nothing.
+        if query.shape[0] != stored:
+            raise EmbeddingUnavailable(
+                f"embedder {self.embedder.name}: {query.shape[0]} dimensions, stored vectors {stored}"
+            )
 
     def _query_vector(self, query: str) -> np.ndarray:
         # A hybrid search asks for the same query's vector twice (top list, then its neighbours' scores).

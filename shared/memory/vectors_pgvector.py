@@ -3,10 +3,12 @@
 migrations/postgresql/0004 creates the extension when `pg_available_extensions` lists it, and 0020 then gives
 `memory_vectors` an `embedding vector` column beside the float32 bytes every engine keeps. Where both exist,
 `VectorIndex` (vectors.py) writes the column too and ranks in the database: an exact scan by inner product
-(`<#>`), the same score as the in-process matrix (the embeddings are unit vectors, so it is their cosine), ties
-broken by key as there. Each instance then keeps no matrix and reloads nothing when another instance writes. No
-approximate (HNSW) index: the column holds every model's vectors, of any dimension, and an exact scan keeps the
-results identical to SQLite's. Without the extension, or without the column, vectors.py scans its matrix.
+(`<#>`), the in-process matrix's score within float32 rounding (the embeddings are unit vectors, so it is their
+cosine), ties broken by key in code point order as there. (Identical vectors tie exactly here; numpy's product may
+round them a unit in the last place apart.) Each instance then keeps no matrix and reloads nothing when another
+instance writes. No approximate (HNSW) index: the column holds every model's vectors, of any dimension, and an
+exact scan keeps the results SQLite's. Without the extension, or without the column, vectors.py scans its matrix.
+tests/postgres/test_pgvector.py runs both paths on a real server with pgvector and compares them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 from ..db import Database
 
-__all__ = ["SET_EMBEDDING", "available", "backfill", "literal", "search", "similarities"]
+__all__ = ["SET_EMBEDDING", "available", "backfill", "literal", "search", "similarities", "stored_dim"]
 
 SET_EMBEDDING = "UPDATE memory_vectors SET embedding = CAST(? AS vector) WHERE key = ?"
 
@@ -49,6 +51,12 @@ def backfill(db: Database) -> int:
     return len(rows)
 
 
+def stored_dim(db: Database, model: str) -> int | None:
+    """The dimension of `model`'s stored vectors (one model has one), or None when it has none."""
+    row = db.query_one("SELECT dim FROM memory_vectors WHERE model = ? LIMIT 1", (model,))
+    return None if row is None else int(row[0])
+
+
 def search(
     db: Database, model: str, query: np.ndarray, k: int, within: Collection[str] | None
 ) -> list[tuple[str, float]]:
@@ -64,7 +72,8 @@ def search(
             return []
         sql += " AND key = ANY(?)"
         params.append(keys)
-    sql += " ORDER BY score DESC, key LIMIT ?"
+    # Ties by key in code point order, as Python sorts them on the matrix path, whatever the database's collation.
+    sql += ' ORDER BY score DESC, key COLLATE "C" LIMIT ?'
     params.append(k)
     return [(str(r[0]), float(r[1])) for r in db.query(sql, tuple(params))]
 

@@ -1,4 +1,5 @@
-"""`flux7 doctor` on a PostgreSQL deployment: the server reached, migrations, pgvector, clock skew."""
+"""`flux7 doctor` on a PostgreSQL deployment: the server reached, migrations, pgvector (on a server that has it:
+`pgvector_admin_url`), clock skew."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import psycopg
 
 from tests.support import postgres
 from tests.support.http import free_port
@@ -50,3 +53,24 @@ def test_an_empty_database_has_its_migrations_pending_and_a_dead_one_fails(
     code, found = doctor(tmp_path, f"postgresql://flux7:pw@127.0.0.1:{free_port()}/x?connect_timeout=1")
     assert code == 1
     assert found[0]["status"] == "fail" and "cannot connect to postgresql://flux7:***@" in found[0]["detail"]
+
+
+def test_doctor_reports_pgvector_where_the_server_has_it_and_warns_where_not(
+    tmp_path: Path, pgvector_admin_url: str, postgres_url: str
+) -> None:
+    with_vector = postgres.create_database(pgvector_admin_url)
+    try:
+        with psycopg.connect(with_vector) as conn:
+            row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        assert row is not None
+        code, found = doctor(tmp_path, with_vector)
+    finally:
+        postgres.drop_database(pgvector_admin_url, with_vector)
+    assert code == 0, found
+    assert {"area": "database", "status": "ok", "detail": f"pgvector {row[0]}"}.items() <= found[1].items(), found
+    assert not any("no pgvector" in f["detail"] for f in found), found
+    # Debian's server (no pgvector package): a warning that says what it costs and what to install
+    code, found = doctor(tmp_path, postgres_url)
+    assert code == 0, found
+    warned = [f for f in found if f["status"] == "warn" and f["detail"] == "no pgvector: vectors are scanned exactly"]
+    assert warned and warned[0]["fix"] == "install pgvector on the server", found

