@@ -1,7 +1,7 @@
 """Governed calls/s with 1, 2 and 3 `flux7 serve` instances on one PostgreSQL, against one instance on SQLite
 (issue 18): a throwaway PostgreSQL cluster (tests/support/postgres.py), the raw echo backend (granian RSGI), and
 `POST /tool/echo` (one allow rule, traces on, memory off, access log off, 1 granian worker per instance; each
-instance in a folder of its own, with its own trace file).
+instance in a folder of its own; SQLite with its JSONL trace file, PostgreSQL without one, as docs/deploy.md says).
 
 The load is `wrk` at c=32 in all, split over the instances under load: one wrk per instance with c=32/N, run at
 once, calls/s summed. Each round measures every point (SQLite; PostgreSQL with 1, 2, 3 instances) in an order
@@ -147,13 +147,13 @@ class Deployment:
         )
         wait_http(f"http://127.0.0.1:{backend_port}/echo")
         common = (
-            "trace_file: traces.jsonl\npolicy_dir: policies\nmemory: {enabled: false}\n"
+            "policy_dir: policies\nmemory: {enabled: false}\n"
             f"openapi:\n  - file: spec.json\n    backend_url: http://127.0.0.1:{backend_port}\n"
         )
-        self.sqlite = self._mesh(tmp / "sqlite", "storage_path: flux7.db\n" + common)
-        # Each instance has a folder of its own, as three machines would: its own trace file (one file appended by
-        # three instances is what docs/deploy.md warns against), policies and local files. They start one after
-        # another, so the first migrates alone and the others start on the migrated database.
+        # Each deployment as docs/deploy.md sets it up: SQLite with its JSONL trace file beside the database;
+        # PostgreSQL instances without one (the database holds the chain), each in a folder of its own as three
+        # machines would be. They start one after another, so the first migrates alone.
+        self.sqlite = self._mesh(tmp / "sqlite", "storage_path: flux7.db\ntrace_file: traces.jsonl\n" + common)
         self.pg = [self._mesh(tmp / f"pg{i}", f"database: {self.db_url}\n" + common) for i in range(max(INSTANCES))]
 
     def _mesh(self, home: Path, config: str) -> tuple[Any, str]:
