@@ -17,7 +17,7 @@ from ..group_commit import GroupCommit, SummedUpserts
 from ..metrics import _ADD as METRIC_ADD
 from ..metrics import _SET as METRIC_SET
 from .chain import JsonlAppender, Verifier, last_envelope, seal
-from .entry import TraceEntry, decode_entry, encode_entry, format_timestamp, normalise, parse_timestamp
+from .entry import TraceEntry, decode_entry, encode_entry, format_timestamp, normalise, normalised, parse_timestamp
 
 __all__ = ["TraceStore"]
 
@@ -212,11 +212,10 @@ class TraceStore:
         results: list[tuple[int, TraceEntry] | TraceEntry | None] = []
         for item in items:
             if isinstance(item, NewRow):
-                entry = normalise(item.entry)
+                entry, ts = normalised(item.entry)
                 seq += 1
                 line, digest = seal(encode_entry(entry), self.key, seq, digest)
                 lines.append((seq, line))
-                ts = parse_timestamp(entry.timestamp) or time.time_ns()
                 rows.append((entry.trace_id, entry.session_id, entry.agent_id, entry.tool, ts, seq))
                 for k, v in _contribution(entry).items():
                     stats[k] += v
