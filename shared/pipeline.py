@@ -543,7 +543,7 @@ class Pipeline:
     def _count(self, action: str, conn: Any = None) -> None:
         metrics = getattr(self.mesh, "metrics", None)
         if metrics is not None:
-            metrics.inc("calls_total", {"action": action}, conn=conn)
+            metrics.count_action(action, conn=conn)
 
     def _finished(
         self,
