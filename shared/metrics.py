@@ -168,12 +168,10 @@ _Hist = tuple[str, str, str, str, tuple[str, ...]]  # what _histogram_series ret
 
 
 @functools.lru_cache(maxsize=8192)
-def _histogram_series(
-    full: str, bounds: tuple[float, ...], items: tuple[tuple[str, str], ...]
-) -> _Hist:
+def _histogram_series(full: str, bounds: tuple[float, ...], items: tuple[tuple[str, str], ...]) -> _Hist:
     """A histogram's row names (bucket, sum, count), its label set, and the label set of each bucket (the last
     is +Inf): worked out once per label set, an observation then only picks its bucket."""
-    buckets = tuple(_label_text((*items, ("le", _le(b)))) for b in bounds) + (_label_text((*items, ("le", "+Inf"))),)
+    buckets = tuple(_label_text((*items, ("le", le))) for le in (*map(_le, bounds), "+Inf"))
     return f"{full}_bucket", f"{full}_sum", f"{full}_count", _label_text(items), buckets
 
 
@@ -304,9 +302,7 @@ class Metrics:
         with self.db.write() as c:
             rows(c)
 
-    def _call_series(
-        self, tool: str, agent: str, outcome: str, transport: str
-    ) -> tuple[str, _Hist, _Hist]:
+    def _call_series(self, tool: str, agent: str, outcome: str, transport: str) -> tuple[str, _Hist, _Hist]:
         """The label texts of a call's RED counter and its two duration histograms, once per label set."""
         key = (tool, agent, outcome, transport)
         found = self._series_memo.get(key)

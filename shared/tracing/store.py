@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -17,7 +16,7 @@ from ..group_commit import GroupCommit, SummedUpserts
 from ..metrics import _ADD as METRIC_ADD
 from ..metrics import _SET as METRIC_SET
 from .chain import JsonlAppender, Verifier, last_envelope, seal
-from .entry import TraceEntry, decode_entry, encode_entry, format_timestamp, normalise, normalised, parse_timestamp
+from .entry import TraceEntry, decode_entry, encode_entry, format_timestamp, normalise, normalised
 
 __all__ = ["TraceStore"]
 
