@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -129,8 +130,7 @@ class UpstreamState:
     live: bool | None = None
 
 
-@dataclass(frozen=True)
-class CallSample:
+class CallSample(msgspec.Struct, frozen=True, kw_only=True):
     """What one finished governed call adds: RED per tool/agent/outcome, the gateway's time per transport, and,
     when it reached an upstream, that upstream's latency, error count and up/down state."""
 
@@ -164,13 +164,24 @@ def _label_text(items: tuple[tuple[str, str], ...]) -> str:
     return ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(items))
 
 
+_Hist = tuple[str, str, str, str, tuple[str, ...]]  # what _histogram_series returns
+
+
 @functools.lru_cache(maxsize=8192)
-def _series(
-    full: str, bounds: tuple[float, ...], items: tuple[tuple[str, str], ...], i: int
-) -> tuple[tuple[str, str, str], str, str]:
-    """A histogram observation's row names, its label set, and its bucket's label set (bucket `i`)."""
-    le = _le(bounds[i]) if i < len(bounds) else "+Inf"
-    return (f"{full}_bucket", f"{full}_sum", f"{full}_count"), _label_text(items), _label_text((*items, ("le", le)))
+def _histogram_series(full: str, bounds: tuple[float, ...], items: tuple[tuple[str, str], ...]) -> _Hist:
+    """A histogram's row names (bucket, sum, count), its label set, and the label set of each bucket (the last
+    is +Inf): worked out once per label set, an observation then only picks its bucket."""
+    buckets = tuple(_label_text((*items, ("le", le))) for le in (*map(_le, bounds), "+Inf"))
+    return f"{full}_bucket", f"{full}_sum", f"{full}_count", _label_text(items), buckets
+
+
+_CALLS = "agent_mesh_calls_total"
+_ACTION_TEXT = {a: _label_text((("action", a),)) for a in (*ACTIONS, "error")}
+_TOOL_CALLS = "agent_mesh_tool_calls_total"
+_TOOL_DURATION = "agent_mesh_tool_call_duration_seconds"
+_REQUEST_DURATION = "agent_mesh_request_duration_seconds"
+_UPSTREAM_LATENCY = "agent_mesh_upstream_latency_seconds"
+_CALL_SERIES_MEMO = 8192  # (tool, agent, outcome, transport) sets remembered per process; bounded by the caps
 
 
 def _parse_labels(text: str) -> dict[str, str]:
@@ -211,6 +222,7 @@ class Metrics:
         self._upstreams = upstreams or (lambda: ())
         self._admitted: dict[str, set[str]] = {"tool": set(), "agent": set()}
         self._refused: dict[str, set[str]] = {"tool": set(), "agent": set()}
+        self._series_memo: dict[tuple[str, str, str, str], tuple[str, _Hist, _Hist]] = {}
 
     # -- writing ------------------------------------------------------------------------------------------
 
@@ -225,6 +237,14 @@ class Metrics:
         if by < 0:
             raise ValueError("a counter only goes up")
         self._write([(full, _labels(given), float(by))], [], conn)
+
+    def count_action(self, action: str, *, conn: Any = None) -> None:
+        """`inc("calls_total", {"action": action})`, what every governed call adds, without its checks (the
+        counter and its one label are known) and with the label text remembered."""
+        text = _ACTION_TEXT.get(action)
+        if text is None:
+            text = _labels({"action": action})
+        self._write([(_CALLS, text, 1.0)], [], conn)
 
     def observe(self, name: str, value: float, labels: Mapping[str, str] | None = None, *, conn: Any = None) -> None:
         full = _canonical(name)
@@ -242,12 +262,12 @@ class Metrics:
     ) -> list[tuple[str, str, float]]:
         if math.isnan(value):
             return []
+        bucket, total, count, plain, buckets = _histogram_series(full, bounds, tuple(labels.items()))
         i = bisect.bisect_left(bounds, value)  # the smallest bound >= value; past the end is +Inf
-        names, plain, bucket = _series(full, bounds, tuple(labels.items()), i)
         return [
-            (names[0], bucket, 1.0),  # one row per bucket, not cumulative
-            (names[1], plain, value),
-            (names[2], plain, 1.0),
+            (bucket, buckets[i], 1.0),  # one row per bucket, not cumulative
+            (total, plain, value),
+            (count, plain, 1.0),
         ]
 
     def record_call(self, sample: CallSample, *, conn: Any = None) -> None:
@@ -256,15 +276,16 @@ class Metrics:
         def rows(c: Any) -> None:
             tool = self._admit(c, "tool", sample.tool)
             agent = self._admit(c, "agent", sample.agent)
-            red = {"tool": tool, "agent": agent, "outcome": sample.outcome}
-            add = [("agent_mesh_tool_calls_total", _labels(red), 1.0)]
-            add += self._observation("agent_mesh_tool_call_duration_seconds", _CALL, sample.seconds, red)
-            add += self._observation(
-                "agent_mesh_request_duration_seconds", _CALL, sample.seconds, {"transport": sample.transport}
-            )
+            red_text, by_tool, by_transport = self._call_series(tool, agent, sample.outcome, sample.transport)
+            add = [(_TOOL_CALLS, red_text, 1.0)]
+            seconds = sample.seconds
+            if not math.isnan(seconds):
+                i = bisect.bisect_left(_CALL, seconds)  # both histograms have the _CALL buckets
+                for bucket, total, count, plain, buckets in (by_tool, by_transport):
+                    add += ((bucket, buckets[i], 1.0), (total, plain, seconds), (count, plain, 1.0))
             put: list[tuple[str, str, float]] = []
             if sample.upstream_seconds is not None:
-                add += self._observation("agent_mesh_upstream_latency_seconds", _LATENCY, sample.upstream_seconds, {})
+                add += self._observation(_UPSTREAM_LATENCY, _LATENCY, sample.upstream_seconds, {})
             if sample.upstream:
                 where = _labels({"upstream": sample.upstream, "source": sample.source})
                 if sample.upstream_failed:
@@ -280,6 +301,22 @@ class Metrics:
             return
         with self.db.write() as c:
             rows(c)
+
+    def _call_series(self, tool: str, agent: str, outcome: str, transport: str) -> tuple[str, _Hist, _Hist]:
+        """The label texts of a call's RED counter and its two duration histograms, once per label set."""
+        key = (tool, agent, outcome, transport)
+        found = self._series_memo.get(key)
+        if found is None:
+            red = (("tool", tool), ("agent", agent), ("outcome", outcome))
+            found = (
+                _label_text(red),
+                _histogram_series(_TOOL_DURATION, _CALL, red),
+                _histogram_series(_REQUEST_DURATION, _CALL, (("transport", transport),)),
+            )
+            if len(self._series_memo) >= _CALL_SERIES_MEMO:
+                self._series_memo.clear()
+            self._series_memo[key] = found
+        return found
 
     def _admit(self, conn: Any, label: str, value: str) -> str:
         """`value`, or `other` once the label holds its cap of distinct values. Asks the database only for a

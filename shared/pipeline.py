@@ -543,7 +543,7 @@ class Pipeline:
     def _count(self, action: str, conn: Any = None) -> None:
         metrics = getattr(self.mesh, "metrics", None)
         if metrics is not None:
-            metrics.inc("calls_total", {"action": action}, conn=conn)
+            metrics.count_action(action, conn=conn)
 
     def _finished(
         self,
@@ -626,28 +626,32 @@ class Pipeline:
     def _entry(self, call: Call, out: Outcome, start: float, **extra: Any) -> Any:
         latency = (time.perf_counter() - start) * 1000
         out.latency_ms = latency
-        fields: dict[str, Any] = {
-            "trace_id": call.trace.trace_id,
-            "session_id": call.session_id,
-            "agent_id": call.caller.agent_id,
-            "user_id": call.caller.user_id,
-            "tool": call.tool,
-            "params": call.arguments,
-            "policy": out.policy,
-            "policy_rule": out.rule,
-            "status_code": out.status,
-            "latency_ms": int(latency),
-            "error": out.error,
-            "timestamp": _now_rfc3339(),
-            "span_id": call.trace.span_id,
-            "parent_span_id": call.trace.parent_span_id,
-            "approval_id": out.approval_id,
-            "estimated_input_tokens": _estimate_tokens(call.arguments),
-            "estimated_output_tokens": _estimate_tokens(out.result) if out.has_result else 0,
-            "tokens_source": "estimate",
-        }
-        fields.update({k: v for k, v in extra.items() if v not in (None, "")})
-        return TraceEntry(**fields)
+        caller, trace = call.caller, call.trace
+        # The extras that are set (None and "" leave the field at its zero value); keywords straight into the
+        # Struct, no intermediate dict of the fixed fields.
+        given = {k: v for k, v in extra.items() if v is not None and not (isinstance(v, str) and v == "")}
+        approval_id = given.pop("approval_id", out.approval_id)  # the one fixed field an extra may set
+        return TraceEntry(
+            trace_id=trace.trace_id,
+            session_id=call.session_id,
+            agent_id=caller.agent_id,
+            user_id=caller.user_id,
+            tool=call.tool,
+            params=call.arguments,
+            policy=out.policy,
+            policy_rule=out.rule,
+            status_code=out.status,
+            latency_ms=int(latency),
+            error=out.error,
+            timestamp=_now_rfc3339(),
+            span_id=trace.span_id,
+            parent_span_id=trace.parent_span_id,
+            approval_id=approval_id,
+            estimated_input_tokens=_estimate_tokens(call.arguments),
+            estimated_output_tokens=_estimate_tokens(out.result) if out.has_result else 0,
+            tokens_source="estimate",
+            **given,
+        )
 
     @staticmethod
     def _grant_fields(grant: Any) -> dict[str, Any]:

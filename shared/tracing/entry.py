@@ -20,6 +20,7 @@ __all__ = [
     "entry_to_wire",
     "format_timestamp",
     "normalise",
+    "normalised",
     "parse_timestamp",
 ]
 
@@ -84,7 +85,7 @@ class TraceEntry(msgspec.Struct, kw_only=True):
     upstream: Egress | None = None
 
 
-_NESTED = frozenset({"request", "upstream"})
+_NESTED = ("request", "upstream")  # in wire order
 _ALWAYS = frozenset(
     {
         "trace_id",
@@ -109,31 +110,41 @@ _INTS = (
 )
 
 
+# The fields written only when not zero (Go omitempty), in wire order.
+_OMITTED_WHEN_ZERO = tuple(n for n in _FIELDS if n not in _ALWAYS and n not in _NESTED and n != "exit_code")
+
+
 def entry_to_wire(entry: TraceEntry) -> dict[str, Any]:
     """The JSON object of an entry, in wire order, with omitempty applied."""
-    out: dict[str, Any] = {}
-    for name in _FIELDS:
-        value = getattr(entry, name)
-        if name in _ALWAYS:
-            out[name] = value
-        elif name == "exit_code":
-            if value is not None:
-                out[name] = value
-        elif name in _NESTED:
-            nested = msgspec.to_builtins(value) if value is not None else None
-            if nested:  # an all-empty object is left out like any zero value
-                out[name] = nested
-        elif value:
-            out[name] = value
+    # msgspec's asdict keeps the field order and costs a fraction of one getattr per field; deleting a key keeps
+    # the order of the others.
+    out = msgspec.structs.asdict(entry)
+    for name in _OMITTED_WHEN_ZERO:
+        if not out[name]:
+            del out[name]
+    if out["exit_code"] is None:
+        del out["exit_code"]
+    for name in _NESTED:
+        value = out[name]
+        nested = msgspec.to_builtins(value) if value is not None else None
+        if nested:  # an all-empty object is left out like any zero value
+            out[name] = nested
+        else:
+            del out[name]
     return out
 
 
 def normalise(entry: TraceEntry) -> TraceEntry:
     """Coerce numbers to the wire types (callers may hand float milliseconds) and fill id and time."""
+    return normalised(entry)[0]
+
+
+def normalised(entry: TraceEntry) -> tuple[TraceEntry, int]:
+    """`normalise`, and the entry's time in nanoseconds since the epoch (what the store indexes)."""
     changes: dict[str, Any] = {}
     for name in _INTS:
         value = getattr(entry, name)
-        if not isinstance(value, int) or isinstance(value, bool):
+        if type(value) is not int and (not isinstance(value, int) or isinstance(value, bool)):
             changes[name] = round(float(value or 0))
     if entry.exit_code is not None and not isinstance(entry.exit_code, int):
         changes["exit_code"] = int(entry.exit_code)
@@ -141,12 +152,18 @@ def normalise(entry: TraceEntry) -> TraceEntry:
         changes["supervisor_confidence"] = float(entry.supervisor_confidence or 0)
     if not entry.trace_id:
         changes["trace_id"] = secrets.token_hex(16)
-    ns = parse_timestamp(entry.timestamp) if entry.timestamp else None
-    if ns is None:  # absent or not RFC 3339: the time of recording
-        changes["timestamp"] = format_timestamp(time.time_ns())
-    elif (canonical := format_timestamp(ns)) != entry.timestamp:
-        changes["timestamp"] = canonical  # Go's RFC3339Nano in UTC, whatever offset or precision came in
-    return msgspec.structs.replace(entry, **changes) if changes else entry
+    text = entry.timestamp
+    ns = _canonical_ns(text) if text else None  # the usual case: written by format_timestamp, kept as it is
+    if ns is None:
+        parsed = parse_timestamp(text) if text else None
+        if parsed is None:  # absent or not RFC 3339: the time of recording
+            ns = time.time_ns()
+            changes["timestamp"] = format_timestamp(ns)
+        else:
+            ns = parsed
+            if (canonical := format_timestamp(ns)) != text:
+                changes["timestamp"] = canonical  # Go's RFC3339Nano in UTC, whatever offset or precision came in
+    return (msgspec.structs.replace(entry, **changes) if changes else entry), ns
 
 
 def encode_entry(entry: TraceEntry) -> bytes:
@@ -193,6 +210,36 @@ def _epoch_seconds(year: int, month: int, day: int, hour: int, minute: int, seco
     except ValueError:
         return None
     return (dt - _EPOCH) // timedelta(seconds=1)
+
+
+@functools.lru_cache(maxsize=256)
+def _canonical_second(text: str) -> int | None:
+    # "YYYY-MM-DDTHH:MM:SS" as format_timestamp writes it: its epoch seconds; None for any other text.
+    m = _RFC3339.match(text + "Z")
+    if not m or m.group(7) is not None:
+        return None
+    seconds = _epoch_seconds(*(int(m.group(i)) for i in range(1, 7)))
+    if seconds is None or _second(seconds) != text:
+        return None
+    return seconds
+
+
+def _canonical_ns(text: str) -> int | None:
+    """Nanoseconds of a timestamp already in format_timestamp's form (UTC, `Z`, a fraction without trailing
+    zeros), None for anything else (which parse_timestamp then reads and format_timestamp rewrites). The
+    seconds part is looked up once per second: every line of a second shares it."""
+    n = len(text)
+    if n < 20 or text[-1] != "Z":
+        return None
+    seconds = _canonical_second(text[:19])
+    if seconds is None:
+        return None
+    if n == 20:
+        return seconds * 1_000_000_000
+    frac = text[20:-1]
+    if text[19] != "." or not 1 <= len(frac) <= 9 or not frac.isdigit() or not frac.isascii() or frac[-1] == "0":
+        return None
+    return seconds * 1_000_000_000 + int(frac.ljust(9, "0"))
 
 
 def parse_timestamp(text: str) -> int | None:

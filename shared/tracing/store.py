@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -17,7 +16,7 @@ from ..group_commit import GroupCommit, SummedUpserts
 from ..metrics import _ADD as METRIC_ADD
 from ..metrics import _SET as METRIC_SET
 from .chain import JsonlAppender, Verifier, last_envelope, seal
-from .entry import TraceEntry, decode_entry, encode_entry, format_timestamp, normalise, parse_timestamp
+from .entry import TraceEntry, decode_entry, encode_entry, format_timestamp, normalise, normalised
 
 __all__ = ["TraceStore"]
 
@@ -41,17 +40,19 @@ def _blob(value: Any) -> bytes:
     return value.encode() if isinstance(value, str) else bytes(value)
 
 
-def _contribution(e: TraceEntry) -> dict[str, int]:
-    return {
-        "total": 1,
-        "allowed": int(e.policy == "allow"),
-        "denied": int(e.policy == "deny"),
-        "human_approval": int(e.policy == "human_approval"),
+def _contribution(e: TraceEntry) -> tuple[int, ...]:
+    """What an entry adds to trace_stats, in _STATS order."""
+    policy = e.policy
+    return (
+        1,
+        policy == "allow",
+        policy == "deny",
+        policy == "human_approval",
         # A failed execution, not a refusal: denies, stops and limits carry their reason in `error` too.
-        "errors": int(bool(e.error) and (e.policy == "allow" or e.status_code >= 500)),
-        "estimated_input_tokens": e.estimated_input_tokens,
-        "estimated_output_tokens": e.estimated_output_tokens,
-    }
+        bool(e.error) and (policy == "allow" or e.status_code >= 500),
+        e.estimated_input_tokens,
+        e.estimated_output_tokens,
+    )
 
 
 class NewRow:
@@ -175,24 +176,23 @@ class TraceStore:
 
     # -- grouped writes: one transaction for what concurrent calls wrote meanwhile (shared/group_commit.py) ---
 
-    async def begin_grouped(
+    def begin_grouped(
         self, entry: TraceEntry, also: Callable[[Any], None] | None = None
-    ) -> tuple[int, TraceEntry]:
-        """`begin`, committed with the rows other calls of this process write at the same time."""
-        result = await self.group.submit(NewRow(entry, also))
-        assert isinstance(result, tuple)
-        return result
+    ) -> Awaitable[tuple[int, TraceEntry]]:
+        """`begin`, committed with the rows other calls of this process write at the same time. The group's own
+        awaitable, no coroutine of its own: a new row's result is always (row id, stored entry)."""
+        return cast("Awaitable[tuple[int, TraceEntry]]", self.group.submit(NewRow(entry, also)))
 
-    async def revise_grouped(
+    def revise_grouped(
         self,
         row_id: int,
         changes: dict[str, Any],
         also: Callable[[Any], None] | None = None,
         current: TraceEntry | None = None,
-    ) -> TraceEntry | None:
-        """`revise`, committed with the rows other calls of this process write at the same time."""
-        new = await self.group.submit(Revision(row_id, changes, also, current))
-        return new if isinstance(new, TraceEntry) else None
+    ) -> Awaitable[TraceEntry | None]:
+        """`revise`, committed with the rows other calls of this process write at the same time: the new revision,
+        None when there is no such row (a revision's result is never a tuple)."""
+        return cast("Awaitable[TraceEntry | None]", self.group.submit(Revision(row_id, changes, also, current)))
 
     def apply(self, conn: Any, items: Sequence[NewRow | Revision]) -> list[tuple[int, TraceEntry] | TraceEntry | None]:
         """Write `items` in order inside the caller's transaction: new rows ((row id, stored entry)) and
@@ -208,17 +208,16 @@ class TraceStore:
         rows: list[tuple[Any, ...]] = []  # new rows, by line seq
         moved: list[tuple[int, int]] = []  # (row id, line seq): the usual revision, only the pointer moves
         rekeyed: list[tuple[Any, ...]] = []
-        stats = dict.fromkeys(_STATS, 0)
+        stats = [0] * len(_STATS)
         results: list[tuple[int, TraceEntry] | TraceEntry | None] = []
         for item in items:
             if isinstance(item, NewRow):
-                entry = normalise(item.entry)
+                entry, ts = normalised(item.entry)
                 seq += 1
                 line, digest = seal(encode_entry(entry), self.key, seq, digest)
                 lines.append((seq, line))
-                ts = parse_timestamp(entry.timestamp) or time.time_ns()
                 rows.append((entry.trace_id, entry.session_id, entry.agent_id, entry.tool, ts, seq))
-                for k, v in _contribution(entry).items():
+                for k, v in enumerate(_contribution(entry)):
                     stats[k] += v
                 results.append((seq, entry))  # the seq becomes the row id once the rows are inserted
                 continue
@@ -226,7 +225,9 @@ class TraceStore:
             if old is None:
                 results.append(None)
                 continue
-            changes = {k: v for k, v in item.changes.items() if k != "revision"}
+            changes = item.changes
+            if "revision" in changes:  # the store numbers revisions itself
+                changes = {k: v for k, v in changes.items() if k != "revision"}
             new = normalise(msgspec.structs.replace(old, **changes, revision=old.revision + 1))
             seq += 1
             line, digest = seal(encode_entry(new), self.key, seq, digest)
@@ -236,9 +237,8 @@ class TraceStore:
                 moved.append((item.row_id, seq))
             else:
                 rekeyed.append((seq, new.session_id, new.agent_id, new.tool, item.row_id))
-            before, after = _contribution(old), _contribution(new)
-            for k in _STATS:
-                stats[k] += after[k] - before[k]
+            for k, (before, after) in enumerate(zip(_contribution(old), _contribution(new), strict=True)):
+                stats[k] += after - before
             current[item.row_id] = new
             results.append(new)
         if lines:
@@ -261,8 +261,8 @@ class TraceStore:
             conn.execute("UPDATE traces SET line_seq = ?, session_id = ?, agent_id = ?, tool = ? WHERE id = ?", rekey)
         if lines:
             conn.execute("UPDATE trace_chain SET seq = ?, hash = ? WHERE id = 1", (seq, digest))
-        if any(stats.values()):
-            self._add_stats(conn, stats)
+        if any(stats):
+            conn.execute(_ADD_STATS, stats)
         hooks = [
             item.also
             for item, result in zip(items, results, strict=True)
@@ -290,10 +290,6 @@ class TraceStore:
             unique,
         ).fetchall()
         return {int(row_id): decode_entry(_blob(line)) for row_id, line in found}
-
-    @staticmethod
-    def _add_stats(conn: Any, delta: dict[str, int]) -> None:
-        conn.execute(_ADD_STATS, tuple(delta[k] for k in _STATS))
 
     def _write_file(self, lines: list[bytes]) -> None:
         if self.appender is None or not lines:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -147,14 +147,14 @@ class Tracer:
             self._export(stored)
         return stored
 
-    async def begin_grouped(
+    def begin_grouped(
         self, entry: TraceEntry, also: Callable[[Any], None] | None = None
-    ) -> tuple[int, TraceEntry]:
-        """`begin` (a call's intent), in the next group commit: durable when it returns. (row id, the entry as
-        stored: what `revise_grouped(current=...)` takes)."""
-        return await self.store.begin_grouped(entry, also)
+    ) -> Awaitable[tuple[int, TraceEntry]]:
+        """`begin` (a call's intent), in the next group commit: durable when it resolves. (row id, the entry as
+        stored: what `revise_grouped(current=...)` takes). The store's awaitable itself: no coroutine per call."""
+        return self.store.begin_grouped(entry, also)
 
-    async def revise_grouped(
+    def revise_grouped(
         self,
         row_id: int,
         changes: dict[str, Any],
@@ -162,11 +162,18 @@ class Tracer:
         *,
         export: bool = False,
         current: TraceEntry | None = None,
-    ) -> TraceEntry | None:
+    ) -> Awaitable[TraceEntry | None]:
         """`revise` (a call's outcome), in the next group commit. `current`: the row's newest revision when the
-        caller holds it (it wrote it, and nothing else revises a call in flight), so the store need not read it."""
-        new = await self.store.revise_grouped(row_id, changes, also, current)
-        if new is not None and export:
+        caller holds it (it wrote it, and nothing else revises a call in flight), so the store need not read it.
+        Without an exporter (or `export`), the store's awaitable itself: no coroutine per call."""
+        written = self.store.revise_grouped(row_id, changes, also, current)
+        if export and self.exporter is not None:
+            return self._exported(written)
+        return written
+
+    async def _exported(self, written: Awaitable[TraceEntry | None]) -> TraceEntry | None:
+        new = await written
+        if new is not None:
             self._export(new)
         return new
 

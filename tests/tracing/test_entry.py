@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import json
+import random
+
+import msgspec
 
 from flux7.shared.tracing import (
     Egress,
@@ -128,3 +131,56 @@ def test_request_and_upstream_are_optional_objects_without_their_empty_fields() 
     assert decode_entry(encode_entry(full)) == full
     old = decode_entry(b'{"trace_id":"t","agent_id":"a","tool":"x","params":null,"policy":"allow"}')
     assert old.request is None and old.upstream is None
+
+
+def _plain_wire(entry: TraceEntry) -> dict[str, object]:
+    """The wire object as it was first written, field by field: what the chain's bytes were hashed over."""
+    always = {"trace_id", "agent_id", "tool", "params", "policy", "policy_rule", "status_code", "latency_ms"}
+    always.add("timestamp")
+    out: dict[str, object] = {}
+    for name in TraceEntry.__struct_fields__:
+        value = getattr(entry, name)
+        if name in always:
+            out[name] = value
+        elif name == "exit_code":
+            if value is not None:
+                out[name] = value
+        elif name in ("request", "upstream"):
+            nested = msgspec.to_builtins(value) if value is not None else None
+            if nested:
+                out[name] = nested
+        elif value:
+            out[name] = value
+    return out
+
+
+def test_encoded_entries_are_byte_for_byte_what_the_plain_field_walk_writes() -> None:
+    # The trace file's lines are hashed as written and `flux7 verify` of older releases reads them: the faster
+    # encoding must keep every byte (key order, omitted zeros, a kept exit code 0, empty nested objects left out).
+    rng = random.Random(19)
+    texts = ["", "x", "é ü", 'quo"te', "a\nb"]
+    for _ in range(400):
+        fields: dict[str, object] = {}
+        for name in TraceEntry.__struct_fields__:
+            if rng.random() < 0.5:
+                continue
+            if name in ("status_code", "latency_ms", "approval_ms", "revision", "estimated_input_tokens"):
+                fields[name] = rng.choice([0, 1, 200, 2**40])
+            elif name == "estimated_output_tokens":
+                fields[name] = rng.choice([0, 7])
+            elif name == "exit_code":
+                fields[name] = rng.choice([None, 0, 3])
+            elif name == "supervisor_confidence":
+                fields[name] = rng.choice([0.0, 0.5, float(0)])
+            elif name == "params":
+                fields[name] = rng.choice([None, {}, {"k": [1, "v"]}, [], "s", 0])
+            elif name == "request":
+                fields[name] = rng.choice([None, Ingress(), Ingress(transport="rest", status=200), Ingress(status=0)])
+            elif name == "upstream":
+                fields[name] = rng.choice([None, Egress(), Egress(name="n", source="openapi", start_ms=0.5, ms=1.0)])
+            else:
+                fields[name] = rng.choice(texts)
+        entry = TraceEntry(**fields)  # type: ignore[arg-type]
+        assert entry_to_wire(entry) == _plain_wire(entry)
+        assert list(entry_to_wire(entry)) == list(_plain_wire(entry))
+        assert encode_entry(entry) == msgspec.json.encode(_plain_wire(entry))

@@ -252,3 +252,53 @@ def test_the_label_cap_holds_across_worker_processes(tmp_path: Path) -> None:
     assert len(tools - {OTHER}) == 10 and OTHER in tools
     assert sum(calls.values()) == 60
     db.close()
+
+
+def test_a_recorded_call_stores_what_its_separate_increments_and_observations_store(tmp_path: Path) -> None:
+    # record_call and count_action remember label texts per label set (issue 19): the stored rows must be those
+    # the checked, one-series-at-a-time writers produce, bucket by bucket, whatever order the sets come in.
+    fast = Database(tmp_path / "fast.db")
+    slow = Database(tmp_path / "slow.db")
+    f, s = Metrics(fast), Metrics(slow)
+    calls = [
+        ("t1", "a", "allow", "rest", 0.004, "u", 0.001, False, False),
+        ("t2", "a", "error", "mcp", 0.3, "u", 0.25, True, True),
+        ("t1", "b", "allow", "rest", 400.0, "", None, False, False),
+        ("t1", "a", "allow", "rest", 0.005, "u", 0.006, False, False),
+        ("t2", "b", "deny", "decide", 0.02, "", None, False, False),
+        ("t1", "a", "allow", "stdio", 0.0, "v", 0.0, True, False),
+    ]
+    for tool, agent, outcome, transport, seconds, upstream, up_s, failed, down in calls * 2:
+        f.record_call(
+            CallSample(
+                tool=tool,
+                agent=agent,
+                outcome=outcome,
+                transport=transport,
+                seconds=seconds,
+                upstream=upstream,
+                source="openapi" if upstream else "",
+                upstream_seconds=up_s,
+                upstream_failed=failed,
+                upstream_down=down,
+            )
+        )
+        f.count_action(outcome)
+        red = {"tool": tool, "agent": agent, "outcome": outcome}
+        s.inc("tool_calls_total", red)
+        s.observe("tool_call_duration_seconds", seconds, red)
+        s.observe("request_duration_seconds", seconds, {"transport": transport})
+        if up_s is not None:
+            s.observe("upstream_latency_seconds", up_s)
+        if upstream:
+            if failed:
+                s.inc("upstream_errors_total", {"upstream": upstream, "source": "openapi"})
+            with slow.write() as conn:
+                conn.execute(
+                    "INSERT INTO metric_values (name, labels, value) VALUES (?, ?, ?) ON CONFLICT (name, labels)"
+                    " DO UPDATE SET value = excluded.value",
+                    ("agent_mesh_upstream_up", f'source="openapi",upstream="{upstream}"', 0.0 if down else 1.0),
+                )
+        s.inc("calls_total", {"action": outcome})
+    assert f.values() == s.values()
+    assert f.render(0) == s.render(0)
