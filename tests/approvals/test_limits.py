@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
+import threading
 from collections.abc import Callable
+from pathlib import Path
 
+import httpx
 import pytest
 
+from flux7.shared.db import Database
 from flux7.shared.errors import ConfigError
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import Policy, RateLimit, ToolLimit, parse_policy
+
+from .servers import Server, blocked_call, pending, write_config
 
 LIMITED = Policy(name="limited", rate_limit=RateLimit(max_per_minute=5))
 BUDGET = Policy(name="budget", rate_limit=RateLimit(max_total=2))
@@ -121,3 +128,50 @@ def test_tool_limits_are_validated_with_the_policy() -> None:
     ):
         with pytest.raises(ConfigError, match=re.escape(fault)):
             parse_policy(f"name: p\n{bad}\nrules: [{{tools: ['*'], action: allow}}]\n", "p.yaml")
+
+
+GATED_AND_LIMITED = {
+    "name": "gate",
+    "agent": "*",
+    "tool_limits": [{"tools": ["echo.run"], "max_per_minute": 5}],
+    "rules": [{"tools": ["echo.run"], "action": "human_approval"}, {"tools": ["*"], "action": "allow"}],
+}
+
+
+def test_approved_calls_released_at_once_on_two_workers_stay_within_the_limit(
+    tmp_path: Path, servers: list[Server], database_url: str
+) -> None:
+    """16 calls queued within the limit (none counted yet), all approved at once: as they are released, each is
+    checked and counted in one transaction, so 5 run and 11 get the 429 any call over the limit gets."""
+    queued, budget = 16, 5
+    server = Server(write_config(tmp_path, policies=[GATED_AND_LIMITED]), workers=2).start()
+    servers.append(server)
+    calls = [blocked_call(server.url, f"q{i}") for i in range(queued)]  # distinct args: no loop
+    listed = pending(server.url, queued)
+    start = threading.Barrier(queued)
+
+    def approve(approval_id: str) -> int:
+        start.wait(20)
+        return httpx.post(f"{server.url}/approvals/{approval_id}/approve", timeout=30).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(queued) as pool:
+        assert list(pool.map(approve, [a["id"] for a in listed])) == [200] * queued
+    answers = [c.result(timeout=60) for c in calls]
+    ran = [r for r in answers if r.status_code == 200]
+    refused = [r for r in answers if r.status_code != 200]
+    assert len(ran) == budget, sorted(r.status_code for r in answers)
+    assert all(r.json()["result"]["stdout"].startswith("q") for r in ran)
+    limit_text = f'rate_limit: agent "bot" exceeded {budget} calls/min on tool "echo.run"'
+    for r in refused:
+        body = r.json()
+        assert (r.status_code, body["policy"], body["error"]) == (429, "rate_limited", limit_text), body
+    # each refusal is traced as one, with the approval that released it; the count is the calls that ran
+    trace = httpx.get(f"{server.url}/traces", params={"trace": refused[0].json()["trace_id"]}, timeout=10).json()[0]
+    assert (trace["policy"], trace["status_code"], trace["approval_status"]) == ("rate_limited", 429, "approved")
+    db = Database(database_url or tmp_path / "flux7.db")
+    try:
+        assert [tuple(r) for r in db.query("SELECT count(*) FROM rate_events WHERE tool = 'echo.run'")] == [(budget,)]
+    finally:
+        db.close()
+    again = blocked_call(server.url, "late")  # over the limit before it is queued: refused at once
+    assert again.result(timeout=30).status_code == 429
