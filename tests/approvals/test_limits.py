@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import json
 import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -15,6 +18,8 @@ from flux7.shared.db import Database
 from flux7.shared.errors import ConfigError
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import Policy, RateLimit, ToolLimit, parse_policy
+from tests.mcp_server.inproc import Rpc
+from tests.support.waiting import eventually
 
 from .servers import Server, blocked_call, pending, write_config
 
@@ -175,3 +180,52 @@ def test_approved_calls_released_at_once_on_two_workers_stay_within_the_limit(
         db.close()
     again = blocked_call(server.url, "late")  # over the limit before it is queued: refused at once
     assert again.result(timeout=30).status_code == 429
+
+
+ONE_A_MINUTE = {**GATED_AND_LIMITED, "tool_limits": [{"tools": ["echo.run"], "max_per_minute": 1}]}
+ECHO = [{"name": "echo", "bin": "/bin/echo", "bare": {}}]
+BOT = {"Authorization": "Bearer agent:bot"}
+
+
+async def test_decide_with_wait_approved_over_the_limit_is_refused_as_any_call_over_it(
+    mesh_of: Callable[..., Mesh], client_of: Any
+) -> None:
+    mesh = mesh_of(cli_tools=ECHO, policies=[ONE_A_MINUTE])
+    c = await client_of(mesh)
+
+    async def decide(arg: str) -> httpx.Response:
+        body = {"tool": "echo.run", "arguments": {"args": [arg]}, "wait": True}
+        return await c.post("/decide", json=body, headers=BOT)
+
+    held = [asyncio.create_task(decide(arg)) for arg in ("one", "two")]
+    queued = await eventually(lambda: len(mesh.approvals.query("pending")) == 2 and mesh.approvals.query("pending"))
+    for approval in queued:
+        mesh.approvals.resolve(approval.id, "approve", resolved_by="ann", resolver="")
+    answers = sorted([await asyncio.wait_for(t, 30) for t in held], key=lambda r: r.status_code)
+    assert [(r.status_code, r.json()["action"]) for r in answers] == [(200, "allow"), (429, "deny")]
+    limit_text = 'rate_limit: agent "bot" exceeded 1 calls/min on tool "echo.run"'
+    assert answers[1].json()["reason"] == limit_text
+    trace = (await c.get("/traces", params={"trace": answers[1].json()["trace_id"]})).json()[0]
+    assert (trace["policy"], trace["status_code"], trace["approval_status"]) == ("rate_limited", 429, "approved")
+
+
+async def test_an_mcp_claim_over_the_limit_is_refused_and_its_approval_kept_for_later(
+    mesh_of: Callable[..., Mesh], client_of: Any
+) -> None:
+    mesh = mesh_of(
+        cli_tools=ECHO,
+        policies=[ONE_A_MINUTE],
+        approval={"timeout_seconds": 60, "wait_seconds": 0, "channel": "queue"},
+    )
+    rpc = await Rpc(await client_of(mesh), agent="bot").open()
+    for arg in ("one", "two"):
+        assert "Approval required" in await rpc.text("echo.run", {"args": [arg]})
+    for approval in mesh.approvals.query("pending"):
+        mesh.approvals.resolve(approval.id, "approve", resolved_by="ann", resolver="")
+    assert json.loads(await rpc.text("echo.run", {"args": ["one"]}))["stdout"] == "one\n"  # the claim runs it
+    refused = await rpc.call("echo.run", {"args": ["two"]})
+    limit_text = 'rate_limit: agent "bot" exceeded 1 calls/min on tool "echo.run"'
+    assert refused.get("isError") is True and limit_text in str(refused), refused
+    # nothing was used up: once the operator resets the count, the same approval lets the call through
+    mesh.limits.reset("bot")
+    assert json.loads(await rpc.text("echo.run", {"args": ["two"]}))["stdout"] == "two\n"
