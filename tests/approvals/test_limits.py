@@ -18,7 +18,7 @@ from flux7.shared.db import Database
 from flux7.shared.errors import ConfigError
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import Policy, RateLimit, ToolLimit, parse_policy
-from tests.mcp_server.inproc import Rpc
+from tests.mcp_server.inproc import META, MODERN, Rpc
 from tests.support.waiting import eventually
 
 from .servers import Server, blocked_call, pending, write_config
@@ -229,3 +229,48 @@ async def test_an_mcp_claim_over_the_limit_is_refused_and_its_approval_kept_for_
     # nothing was used up: once the operator resets the count, the same approval lets the call through
     mesh.limits.reset("bot")
     assert json.loads(await rpc.text("echo.run", {"args": ["two"]}))["stdout"] == "two\n"
+
+
+def _mcp_call(url: str, arg: str) -> str:
+    """One stateless MCP tools/call of echo.run (any worker answers it): the text of its result."""
+    params = {"name": "echo.run", "arguments": {"args": [arg]}, "_meta": META}
+    headers = {**BOT, "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo.run"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    r = httpx.post(f"{url}/mcp", json=body, headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    return str(r.json()["result"]["content"][0]["text"])
+
+
+def test_approved_mcp_calls_claimed_at_once_on_two_workers_stay_within_the_limit(
+    tmp_path: Path, servers: list[Server], database_url: str
+) -> None:
+    """12 MCP calls approved, then claimed at the same time on two workers: each claim checks and counts in the
+    transaction that uses up its approval, so 3 run and 9 are refused with their approvals left unused."""
+    calls, budget = 12, 3
+    policy = {**GATED_AND_LIMITED, "tool_limits": [{"tools": ["echo.run"], "max_per_minute": budget}]}
+    approval = {"timeout_seconds": 120, "wait_seconds": 0, "channel": "queue"}
+    server = Server(write_config(tmp_path, policies=[policy], approval=approval), workers=2).start()
+    servers.append(server)
+    args = [f"m{i}" for i in range(calls)]
+    for arg in args:
+        assert "Approval required" in _mcp_call(server.url, arg)
+    for a in pending(server.url, calls):
+        assert httpx.post(f"{server.url}/approvals/{a['id']}/approve", timeout=30).status_code == 200
+    start = threading.Barrier(calls)
+
+    def claim(arg: str) -> str:
+        start.wait(20)
+        return _mcp_call(server.url, arg)
+
+    with concurrent.futures.ThreadPoolExecutor(calls) as pool:
+        texts = list(pool.map(claim, args))
+    ran = [t for t in texts if '"stdout"' in t]
+    limit_text = f'rate_limit: agent "bot" exceeded {budget} calls/min on tool "echo.run"'
+    assert len(ran) == budget, texts
+    assert all(limit_text in t for t in texts if t not in ran), texts
+    db = Database(database_url or tmp_path / "flux7.db")
+    try:
+        used = db.query("SELECT count(*) FROM approvals WHERE status = 'approved' AND used_at IS NOT NULL")
+    finally:
+        db.close()
+    assert [tuple(r) for r in used] == [(budget,)]  # the refused claims used nothing up
