@@ -257,10 +257,10 @@ class Pipeline:
                     # The approval is used up only together with the intent of the call it lets through, and
                     # only when the call fits its limits now (checked and counted in the claim's transaction).
                     # Over a limit, nothing is written: the approval stays for a claim once there is room.
-                    limited = limits.admit(agent, policy, call.tool, call.arguments, conn) if limits else None
+                    limited = None if limits is None else limits.admit(agent, policy, call.tool, call.arguments, conn)
                     if limited:
                         raise _LimitedAtRelease(limited)
-                    claimed.append(self._intent_in(conn, call, decision, start, claimed_approval, None, policy))
+                    claimed.append(self._intent_in(conn, call, decision, start, claimed_approval))
 
                 try:
                     approval = self._write(
@@ -764,13 +764,10 @@ class Pipeline:
         written: tuple[int, Any] = await self._write_grouped(call, tracer.begin_grouped(entry, in_commit))
         return written
 
-    def _intent_in(
-        self, conn: Any, call: Call, decision: Decision, start: float, approval: Any, limits: Any, policy: Any
-    ) -> int:
-        """The intent of a claimed call (MCP), inside the transaction that uses up its approval."""
+    def _intent_in(self, conn: Any, call: Call, decision: Decision, start: float, approval: Any) -> int:
+        """The intent of a claimed call (MCP), inside the transaction that uses up its approval (and counts it
+        against its limits)."""
         row_id, _ = self.mesh.tracer.store.insert(conn, self._intent_entry(call, decision, start, approval))
-        if limits is not None:
-            limits.record(call.caller.agent_id, policy, call.tool, call.arguments, conn=conn)
         self._count("human_approval", conn)
         return int(row_id)
 
