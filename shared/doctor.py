@@ -28,6 +28,7 @@ from .clikit import CONTEXT, run, runtime
 from .db import MIGRATIONS_DIR
 from .errors import ConfigError
 from .identity import claims_allowed, is_loopback_bind
+from .policy_files import TABLES
 from .serve import check_bind
 from .settings import Settings, load_settings
 from .upstreams.cli import missing_binary
@@ -218,7 +219,7 @@ CATALOG_COPY = _Copy("catalog", "catalog_dir", "catalog_files", "catalog")
 def _recorded(settings: Settings, table: str) -> dict[str, str] | None:
     """The table's copy (name -> sha256), {} when the database holds none yet (the table empty or not there);
     None when the database cannot be read at all (check_database or check_postgresql says why)."""
-    if table not in (POLICY_COPY.table, CATALOG_COPY.table):
+    if table not in TABLES:  # a table name is never taken from input
         raise ValueError(f"not a table of files: {table!r}")
     query = f"SELECT name, sha256 FROM {table}"
     if settings.database:
@@ -258,7 +259,8 @@ def _check_copy(settings: Settings, copy: _Copy) -> list[Finding]:
     recorded = _recorded(settings, copy.table)
     if recorded is None:
         return []  # the database's own finding says so
-    if not recorded:
+    on_disk = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob("*.yaml"))}
+    if not recorded and on_disk:
         return [
             Finding(
                 copy.area,
@@ -267,7 +269,6 @@ def _check_copy(settings: Settings, copy: _Copy) -> list[Finding]:
                 "flux7 serve records them",
             )
         ]
-    on_disk = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob("*.yaml"))}
     differ = sorted(n for n in on_disk.keys() | recorded.keys() if on_disk.get(n) != recorded.get(n))
     if differ:
         if settings.database:
