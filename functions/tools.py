@@ -179,7 +179,8 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
     out = await mesh.pipeline.run(_call(request.headers, caller, body.tool, body.arguments, "decide"), mode=mode)
     action = out.policy if out.policy in ("allow", "deny", "human_approval") else "deny"
     if body.wait and out.approval_status:  # resolved by a human: approved runs, denied or timed out does not
-        action = "allow" if out.approval_status == "approved" else "deny"
+        # (approved but over a limit when released: refused like any call over it)
+        action = "allow" if out.approval_status == "approved" and out.policy != "rate_limited" else "deny"
     payload: dict[str, Any] = {
         "action": action,
         "rule": out.rule,

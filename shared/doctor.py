@@ -28,12 +28,14 @@ from .clikit import CONTEXT, run, runtime
 from .db import MIGRATIONS_DIR
 from .errors import ConfigError
 from .identity import claims_allowed, is_loopback_bind
+from .policy_files import TABLES
 from .serve import check_bind
 from .settings import Settings, load_settings
 from .upstreams.cli import missing_binary
 
 __all__ = [
     "Finding",
+    "check_catalog",
     "check_config",
     "check_database",
     "check_embeddings",
@@ -200,39 +202,97 @@ def check_postgresql(settings: Settings) -> list[Finding]:
     return out
 
 
-def check_policies(settings: Settings) -> list[Finding]:
-    """policy_dir against its copy in the database (shared/policy_files.py), which is what a restore writes back."""
-    if not settings.policy_dir:
-        return []
+@dataclass(frozen=True)
+class _Copy:
+    """A directory of YAML files and its copy in the database (shared/policy_files.py)."""
+
+    area: str
+    setting: str  # the Settings field naming the directory
+    table: str
+    what: str  # "policy", "catalog": names the files in the findings
+
+
+POLICY_COPY = _Copy("policies", "policy_dir", "policy_files", "policy")
+CATALOG_COPY = _Copy("catalog", "catalog_dir", "catalog_files", "catalog")
+
+
+def _recorded(settings: Settings, table: str) -> dict[str, str] | None:
+    """The table's copy (name -> sha256), {} when the database holds none yet (the table empty or not there);
+    None when the database cannot be read at all (check_database or check_postgresql says why)."""
+    if table not in TABLES:  # a table name is never taken from input
+        raise ValueError(f"not a table of files: {table!r}")
+    query = f"SELECT name, sha256 FROM {table}"
+    if settings.database:
+        from .db import Database
+        from .errors import Unavailable
+
+        try:
+            db = Database(settings.database, migrate=False)
+        except Unavailable:
+            return None
+        try:
+            return {str(n): str(h) for n, h in db.query(query)} if db.has_table(table) else {}
+        except Unavailable:
+            return None
+        finally:
+            db.close()
     path = settings.resolve_path(settings.storage_path)
-    directory = settings.resolve_path(settings.policy_dir)
     if not path.exists():
-        return []  # check_database already says so
-    on_disk = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob("*.yaml"))}
+        return None
     try:
         conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
         try:
-            recorded = {str(n): str(h) for n, h in conn.execute("SELECT name, sha256 FROM policy_files")}
+            return {str(n): str(h) for n, h in conn.execute(query)}
         finally:
             conn.close()
     except sqlite3.DatabaseError:
+        return {}  # a database from before the table (an unreadable one is check_database's finding)
+
+
+def _check_copy(settings: Settings, copy: _Copy) -> list[Finding]:
+    """A directory against its copy in the database: on SQLite what a restore writes back, on PostgreSQL the
+    deployment's files, which every instance writes into its own directory."""
+    setting = str(getattr(settings, copy.setting))
+    if not setting:
+        return []
+    directory = settings.resolve_path(setting)
+    recorded = _recorded(settings, copy.table)
+    if recorded is None:
+        return []  # the database's own finding says so
+    on_disk = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob("*.yaml"))}
+    if not recorded and on_disk:
         return [
             Finding(
-                "policies", "warn", "the database holds no copy of the policy files yet", "flux7 serve records them"
+                copy.area,
+                "warn",
+                f"the database holds no copy of the {copy.what} files yet",
+                "flux7 serve records them",
             )
         ]
     differ = sorted(n for n in on_disk.keys() | recorded.keys() if on_disk.get(n) != recorded.get(n))
     if differ:
-        return [
-            Finding(
-                "policies",
-                "warn",
-                f"{directory}: differs from the database's copy: {', '.join(differ)}",
-                "the running server records a set that loads at its next reload; one that fails to load is not "
-                "recorded (and a restore now would write back the database's copy)",
+        if settings.database:
+            fix = (
+                "the database's copy is the deployment's: a running instance writes it here at its next look and "
+                "one starting takes it, while a file edited here is recorded once it loads"
             )
-        ]
-    return [Finding("policies", "ok", f"{directory}: {len(on_disk)} files, the same as the database's copy")]
+        else:
+            fix = (
+                "the running server records a set that loads at its next reload; one that fails to load is not "
+                "recorded (and a restore now would write back the database's copy)"
+            )
+        return [Finding(copy.area, "warn", f"{directory}: differs from the database's copy: {', '.join(differ)}", fix)]
+    return [Finding(copy.area, "ok", f"{directory}: {len(on_disk)} files, the same as the database's copy")]
+
+
+def check_policies(settings: Settings) -> list[Finding]:
+    """policy_dir against its copy in the database (`policy_files`)."""
+    return _check_copy(settings, POLICY_COPY)
+
+
+def check_catalog(settings: Settings) -> list[Finding]:
+    """catalog_dir against its copy in the database (`catalog_files`)."""
+    return _check_copy(settings, CATALOG_COPY)
 
 
 def _litestream_config(explicit: str | None, env: Mapping[str, str]) -> Path | None:
@@ -435,7 +495,11 @@ def check_upstreams(settings: Settings, timeout: float) -> list[Finding]:
     return asyncio.run(_upstreams(settings, timeout))
 
 
-AREAS = ("database", "policies", "replication", "embeddings", "upstreams")
+def _check_copies(settings: Settings, skip: set[str]) -> list[Finding]:
+    return [f for copy in (POLICY_COPY, CATALOG_COPY) if copy.area not in skip for f in _check_copy(settings, copy)]
+
+
+AREAS = ("database", "policies", "catalog", "replication", "embeddings", "upstreams")
 _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
 
@@ -449,6 +513,7 @@ def run_checks(
     if settings.database:  # PostgreSQL: the server's own backups replace Litestream (docs/deploy.md)
         if "database" not in skip:
             findings += check_postgresql(settings)
+        findings += _check_copies(settings, skip)
         if "replication" not in skip:
             findings.append(
                 Finding(
@@ -458,8 +523,7 @@ def run_checks(
     else:
         if "database" not in skip:
             findings += check_database(settings, replicated=replicated)
-        if "policies" not in skip:
-            findings += check_policies(settings)
+        findings += _check_copies(settings, skip)
         if "replication" not in skip:
             findings += check_replication(settings, litestream, env, timeout)
     if "embeddings" not in skip:

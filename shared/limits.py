@@ -6,7 +6,8 @@ applies. The counts are per agent (not per policy) and live in the database, so 
 counts the same calls (on PostgreSQL a call's check and count are one transaction: exact across instances).
 Loop detection runs wherever a policy has `rate_limit`, as the reference does, and on every call when the
 top-level `loop_detection` block enables it. Only allowed or approved calls are recorded: denied ones never
-count."""
+count. An approved call is checked again when it is released, and counted in that same transaction (`admit`):
+approvals released at once never let more calls through than the limit."""
 
 from __future__ import annotations
 
@@ -84,13 +85,28 @@ class RateLimiter:
             return None
         now = time.time()
         if count and self.counts_at_check:
-            # Serialised with every other write of the deployment: the counts read are the last committed ones.
-            with self._db.write() as conn:
-                broken = self._broken(conn.execute, agent, limit, loop, per_tool, tool, arguments, now)
-                if broken is None:
-                    self._insert(conn, agent, tool, arguments, now, per_tool=bool(per_tool))
-            return broken
+            return self.admit(agent, policy, tool, arguments)
         return self._broken(self._db.reader.execute, agent, limit, loop, per_tool, tool, arguments, now)
+
+    def admit(self, agent: str, policy: Policy | None, tool: str, arguments: Any, conn: Any = None) -> str | None:
+        """Check and count a call in one write transaction, on either engine: the error text of the limit it
+        breaks (nothing counted), or None (counted). What an approved call goes through when it is released:
+        its check when it was queued saw none of the calls approved with it, and all of them may be released at
+        once, on several instances. With `conn`, inside the caller's write transaction (which must be one that
+        serialises with every other write: `Database.write()` without a row lock)."""
+        limit, loop = self._applies(policy)
+        per_tool = self._tool_limits(policy, tool)
+        if limit is None and loop is None and not per_tool:
+            return None
+        if conn is None:
+            # Serialised with every other write of the deployment: the counts read are the last committed ones.
+            with self._db.write() as c:
+                return self.admit(agent, policy, tool, arguments, conn=c)
+        now = time.time()
+        broken = self._broken(conn.execute, agent, limit, loop, per_tool, tool, arguments, now)
+        if broken is None:
+            self._insert(conn, agent, tool, arguments, now, per_tool=bool(per_tool))
+        return broken
 
     def _broken(
         self,

@@ -38,6 +38,15 @@ log = logging.getLogger("flux7.pipeline")
 
 T = TypeVar("T")
 
+
+class _LimitedAtRelease(Exception):
+    """An approved call over a limit at its claim: rolls the claim back (the approval stays approved)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
 # block: wait for the resolution (REST, MCP with supervisor.enabled); claim: MCP's non-blocking claim flow;
 # decide: /decide, which never queues or forwards; decide_wait: /decide with `wait`, which queues a human_approval
 # and waits for its resolution like block, but still never forwards (the caller runs the tool, then reports).
@@ -206,7 +215,10 @@ class Pipeline:
             resolved, refused, row_id = await self._block_flow(call, decision, tool, start)
             if refused is not None:
                 return refused
-            return self._decided_after_approval(call, decision, resolved, row_id, start, tool, limits, policy)
+            limited = limits.admit(agent, policy, call.tool, call.arguments) if limits is not None else None
+            if limited:
+                return self._limited_after_approval(call, decision, resolved, row_id, start, tool, limited)
+            return self._decided_after_approval(call, decision, resolved, row_id, start, tool)
         if mode in ("decide", "decide_wait"):
             out = Outcome(
                 status=200,
@@ -242,26 +254,44 @@ class Pipeline:
                 claimed: list[int] = []
 
                 def intent_of_claim(conn: Any, claimed_approval: Any) -> None:
-                    # The approval is used up only together with the intent of the call it lets through.
-                    claimed.append(self._intent_in(conn, call, decision, start, claimed_approval, limits, policy))
+                    # The approval is used up only together with the intent of the call it lets through, and
+                    # only when the call fits its limits now (checked and counted in the claim's transaction).
+                    # Over a limit, nothing is written: the approval stays for a claim once there is room.
+                    limited = None if limits is None else limits.admit(agent, policy, call.tool, call.arguments, conn)
+                    if limited:
+                        raise _LimitedAtRelease(limited)
+                    claimed.append(self._intent_in(conn, call, decision, start, claimed_approval))
 
-                approval = self._write(
-                    call,
-                    lambda: approvals.claim_approved(
-                        agent, call.tool, call.arguments, also=intent_of_claim if self._tracer else None
-                    ),
-                )
+                try:
+                    approval = self._write(
+                        call,
+                        lambda: approvals.claim_approved(
+                            agent, call.tool, call.arguments, also=intent_of_claim if self._tracer else None
+                        ),
+                    )
+                except _LimitedAtRelease as e:
+                    return await self._stop_here(call, start, 429, "rate_limited", decision.rule, e.text, error=e.text)
                 if approval is None:
                     return await self._claim_flow(call, decision, tool, start)
                 row_id = claimed[0] if claimed else 0
+                limited = None
                 if not self._tracer and limits is not None:
-                    limits.record(agent, policy, call.tool, call.arguments)
+                    limited = limits.admit(agent, policy, call.tool, call.arguments)
+                if limited:
+                    return await self._stop_here(
+                        call, start, 429, "rate_limited", decision.rule, limited, error=limited
+                    )
             else:
                 approval, refused, row_id = await self._block_flow(call, decision, tool, start)
                 if refused is not None:
                     return refused
+                # Checked again and counted as it is released: approvals released at once (on several
+                # instances) never let more calls through than the limit; the rest are refused as any call is.
+                limited = limits.admit(agent, policy, call.tool, call.arguments) if limits is not None else None
+                if limited:
+                    return self._limited_after_approval(call, decision, approval, row_id, start, tool, limited)
                 # 8a. the intent: the approved call, before its upstream
-                row_id = self._approved_intent(call, approval, row_id, start, limits, policy)
+                row_id = self._approved_intent(call, approval, row_id, start)
         else:
             # 8a. the intent, with the call's rate-limit count and metrics in one commit
             row_id, intent = await self._begin(call, decision, start, grant, None if counted_early else limits, policy)
@@ -411,11 +441,9 @@ class Pipeline:
         row_id: int,
         start: float,
         tool: ToolDef | None,
-        limits: Any,
-        policy: Any,
     ) -> Outcome:
-        """`/decide` with `wait`, approved: the call's row is revised to the decision (200) with its approval, and
-        the call counts against its limits in that commit; the caller reports the outcome later."""
+        """`/decide` with `wait`, approved: the call's row is revised to the decision (200) with its approval (it
+        was counted against its limits when released); the caller reports the outcome later."""
         out = Outcome(
             status=200,
             policy="human_approval",
@@ -427,17 +455,39 @@ class Pipeline:
             resolved_by=resolved.resolved_by,
         )
         out.latency_ms = (time.perf_counter() - start) * 1000
-        agent = call.caller.agent_id
+        return self._settle(call, out, resolved, row_id, start, tool)
+
+    def _limited_after_approval(
+        self, call: Call, decision: Decision, resolved: Any, row_id: int, start: float, tool: Any, limited: str
+    ) -> Outcome:
+        """An approved call over a limit when released: refused with the answer any call over it gets (429,
+        rate_limited), its row revised to that refusal with its approval; the upstream is not called."""
+        out = Outcome(
+            status=429,
+            policy="rate_limited",
+            trace_id=call.trace.trace_id,
+            rule=decision.rule,
+            reason=limited,
+            error=limited,
+            approval_id=resolved.id,
+            approval_status="approved",
+            resolved_by=resolved.resolved_by,
+        )
+        out.latency_ms = (time.perf_counter() - start) * 1000
+        return self._settle(call, out, resolved, row_id, start, tool, policy="rate_limited")
+
+    def _settle(
+        self, call: Call, out: Outcome, resolved: Any, row_id: int, start: float, tool: Any, **extra: Any
+    ) -> Outcome:
+        """The queued call's row revised to `out`, its last revision, with its approval and metrics."""
 
         def in_commit(conn: Any = None) -> None:
-            if limits is not None:
-                limits.record(agent, policy, call.tool, call.arguments, conn=conn)
             self._finished(call, out, start, conn, tool=tool)
 
         if not row_id:
             in_commit()
             return out
-        changes = {**self._approval_changes(resolved, out), **self._otel_fields(call, out, start=start)}
+        changes = {**self._approval_changes(resolved, out), **self._otel_fields(call, out, start=start), **extra}
         self._write(call, lambda: self.mesh.tracer.revise(row_id, changes, in_commit, export=True))
         return out
 
@@ -521,6 +571,8 @@ class Pipeline:
         """A write the call cannot go on without (its trace, its approval): any failure refuses the call."""
         try:
             return fn()
+        except _LimitedAtRelease:
+            raise  # a refusal decided inside the write, not a failure of it
         except Unavailable:
             log.warning("call %s refused: the store is locked", call.trace.trace_id)
             raise
@@ -716,31 +768,22 @@ class Pipeline:
         written: tuple[int, Any] = await self._write_grouped(call, tracer.begin_grouped(entry, in_commit))
         return written
 
-    def _intent_in(
-        self, conn: Any, call: Call, decision: Decision, start: float, approval: Any, limits: Any, policy: Any
-    ) -> int:
-        """The intent of a claimed call (MCP), inside the transaction that uses up its approval."""
+    def _intent_in(self, conn: Any, call: Call, decision: Decision, start: float, approval: Any) -> int:
+        """The intent of a claimed call (MCP), inside the transaction that uses up its approval (and counts it
+        against its limits)."""
         row_id, _ = self.mesh.tracer.store.insert(conn, self._intent_entry(call, decision, start, approval))
-        if limits is not None:
-            limits.record(call.caller.agent_id, policy, call.tool, call.arguments, conn=conn)
         self._count("human_approval", conn)
         return int(row_id)
 
-    def _approved_intent(self, call: Call, approval: Any, row_id: int, start: float, limits: Any, policy: Any) -> int:
-        """The pending row of an approved call becomes its intent (status_code 0) before the upstream."""
-        agent = call.caller.agent_id
-
-        def in_commit(conn: Any = None) -> None:
-            if limits is not None:
-                limits.record(agent, policy, call.tool, call.arguments, conn=conn)
-
+    def _approved_intent(self, call: Call, approval: Any, row_id: int, start: float) -> int:
+        """The pending row of an approved call becomes its intent (status_code 0) before the upstream (its limits
+        were counted as it was released)."""
         if not row_id:
-            in_commit()
             return 0
         latency = (time.perf_counter() - start) * 1000
         changes = self._approval_changes(approval, None)
         changes.update(status_code=0, latency_ms=int(latency))
-        self._write(call, lambda: self.mesh.tracer.revise(row_id, changes, in_commit))
+        self._write(call, lambda: self.mesh.tracer.revise(row_id, changes))
         return row_id
 
     async def _outcome(

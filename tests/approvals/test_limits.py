@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import json
 import re
+import threading
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
+from flux7.shared.db import Database
 from flux7.shared.errors import ConfigError
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import Policy, RateLimit, ToolLimit, parse_policy
+from tests.mcp_server.inproc import META, MODERN, Rpc
+from tests.support.waiting import eventually
+
+from .servers import Server, blocked_call, pending, write_config
 
 LIMITED = Policy(name="limited", rate_limit=RateLimit(max_per_minute=5))
 BUDGET = Policy(name="budget", rate_limit=RateLimit(max_total=2))
@@ -121,3 +133,144 @@ def test_tool_limits_are_validated_with_the_policy() -> None:
     ):
         with pytest.raises(ConfigError, match=re.escape(fault)):
             parse_policy(f"name: p\n{bad}\nrules: [{{tools: ['*'], action: allow}}]\n", "p.yaml")
+
+
+GATED_AND_LIMITED = {
+    "name": "gate",
+    "agent": "*",
+    "tool_limits": [{"tools": ["echo.run"], "max_per_minute": 5}],
+    "rules": [{"tools": ["echo.run"], "action": "human_approval"}, {"tools": ["*"], "action": "allow"}],
+}
+
+
+def test_approved_calls_released_at_once_on_two_workers_stay_within_the_limit(
+    tmp_path: Path, servers: list[Server], database_url: str
+) -> None:
+    """16 calls queued within the limit (none counted yet), all approved at once: as they are released, each is
+    checked and counted in one transaction, so 5 run and 11 get the 429 any call over the limit gets."""
+    queued, budget = 16, 5
+    server = Server(write_config(tmp_path, policies=[GATED_AND_LIMITED]), workers=2).start()
+    servers.append(server)
+    calls = [blocked_call(server.url, f"q{i}") for i in range(queued)]  # distinct args: no loop
+    listed = pending(server.url, queued)
+    start = threading.Barrier(queued)
+
+    def approve(approval_id: str) -> int:
+        start.wait(20)
+        return httpx.post(f"{server.url}/approvals/{approval_id}/approve", timeout=30).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(queued) as pool:
+        assert list(pool.map(approve, [a["id"] for a in listed])) == [200] * queued
+    answers = [c.result(timeout=60) for c in calls]
+    ran = [r for r in answers if r.status_code == 200]
+    refused = [r for r in answers if r.status_code != 200]
+    assert len(ran) == budget, sorted(r.status_code for r in answers)
+    assert all(r.json()["result"]["stdout"].startswith("q") for r in ran)
+    limit_text = f'rate_limit: agent "bot" exceeded {budget} calls/min on tool "echo.run"'
+    for r in refused:
+        body = r.json()
+        assert (r.status_code, body["policy"], body["error"]) == (429, "rate_limited", limit_text), body
+    # each refusal is traced as one, with the approval that released it; the count is the calls that ran
+    trace = httpx.get(f"{server.url}/traces", params={"trace": refused[0].json()["trace_id"]}, timeout=10).json()[0]
+    assert (trace["policy"], trace["status_code"], trace["approval_status"]) == ("rate_limited", 429, "approved")
+    db = Database(database_url or tmp_path / "flux7.db")
+    try:
+        assert [tuple(r) for r in db.query("SELECT count(*) FROM rate_events WHERE tool = 'echo.run'")] == [(budget,)]
+    finally:
+        db.close()
+    again = blocked_call(server.url, "late")  # over the limit before it is queued: refused at once
+    assert again.result(timeout=30).status_code == 429
+
+
+ONE_A_MINUTE = {**GATED_AND_LIMITED, "tool_limits": [{"tools": ["echo.run"], "max_per_minute": 1}]}
+ECHO = [{"name": "echo", "bin": "/bin/echo", "bare": {}}]
+BOT = {"Authorization": "Bearer agent:bot"}
+
+
+async def test_decide_with_wait_approved_over_the_limit_is_refused_as_any_call_over_it(
+    mesh_of: Callable[..., Mesh], client_of: Any
+) -> None:
+    mesh = mesh_of(cli_tools=ECHO, policies=[ONE_A_MINUTE])
+    c = await client_of(mesh)
+
+    async def decide(arg: str) -> httpx.Response:
+        body = {"tool": "echo.run", "arguments": {"args": [arg]}, "wait": True}
+        return await c.post("/decide", json=body, headers=BOT)
+
+    held = [asyncio.create_task(decide(arg)) for arg in ("one", "two")]
+    queued = await eventually(lambda: len(mesh.approvals.query("pending")) == 2 and mesh.approvals.query("pending"))
+    for approval in queued:
+        mesh.approvals.resolve(approval.id, "approve", resolved_by="ann", resolver="")
+    answers = sorted([await asyncio.wait_for(t, 30) for t in held], key=lambda r: r.status_code)
+    assert [(r.status_code, r.json()["action"]) for r in answers] == [(200, "allow"), (429, "deny")]
+    limit_text = 'rate_limit: agent "bot" exceeded 1 calls/min on tool "echo.run"'
+    assert answers[1].json()["reason"] == limit_text
+    trace = (await c.get("/traces", params={"trace": answers[1].json()["trace_id"]})).json()[0]
+    assert (trace["policy"], trace["status_code"], trace["approval_status"]) == ("rate_limited", 429, "approved")
+
+
+async def test_an_mcp_claim_over_the_limit_is_refused_and_its_approval_kept_for_later(
+    mesh_of: Callable[..., Mesh], client_of: Any
+) -> None:
+    mesh = mesh_of(
+        cli_tools=ECHO,
+        policies=[ONE_A_MINUTE],
+        approval={"timeout_seconds": 60, "wait_seconds": 0, "channel": "queue"},
+    )
+    rpc = await Rpc(await client_of(mesh), agent="bot").open()
+    for arg in ("one", "two"):
+        assert "Approval required" in await rpc.text("echo.run", {"args": [arg]})
+    for approval in mesh.approvals.query("pending"):
+        mesh.approvals.resolve(approval.id, "approve", resolved_by="ann", resolver="")
+    assert json.loads(await rpc.text("echo.run", {"args": ["one"]}))["stdout"] == "one\n"  # the claim runs it
+    refused = await rpc.call("echo.run", {"args": ["two"]})
+    limit_text = 'rate_limit: agent "bot" exceeded 1 calls/min on tool "echo.run"'
+    assert refused.get("isError") is True and limit_text in str(refused), refused
+    # nothing was used up: once the operator resets the count, the same approval lets the call through
+    mesh.limits.reset("bot")
+    assert json.loads(await rpc.text("echo.run", {"args": ["two"]}))["stdout"] == "two\n"
+
+
+def _mcp_call(url: str, arg: str) -> str:
+    """One stateless MCP tools/call of echo.run (any worker answers it): the text of its result."""
+    params = {"name": "echo.run", "arguments": {"args": [arg]}, "_meta": META}
+    headers = {**BOT, "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo.run"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    r = httpx.post(f"{url}/mcp", json=body, headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    return str(r.json()["result"]["content"][0]["text"])
+
+
+def test_approved_mcp_calls_claimed_at_once_on_two_workers_stay_within_the_limit(
+    tmp_path: Path, servers: list[Server], database_url: str
+) -> None:
+    """12 MCP calls approved, then claimed at the same time on two workers: each claim checks and counts in the
+    transaction that uses up its approval, so 3 run and 9 are refused with their approvals left unused."""
+    calls, budget = 12, 3
+    policy = {**GATED_AND_LIMITED, "tool_limits": [{"tools": ["echo.run"], "max_per_minute": budget}]}
+    approval = {"timeout_seconds": 120, "wait_seconds": 0, "channel": "queue"}
+    server = Server(write_config(tmp_path, policies=[policy], approval=approval), workers=2).start()
+    servers.append(server)
+    args = [f"m{i}" for i in range(calls)]
+    for arg in args:
+        assert "Approval required" in _mcp_call(server.url, arg)
+    for a in pending(server.url, calls):
+        assert httpx.post(f"{server.url}/approvals/{a['id']}/approve", timeout=30).status_code == 200
+    start = threading.Barrier(calls)
+
+    def claim(arg: str) -> str:
+        start.wait(20)
+        return _mcp_call(server.url, arg)
+
+    with concurrent.futures.ThreadPoolExecutor(calls) as pool:
+        texts = list(pool.map(claim, args))
+    ran = [t for t in texts if '"stdout"' in t]
+    limit_text = f'rate_limit: agent "bot" exceeded {budget} calls/min on tool "echo.run"'
+    assert len(ran) == budget, texts
+    assert all(limit_text in t for t in texts if t not in ran), texts
+    db = Database(database_url or tmp_path / "flux7.db")
+    try:
+        used = db.query("SELECT count(*) FROM approvals WHERE status = 'approved' AND used_at IS NOT NULL")
+    finally:
+        db.close()
+    assert [tuple(r) for r in used] == [(budget,)]  # the refused claims used nothing up

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flux7.shared.db import Database
+from flux7.shared.policy_files import snapshot
 from tests.support.http import free_port
 from tests.upstreams.servers.http_backend import Backend
 
@@ -122,3 +123,29 @@ def test_doctor_warns_when_the_policy_files_differ_from_the_copy_a_restore_would
     assert r.returncode == 0, r.stdout + r.stderr  # a warning, not a failure
     warned = _lines(r.stdout, "WARN", "policies")
     assert warned and "differs from the database's copy: agents.yaml, extra.yaml" in warned[0], r.stdout
+
+
+def test_doctor_compares_the_catalog_files_with_the_copy_a_restore_would_write(tmp_path: Path) -> None:
+    (tmp_path / "catalog").mkdir()
+    (tmp_path / "catalog" / "claude.yaml").write_text("agents:\n  - id: claude\n    owner: ann\n")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("storage_path: data/flux7.db\ncatalog_dir: catalog\nmemory: {enabled: false}\n")
+    db = Database(tmp_path / "data" / "flux7.db")
+    try:
+        snapshot(db, tmp_path / "catalog", "catalog_files")  # as the server records the catalog it loaded
+    finally:
+        db.close()
+    args = ("doctor", "--config", str(cfg), "--skip", "replication", "--skip", "upstreams")
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"{tmp_path / 'catalog'}: 1 files, the same as the database's copy" in _lines(r.stdout, "ok", "catalog")[0]
+    assert not _lines(r.stdout, "ok", "policies")  # no policy_dir: nothing to compare
+
+    (tmp_path / "catalog" / "claude.yaml").write_text("agents:\n  - id: claude\n    owner: bob\n")  # edited while down
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stdout + r.stderr  # a warning, not a failure
+    warned = _lines(r.stdout, "WARN", "catalog")
+    assert warned and "differs from the database's copy: claude.yaml" in warned[0], r.stdout
+    assert "a restore now would write back the database's copy" in r.stdout
+    skipped = run_cli(*args, "--skip", "catalog")
+    assert skipped.returncode == 0 and not _lines(skipped.stdout, "WARN", "catalog"), skipped.stdout

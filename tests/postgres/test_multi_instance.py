@@ -542,3 +542,144 @@ def test_loop_detection_is_exact_under_three_instances_of_sixteen_concurrent_cal
         again = call(server.url, "list_pets", same)
         assert again.status_code == 429 and again.json()["error"] == refusal, again.text
         assert call(server.url, "list_pets", {"limit": 8 + trio.servers.index(server)}).status_code == 200
+
+
+RELEASE_BUDGET = 7
+GATED_AND_LIMITED = PETS_POLICY.replace(
+    "rules:", f'tool_limits:\n  - tools: ["create_pet"]\n    max_per_minute: {RELEASE_BUDGET}\nrules:'
+)
+
+
+def _put_policy(server: Server, text: str) -> None:
+    r = httpx.put(f"{server.url}/policy-files/agents", json={"text": text}, headers=ADMIN, trust_env=False, timeout=30)
+    assert r.status_code == 200, r.text
+
+
+def _tool_limits(server: Server) -> list[Any]:
+    r = httpx.get(f"{server.url}/policies", headers=ADMIN, trust_env=False, timeout=30)
+    assert r.status_code == 200, r.text
+    return [p.get("tool_limits") for p in r.json() if p.get("tool_limits")]
+
+
+def _untouched(server: Server) -> bool:
+    return not _tool_limits(server)
+
+
+def _held(server: Server, count: int) -> list[dict[str, Any]] | None:
+    listed = pending(server.url)
+    return listed if len(listed) >= count else None
+
+
+def _approval_timeout(server: Server, seconds: int) -> None:
+    r = httpx.put(f"{server.url}/approvals/settings", json={"timeout_seconds": seconds}, headers=ADMIN, trust_env=False)
+    assert r.status_code == 200, r.text
+
+
+def _queue_then_approve_all_at_once(trio: Trio, names: list[str]) -> list[httpx.Response]:
+    """create_pet once per name, 16 callers on each instance, all held for approval (each checked when queued,
+    when no other was counted yet); then every approval resolved at once through the three control planes, so
+    the calls are released concurrently on the three instances. The answers."""
+    servers = trio.servers
+    answers: list[httpx.Response] = []
+    lock = threading.Lock()
+
+    def caller(n: int) -> None:
+        r = httpx.post(
+            f"{servers[n % 3].url}/tool/create_pet",
+            json={"params": {"name": names[n]}},
+            headers=AGENT,
+            timeout=180,
+            trust_env=False,
+        )
+        with lock:
+            answers.append(r)
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(len(names))]
+    for t in threads:
+        t.start()
+    listed = wait_until(
+        partial(_held, servers[0], len(names)),
+        timeout=120,
+        what=f"{len(names)} calls held for approval",
+    )
+    assert len(listed) == len(names)
+    start = threading.Barrier(len(listed))
+    codes: list[int] = []
+
+    def approve(n: int) -> None:
+        start.wait(30)
+        r = httpx.post(
+            f"{servers[n % 3].url}/approvals/{listed[n]['id']}/approve",
+            json={"resolved_by": "ann"},
+            headers=ADMIN,
+            trust_env=False,
+            timeout=60,
+        )
+        with lock:
+            codes.append(r.status_code)
+
+    approvers = [threading.Thread(target=approve, args=(n,)) for n in range(len(listed))]
+    for t in approvers:
+        t.start()
+    for t in approvers + threads:
+        t.join(180)
+    assert codes == [200] * len(listed)
+    assert len(answers) == len(names)
+    return answers
+
+
+def _created(trio: Trio, names: set[str]) -> int:
+    """The calls among `names` whose upstream ran: their traces carry the backend's 201."""
+    r = httpx.get(
+        f"{trio.servers[1].url}/traces",
+        params={"tool": "create_pet", "limit": "1000"},
+        headers=ADMIN,
+        trust_env=False,
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    ran = [t for t in r.json() if t["params"].get("name") in names and t["status_code"] == 201]
+    return len(ran)
+
+
+def test_approved_calls_released_at_once_on_three_instances_stay_within_the_limit_and_loop_detection(
+    trio: Trio,
+) -> None:
+    a, b, c = trio.servers
+    callers = 48
+    _approval_timeout(a, 180)  # 48 calls queued and approved on a loaded machine: none may time out meanwhile
+    try:
+        # a per-minute budget on create_pet, in force on every instance
+        _put_policy(a, GATED_AND_LIMITED)
+        for server in trio.servers:
+            wait_until(partial(_tool_limits, server), timeout=10, what=f"the tool limit on {server.url}")
+        names = [f"budget-{n}" for n in range(callers)]  # distinct params: loop detection stays out of it
+        answers = _queue_then_approve_all_at_once(trio, names)
+        statuses = [r.status_code for r in answers]
+        assert statuses.count(200) == RELEASE_BUDGET, sorted(statuses)
+        limit_text = f'rate_limit: agent "claude" exceeded {RELEASE_BUDGET} calls/min on tool "create_pet"'
+        for r in answers:
+            if r.status_code != 200:
+                body = r.json()
+                assert (r.status_code, body["policy"], body["error"]) == (429, "rate_limited", limit_text), body
+        assert _created(trio, set(names)) == RELEASE_BUDGET  # the upstream ran for those only
+        with psycopg.connect(trio.url) as conn:
+            row = conn.execute("SELECT count(*) FROM rate_events WHERE tool = 'create_pet'").fetchone()
+        assert row == (RELEASE_BUDGET,)
+
+        # loop detection, without the budget: the same call 48 times, approved at once, runs LOOP_THRESHOLD times
+        _put_policy(b, PETS_POLICY)
+        for server in trio.servers:
+            wait_until(partial(_untouched, server), timeout=10, what=f"the plain policy on {server.url}")
+        answers = _queue_then_approve_all_at_once(trio, ["looping"] * callers)
+        statuses = [r.status_code for r in answers]
+        assert statuses.count(200) == LOOP_THRESHOLD, sorted(statuses)
+        loop_text = f'loop_detected: agent "claude" called create_pet with same params {LOOP_THRESHOLD} times in 5m0s'
+        for r in answers:
+            if r.status_code != 200:
+                body = r.json()
+                assert (r.status_code, body["policy"], body["error"]) == (429, "rate_limited", loop_text), body
+        assert _created(trio, {"looping"}) == LOOP_THRESHOLD
+    finally:
+        _approval_timeout(c, 20)
+        _put_policy(a, PETS_POLICY)
