@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from flux7.shared.db import Database
+from flux7.shared.errors import Unavailable
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
 from flux7.shared.tracing import TraceEntry, Tracer
@@ -86,17 +87,29 @@ async def test_a_write_alone_in_its_turn_is_committed_in_its_callers_step(tracer
     assert len({r for r, _ in both}) == 2 and (group.batches, group.inline) == (3, 2)
 
 
-async def test_a_lone_write_that_cannot_commit_refuses_its_call(served: tuple[Mesh, httpx.AsyncClient]) -> None:
+async def test_a_lone_write_that_cannot_commit_is_refused_in_its_callers_step(tmp_path: Path) -> None:
+    db = Database(str(tmp_path / "flux7.db"))
+    tracer = Tracer(make_settings(tmp_path), db)
+    group = tracer.store.group
+    with locked(tmp_path / "flux7.db"), pytest.raises(Unavailable, match="locked"):
+        await tracer.store.begin_grouped(TraceEntry(agent_id="a", tool="t", params={}, policy="allow"))
+    assert (group.inline, group.batches) == (1, 0) and tracer.counts()["total"] == 0
+    await tracer.store.begin_grouped(TraceEntry(agent_id="a", tool="t", params={}, policy="allow"))
+    assert (group.inline, group.batches) == (2, 1) and tracer.counts()["total"] == 1
+    assert "break" not in tracer.verify()
+    db.close()
+
+
+async def test_a_lone_call_whose_write_cannot_commit_is_refused(served: tuple[Mesh, httpx.AsyncClient]) -> None:
     mesh, client = served
     group = mesh.tracer.store.group
     with locked(Path(mesh.db.path)):
         r = await client.post("/tool/list_pets", json={"arguments": {}})
     assert r.status_code == 503 and "locked" in r.json()["error"]
-    assert (group.inline, group.batches) == (1, 0)  # written alone, in the call's own step, and refused
-    assert mesh.tracer.query(limit=10) == []
+    assert group.batches == 0 and mesh.tracer.query(limit=10) == []
     r = await client.post("/tool/list_pets", json={"arguments": {}})
     assert r.status_code == 200, r.text
-    assert (group.inline, group.batches) == (3, 2) and "break" not in mesh.tracer.verify()
+    assert group.batches == 2 and "break" not in mesh.tracer.verify()
 
 
 async def test_concurrent_calls_share_commits_and_each_ends_complete(served: tuple[Mesh, httpx.AsyncClient]) -> None:
