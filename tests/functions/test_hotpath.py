@@ -217,3 +217,22 @@ def test_a_body_of_declared_length_is_taken_once_its_bytes_are_in(
         assert sent[0]["status"] == 200
         query = json.loads(sent[1]["body"])["result"]["query"]
         assert query.get("limit") == (["2"] if declared else None)
+
+
+_FAKE_LOOP = """def new_event_loop():
+    raise RuntimeError("the {name} stand-in was chosen as the event loop")
+"""
+
+
+def test_the_served_mesh_runs_asyncios_loop_when_uvloop_or_rloop_is_installed(tmp_path: Path, backend: Backend) -> None:
+    """granian's default loop is rloop or uvloop when importable; uvloop's transports broke every forwarded call
+    (the upstream client takes asyncio's), so `flux7 serve` asks for asyncio's loop. Stand-ins on the server's
+    path (its working folder comes first for `python -m`) fail the start if they are chosen."""
+    config = make_config(tmp_path, backend, "auth: {admin_token: adm1n}")
+    for name in ("uvloop", "rloop"):
+        (config.parent / f"{name}.py").write_text(_FAKE_LOOP.format(name=name))
+    with running_server(config) as server, socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(_request(None, limit=2))
+        [(status, body)] = _answers(sock, 1)
+        assert status == 200 and _limit(body) == 2, body
+    assert "stand-in" not in server.log.read_text()
