@@ -12,8 +12,17 @@ py-spy can unwind them, otherwise their time counts for the Python line that cal
 Python (granian's Rust I/O threads) are not sampled; the summary compares the sampled time with the process
 tree's CPU time from /proc to say how much that is.
 
+At c=1 (`--concurrency 1`, issue 19's added latency) the CPU per call is not the whole story: a lone call also
+waits on hand-offs between threads (granian's I/O threads and the event loop) and on loop turns. `--wall`
+samples wall-clock time instead (py-spy --idle, every thread whether it holds the GIL or not: where the call
+waits), and `--syscalls N` counts the worker's system calls over N sequential calls on one kept-alive
+connection (strace -c -f): a count per call that does not move with the machine's load, where the hand-offs
+show as wake-ups (sendto on the loop's self-pipe, futex, epoll_wait per loop turn) and the trace writes as
+their flock, fcntl and pwrite64.
+
 Run as root (py-spy needs ptrace): python bench/profile_governed.py [--seconds 15] [--label before]
-Needs wrk (apt-get install wrk) and py-spy (pip install py-spy, in the dev extras)."""
+[--concurrency 1] [--wall] [--syscalls 1000]
+Needs wrk (apt-get install wrk), py-spy (pip install py-spy, in the dev extras), strace for --syscalls."""
 
 from __future__ import annotations
 
@@ -37,7 +46,15 @@ sys.path.insert(0, str(ROOT))
 
 from bench._common import RESULTS, save  # noqa: E402
 from bench.governed_call_bench import _TICK as TICK  # noqa: E402
-from bench.governed_call_bench import AGENT, GOVERNED_BODY, Stack, tree_cpu, wrk_script  # noqa: E402
+from bench.governed_call_bench import (  # noqa: E402
+    AGENT,
+    GOVERNED_BODY,
+    MESH_CWD,
+    MESH_ENV,
+    Stack,
+    tree_cpu,
+    wrk_script,
+)
 
 DOCS = ROOT / "docs" / "benchmarks"
 
@@ -110,9 +127,11 @@ def _leaf(stack: list[str]) -> str:
     return re.sub(r"\(\S*?([^/\s]+/[^/\s]+)\)$", r"(\1)", frame)
 
 
-def record(pid: int, seconds: int, rate: int, fmt: str, out: Path, native: bool) -> None:
+def record(pid: int, seconds: int, rate: int, fmt: str, out: Path, native: bool, wall: bool = False) -> None:
     cmd = ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--rate", str(rate), "--duration", str(seconds)]
-    cmd += ["--gil", "--format", fmt, "--output", str(out)]
+    # CPU: the samples of the thread holding the GIL; wall-clock: every thread's, idle ones included
+    cmd += ["--idle"] if wall else ["--gil"]
+    cmd += ["--format", fmt, "--output", str(out)]
     if fmt == "raw":
         cmd.append("--full-filenames")
     if native:
@@ -148,6 +167,42 @@ def threads_cpu(root: int) -> Counter[str]:
             out[thread] += (int(rest[11]) + int(rest[12])) / TICK  # type: ignore[assignment]  # float seconds
             pids.extend(int(c) for c in children if int(c) not in seen)
     return out
+
+
+def syscalls(worker: int, url: str, calls: int) -> dict[str, float]:
+    """System calls per call of one worker process (every thread), over `calls` sequential governed calls on one
+    kept-alive connection (strace -c -f; warm-up calls first, outside the count)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=30)
+    headers = {**AGENT, "Content-Type": "application/json"}
+
+    def call(n: int) -> None:
+        for _ in range(n):
+            conn.request("POST", parts.path, GOVERNED_BODY, headers)
+            answer = conn.getresponse()
+            answer.read()
+            if answer.status != 200:
+                raise SystemExit(f"governed call answered {answer.status}")
+
+    call(100)
+    out = Path(tempfile.mkdtemp(prefix="flux7-strace-")) / "counts.txt"
+    tracer = subprocess.Popen(["strace", "-c", "-f", "-p", str(worker), "-o", str(out)], stderr=subprocess.PIPE)
+    # strace reports "attached" on stderr once it traces every thread
+    assert tracer.stderr is not None
+    tracer.stderr.readline()
+    call(calls)
+    tracer.send_signal(2)
+    tracer.wait(30)
+    conn.close()
+    counts: dict[str, float] = {}
+    for line in out.read_text().splitlines():
+        cells = line.split()
+        if len(cells) >= 5 and cells[3].isdigit() and not line.startswith(("-", "%")) and cells[-1] != "total":
+            counts[cells[-1]] = int(cells[3]) / calls
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def compact(text: str) -> str:
@@ -191,9 +246,15 @@ def compare(a: str, b: str) -> str:
 
 def report(result: dict[str, Any], raw: Path) -> None:
     """Attribute the raw stacks, print the tables and save them (JSON beside the raw stacks, markdown table)."""
-    summary = attribute(gzip.decompress(raw.read_bytes()).decode())
+    text = gzip.decompress(raw.read_bytes()).decode()
+    wall = str(result.get("samples_of", "")).startswith("wall")
+    if wall:  # the event loop's thread only: where a call's time goes while the loop serves it, or waits
+        text = "\n".join(line for line in text.splitlines() if "run_forever" in line)
+    summary = attribute(text)
     calls = result["wrk_rps"] * result["recording_wall_seconds"]
     cpu_ms_per_call = result["tree_cpu_seconds"] * 1000 / calls if calls else float("nan")
+    if wall:  # each category's share of the loop thread's wall-clock time, per call
+        cpu_ms_per_call = result["recording_wall_seconds"] * 1000 / calls if calls else float("nan")
     sampled_seconds = summary["samples"] / result["rate"]
     result |= {
         "cpu_ms_per_call": cpu_ms_per_call,
@@ -204,10 +265,11 @@ def report(result: dict[str, Any], raw: Path) -> None:
     table = markdown(summary, cpu_ms_per_call)
     print(table)
     print(
-        f"{summary['samples']} samples ({sampled_seconds:.1f} s holding the GIL) against"
+        f"{summary['samples']} samples ({sampled_seconds:.1f} s {'of the loop thread' if wall else 'holding the GIL'})"
+        " against"
         f" {result['tree_cpu_seconds']:.1f} s of mesh CPU in {result['recording_wall_seconds']:.1f} s"
         f" ({result['sampled_share_of_cpu']:.0%}); wrk {result['wrk_rps']:.0f} calls/s under the profiler,"
-        f" ≈ {cpu_ms_per_call:.2f} ms of mesh CPU per call"
+        f" ≈ {cpu_ms_per_call:.2f} ms of {'wall-clock time' if wall else 'mesh CPU'} per call"
     )
     print("innermost frames:")
     for leaf, share in summary["top_leaves"].items():
@@ -224,6 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=15, help="length of each recording")
     parser.add_argument("--rate", type=int, default=100, help="samples per second per process")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--repo", help="profile the mesh of this checkout (its flux7 package) instead of this one's")
+    parser.add_argument("--concurrency", type=int, default=32, help="wrk's connections (1: the lone call)")
+    parser.add_argument("--wall", action="store_true", help="wall-clock samples (py-spy --idle), not CPU (--gil)")
+    parser.add_argument(
+        "--syscalls", type=int, metavar="N", help="no profile: the worker's system calls per call over N calls"
+    )
     parser.add_argument("--label", default="before", help="names the outputs: governed-profile-<label>.svg")
     parser.add_argument("--no-native", action="store_true", help="do not unwind C extensions")
     parser.add_argument(
@@ -236,18 +304,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         print(compare(*args.compare))
         return 0
+    if args.repo:
+        MESH_ENV["PYTHONPATH"] = str(Path(args.repo).resolve())
+        MESH_CWD.append(str(Path(args.repo).resolve()))
     svg = DOCS / f"governed-profile-{args.label}.svg"
     raw = RESULTS / f"profile_governed_{args.label}.txt.gz"
     if args.analyse:
         saved = json.loads((RESULTS / f"profile_governed_{args.label}.json").read_text())
         keep: tuple[str, ...] = ("label", "seconds", "rate", "workers", "native", "wrk_rps", "tree_cpu_seconds")
+        keep += tuple(k for k in ("concurrency", "samples_of") if k in saved)  # not in older recordings
         keep += ("recording_wall_seconds", "cpu_seconds_by_thread", "flame_graph", "raw")
         report({k: saved[k] for k in keep}, raw)
         return 0
-    for tool, how in (("wrk", "apt-get install wrk"), ("py-spy", "pip install py-spy")):
+    needed = [("strace", "apt-get install strace")] if args.syscalls else [("wrk", "apt-get install wrk")]
+    for tool, how in [*needed, ("py-spy", "pip install py-spy")]:
         if not shutil.which(tool):
             sys.exit(f"{tool} is needed: {how}")
     tmp = Path(tempfile.mkdtemp(prefix="flux7-profile-"))
+    if args.syscalls:
+        return count_syscalls(tmp, args)
     script = wrk_script(tmp / "governed.lua", GOVERNED_BODY, AGENT)
     DOCS.mkdir(parents=True, exist_ok=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -257,15 +332,16 @@ def main(argv: list[str] | None = None) -> int:
         mesh = stack.meshes[args.workers][0].pid
         url = stack.url(args.workers, "/tool/echo")
         load_seconds = 2 * args.seconds + 6
+        c = args.concurrency
         load = subprocess.Popen(
-            ["wrk", "-t", "2", "-c", "32", "-d", f"{load_seconds}s", "-s", str(script), url],
+            ["wrk", "-t", str(min(2, c)), "-c", str(c), "-d", f"{load_seconds}s", "-s", str(script), url],
             stdout=subprocess.PIPE,
             text=True,
         )
         time.sleep(1)  # the load reaches its steady state
-        record(mesh, args.seconds, args.rate, "flamegraph", svg, not args.no_native)
+        record(mesh, args.seconds, args.rate, "flamegraph", svg, not args.no_native, args.wall)
         cpu_before, threads_before, t0 = tree_cpu(mesh), threads_cpu(mesh), time.monotonic()
-        record(mesh, args.seconds, args.rate, "raw", tmp / "raw.txt", not args.no_native)
+        record(mesh, args.seconds, args.rate, "raw", tmp / "raw.txt", not args.no_native, args.wall)
         cpu_seconds, wall = tree_cpu(mesh) - cpu_before, time.monotonic() - t0
         by_thread = threads_cpu(mesh)
         by_thread.subtract(threads_before)
@@ -281,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": args.seconds,
         "rate": args.rate,
         "workers": args.workers,
+        "concurrency": args.concurrency,
+        "samples_of": "wall-clock (every thread)" if args.wall else "CPU (the thread holding the GIL)",
         "native": not args.no_native,
         "wrk_rps": float(rps.group(1)) if rps else float("nan"),
         "tree_cpu_seconds": cpu_seconds,
@@ -290,6 +368,27 @@ def main(argv: list[str] | None = None) -> int:
         "raw": str(raw.relative_to(ROOT)),
     }
     report(result, raw)
+    return 0
+
+
+def count_syscalls(tmp: Path, args: argparse.Namespace) -> int:
+    """`--syscalls N`: one worker, N sequential calls, the worker's system calls per call."""
+    stack = Stack(tmp, [1], mcp=False)
+    try:
+        mesh = stack.meshes[1][0].pid
+        worker = next(int(c) for c in Path(f"/proc/{mesh}/task/{mesh}/children").read_text().split())
+        counts = syscalls(worker, stack.url(1, "/tool/echo"), args.syscalls)
+    finally:
+        stack.close()
+    rows = ["| system call | per governed call |", "|---|---|"]
+    rows += [f"| {name} | {n:.1f} |" for name, n in counts.items() if n >= 0.05]
+    rows.append(f"| **all** | {sum(counts.values()):.1f} |")
+    table = "\n".join(rows) + "\n"
+    print(table)
+    label = f"syscalls_{args.label}"
+    path = save(f"profile_governed_{label}", {"calls": args.syscalls, "per_call": counts})
+    (RESULTS / f"profile_governed_{label}.md").write_text(table)
+    print(f"saved {path}")
     return 0
 
 

@@ -8,7 +8,10 @@ before its row is durable. A batch that fails (the store locked, a statement ref
 in it with the same exception, and each of them refuses its call as a lone write would have.
 
 The flush runs on the event loop's own thread, as the lone writes it replaces did: no thread hand-off per call
-(which costs more CPU than a small commit), and a call alone in its turn is written at once."""
+(which costs more CPU than a small commit). A write queued when nothing else is ready to run in this turn is
+committed inline, in its caller's step: a batch flushed a turn later could hold nothing more (writes queued by
+the callbacks of later turns come after the flush), and the deferral cost two loop turns per write, which is
+most of a lone call's wait (issue 19, c=1)."""
 
 from __future__ import annotations
 
@@ -41,11 +44,16 @@ class GroupCommit(Generic[Item, Result]):
         # How many batches and rows were committed: what the bench and the tests read to see batching happen.
         self.batches = 0
         self.rows = 0
+        self.inline = 0  # batches written in their caller's step (nothing else was ready), refused ones included
 
     async def submit(self, item: Item) -> Result:
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Result] = loop.create_future()
         queue = self._pending.get(loop)
+        if queue is None and _nothing_ready(loop):
+            # Alone in its turn: the batch a deferred flush would commit is this item alone. A failure raises here.
+            self.inline += 1
+            return self._write([item])[0]
+        future: asyncio.Future[Result] = loop.create_future()
         if queue is None:
             queue = self._pending[loop] = []
             loop.call_soon(self._flush, loop)
@@ -62,20 +70,38 @@ class GroupCommit(Generic[Item, Result]):
         for i in range(0, len(batch), MAX_BATCH):
             self._commit(batch[i : i + MAX_BATCH])
 
+    def _write(self, items: list[Item]) -> list[Result]:
+        with self.db.write(row_lock=self.row_lock) as conn:
+            results = self._apply(conn, items)
+        self.batches += 1
+        self.rows += len(items)
+        return results
+
     def _commit(self, batch: list[tuple[Item, asyncio.Future[Result]]]) -> None:
         try:
-            with self.db.write(row_lock=self.row_lock) as conn:
-                results = self._apply(conn, [item for item, _ in batch])
+            results = self._write([item for item, _ in batch])
         except Exception as e:  # every caller of the batch gets it
             for _, future in batch:
                 if not future.done():
                     future.set_exception(e)
             return
-        self.batches += 1
-        self.rows += len(batch)
         for (_, future), result in zip(batch, results, strict=True):
             if not future.done():  # its caller was cancelled
                 future.set_result(result)
+
+
+def _nothing_ready(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether no callback that could queue a write is left to run in this loop turn nor queued for the next
+    (asyncio's own loop: its `_ready` queue). The one callback allowed is the loop's own draining of its wake-up
+    pipe, which a callback handed over from another thread (granian's I/O threads) leaves behind it. Another
+    loop (uvloop) does not say: its writes are always deferred to the next turn."""
+    ready = getattr(loop, "_ready", None)
+    if ready is None:
+        return False
+    if not ready:
+        return True
+    drain = getattr(loop, "_read_from_self", None)
+    return drain is not None and all(getattr(h, "_callback", None) == drain for h in ready)
 
 
 class SummedUpserts:

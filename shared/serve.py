@@ -102,7 +102,7 @@ def serve(
             print(f"flux7: {e}", file=sys.stderr)
             return 2
     from granian import Granian
-    from granian.constants import Interfaces
+    from granian.constants import Interfaces, Loops
 
     if config:
         os.environ["FLUX7_CONFIG"] = str(Path(config).resolve())
@@ -120,6 +120,11 @@ def serve(
         address=bind,
         port=port or settings.port,
         interface=Interfaces.ASGI,
+        # asyncio's own loop, whatever else is installed: granian's default picks rloop or uvloop when present,
+        # whose transports the upstream client does not take (every forwarded call failed) and whose ready
+        # queue the group commit cannot read (its lone writes would wait a turn); uvloop measured no faster
+        # here (issue 19).
+        loop=Loops.asyncio,
         workers=max(1, n),
         factory=True,
         log_access=settings.access_log if access_log is None else access_log,

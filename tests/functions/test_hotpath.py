@@ -5,9 +5,10 @@ so the same requests to both apps are compared: status, JSON body (trace ids and
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from litestar.testing import TestClient
@@ -16,6 +17,7 @@ from flux7.functions.app import create_app
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
 from tests.functions.conftest import AGENT, make_config
+from tests.support.server import running_server
 from tests.upstreams.servers.http_backend import Backend
 
 JSON = {"Content-Type": "application/json"}
@@ -110,3 +112,127 @@ def test_paths_that_are_not_one_tool_name_go_to_litestar(pair: tuple[TestClient[
         r = hot.post(path, content=b"{}", headers={**AGENT, **JSON})
         assert r.status_code == 404 and r.text == "404 page not found\n"
     assert hot.head("/tool/list_pets", headers=AGENT).status_code == 405  # HEAD answers as GET: no GET here
+
+
+def _answers(sock: socket.socket, n: int) -> list[tuple[int, Any]]:
+    """`n` HTTP/1.1 answers (Content-Length framed) read off one connection, in order."""
+    buf = b""
+    out: list[tuple[int, Any]] = []
+    while len(out) < n:
+        while b"\r\n\r\n" not in buf:
+            chunk = sock.recv(65536)
+            assert chunk, f"connection closed after {len(out)} answers"
+            buf += chunk
+        head, _, buf = buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        fields = dict(line.lower().split(": ", 1) for line in lines[1:])
+        length = int(fields["content-length"])
+        while len(buf) < length:
+            chunk = sock.recv(65536)
+            assert chunk, "connection closed inside an answer"
+            buf += chunk
+        out.append((int(lines[0].split()[1]), json.loads(buf[:length])))
+        buf = buf[length:]
+    return out
+
+
+def _limit(answer: Any) -> int | None:
+    """The limit the backend was asked for (it echoes its query)."""
+    sent = answer["result"]["query"].get("limit")
+    return int(sent[0]) if sent else None
+
+
+def _request(body: bytes | None, *, chunked: bool = False, limit: int = 1) -> bytes:
+    head = "POST /tool/list_pets HTTP/1.1\r\nHost: mesh\r\nAuthorization: Bearer agent:claude\r\n"
+    head += "Content-Type: application/json\r\n"
+    if body is None:
+        body = json.dumps({"params": {"limit": limit}}).encode()
+    if chunked:  # no declared length: the body is read to its end
+        half = len(body) // 2
+        parts = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[:half], body[half:]) if p)
+        return (head + "Transfer-Encoding: chunked\r\n\r\n").encode() + parts + b"0\r\n\r\n"
+    return (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def test_bodies_of_every_framing_are_read_whole_on_one_kept_alive_connection(tmp_path: Path, backend: Backend) -> None:
+    """Under granian, a body of a declared length is taken once its bytes are in (its empty end event is not
+    waited for): the connection must stay usable, pipelined requests must not run into each other, and bodies
+    sent chunked or declared empty must still be read as the Litestar route reads them."""
+    config = make_config(tmp_path, backend, "auth: {admin_token: adm1n}")
+    with running_server(config) as server, socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        for limit in (1, 2, 3):  # one after the other on one connection
+            sock.sendall(_request(None, limit=limit))
+            [(status, body)] = _answers(sock, 1)
+            assert status == 200 and _limit(body) == limit, body
+        # pipelined: three requests in one write, answered in order, each with its own arguments
+        sock.sendall(b"".join(_request(None, limit=n) for n in (2, 1, 3)))
+        assert [(s, _limit(b)) for s, b in _answers(sock, 3)] == [(200, 2), (200, 1), (200, 3)]
+        # chunked, a declared empty body, then a malformed one of a declared length: all read as sent
+        sock.sendall(_request(json.dumps({"params": {"limit": 2}}).encode(), chunked=True))
+        [(status, body)] = _answers(sock, 1)
+        assert status == 200 and _limit(body) == 2, body
+        sock.sendall(_request(b""))
+        [(status, body)] = _answers(sock, 1)
+        assert status == 200 and body["policy"] == "allow" and _limit(body) is None, body
+        sock.sendall(_request(b"{not json") + _request(None, limit=1))
+        assert [(s, b.get("error")) for s, b in _answers(sock, 2)] == [(400, "invalid JSON body"), (200, None)]
+
+
+def test_a_body_of_declared_length_is_taken_once_its_bytes_are_in(
+    pair: tuple[TestClient[Any], TestClient[Any]],
+) -> None:
+    """granian sends the body's bytes with more_body set, then an empty end event, each a hop from its I/O thread
+    to the event loop: the hot path answers without waiting for the second (here, a disconnect if asked for)."""
+    hot_client, _ = pair
+    hot = cast(Any, hot_client.app).hot
+    body = b'{"params": {"limit": 2}}'
+    scope: dict[str, Any] = {
+        "type": "http",
+        "method": "POST",
+        "path": "/tool/list_pets",
+        "headers": [(b"authorization", b"Bearer agent:claude"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 5000),
+    }
+    cases = [(body, [body]), (body, [body[:5], body[5:]]), (b"", [])]  # one event, two, none (declared empty)
+
+    async def serve(declared: bytes, events: list[bytes]) -> list[dict[str, Any]]:
+        queue = [{"type": "http.request", "body": e, "more_body": True} for e in events]
+        queue.append({"type": "http.disconnect"})  # what asking past the declared bytes would get
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return queue.pop(0)
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        length = [(b"content-length", str(len(declared)).encode())]
+        assert await hot({**scope, "headers": scope["headers"] + length}, receive, send)
+        assert queue == [{"type": "http.disconnect"}]  # never asked for
+        return sent
+
+    for declared, events in cases:
+        sent = hot_client.blocking_portal.call(serve, declared, events)
+        assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+        assert sent[0]["status"] == 200
+        query = json.loads(sent[1]["body"])["result"]["query"]
+        assert query.get("limit") == (["2"] if declared else None)
+
+
+_FAKE_LOOP = """def new_event_loop():
+    raise RuntimeError("the {name} stand-in was chosen as the event loop")
+"""
+
+
+def test_the_served_mesh_runs_asyncios_loop_when_uvloop_or_rloop_is_installed(tmp_path: Path, backend: Backend) -> None:
+    """granian's default loop is rloop or uvloop when importable; uvloop's transports broke every forwarded call
+    (the upstream client takes asyncio's), so `flux7 serve` asks for asyncio's loop. Stand-ins on the server's
+    path (its working folder comes first for `python -m`) fail the start if they are chosen."""
+    config = make_config(tmp_path, backend, "auth: {admin_token: adm1n}")
+    for name in ("uvloop", "rloop"):
+        (config.parent / f"{name}.py").write_text(_FAKE_LOOP.format(name=name))
+    with running_server(config) as server, socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(_request(None, limit=2))
+        [(status, body)] = _answers(sock, 1)
+        assert status == 200 and _limit(body) == 2, body
+    assert "stand-in" not in server.log.read_text()

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from flux7.shared.db import Database
+from flux7.shared.errors import Unavailable
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
 from flux7.shared.tracing import TraceEntry, Tracer
@@ -51,6 +52,7 @@ async def test_rows_queued_in_one_turn_are_committed_in_one_transaction(tracer: 
     rows = [row for row, _ in written]
     statements, commits = counter.take()
     assert (group.batches, group.rows, commits) == (1, CALLS, 1)
+    assert group.inline == 0  # the first write saw the other calls ready to run: it waited for them
     # BEGIN, head, lines, rows, head moved, stats, COMMIT: as many as for one row (PostgreSQL: and the lock on the
     # chain head row taken first)
     assert statements == (8 if tracer.db.engine == "postgresql" else 7)
@@ -67,6 +69,47 @@ async def test_rows_queued_in_one_turn_are_committed_in_one_transaction(tracer: 
     assert group.batches == 2
     report = tracer.verify()
     assert "break" not in report and report["last_seq"] == 2 * CALLS and "outcome_unknown" not in report
+
+
+async def test_a_write_alone_in_its_turn_is_committed_in_its_callers_step(tracer: Tracer) -> None:
+    group = tracer.store.group
+    counter = Counter()
+    tracer.db.trace_statements(counter)
+    # Nothing else ready to run: the write does not wait a loop turn for company that cannot come.
+    row, entry = await tracer.store.begin_grouped(TraceEntry(agent_id="a", tool="t", params={}, policy="allow"))
+    assert (group.batches, group.rows, group.inline) == (1, 1, 1) and counter.take()[1] == 1  # committed
+    stored = tracer.store.get(entry.trace_id)
+    assert stored is not None and stored.tool == "t"
+    revised = await tracer.revise_grouped(row, {"status_code": 200})
+    assert revised is not None and (revised.status_code, group.batches, group.inline) == (200, 2, 2)
+    # Two writes queued in one turn still share one commit, whichever comes first.
+    both = await asyncio.gather(*(tracer.store.begin_grouped(TraceEntry(agent_id="a", tool=t)) for t in "xy"))
+    assert len({r for r, _ in both}) == 2 and (group.batches, group.inline) == (3, 2)
+
+
+async def test_a_lone_write_that_cannot_commit_is_refused_in_its_callers_step(tmp_path: Path) -> None:
+    db = Database(str(tmp_path / "flux7.db"))
+    tracer = Tracer(make_settings(tmp_path), db)
+    group = tracer.store.group
+    with locked(tmp_path / "flux7.db"), pytest.raises(Unavailable, match="locked"):
+        await tracer.store.begin_grouped(TraceEntry(agent_id="a", tool="t", params={}, policy="allow"))
+    assert (group.inline, group.batches) == (1, 0) and tracer.counts()["total"] == 0
+    await tracer.store.begin_grouped(TraceEntry(agent_id="a", tool="t", params={}, policy="allow"))
+    assert (group.inline, group.batches) == (2, 1) and tracer.counts()["total"] == 1
+    assert "break" not in tracer.verify()
+    db.close()
+
+
+async def test_a_lone_call_whose_write_cannot_commit_is_refused(served: tuple[Mesh, httpx.AsyncClient]) -> None:
+    mesh, client = served
+    group = mesh.tracer.store.group
+    with locked(Path(mesh.db.path)):
+        r = await client.post("/tool/list_pets", json={"arguments": {}})
+    assert r.status_code == 503 and "locked" in r.json()["error"]
+    assert group.batches == 0 and mesh.tracer.query(limit=10) == []
+    r = await client.post("/tool/list_pets", json={"arguments": {}})
+    assert r.status_code == 200, r.text
+    assert group.batches == 2 and "break" not in mesh.tracer.verify()
 
 
 async def test_concurrent_calls_share_commits_and_each_ends_complete(served: tuple[Mesh, httpx.AsyncClient]) -> None:
