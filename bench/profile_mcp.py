@@ -30,6 +30,10 @@ from bench.rest_overhead_bench import wrk  # noqa: E402
 
 AGENT = {"Authorization": "Bearer agent:bench"}
 REST_BODY = b'{"params": {"text": "hello"}}'
+SDK_LOAD = """import sys; sys.path.insert(0, {root!r})
+from bench.governed_call_bench import AGENT, Probe, sdk_load
+print("rps", sdk_load({url!r}, "echo.echo", AGENT, 32, {seconds}, Probe())["rps"])
+"""
 
 
 def cpu_per_call(mesh: int, url: str, script: Path, seconds: int) -> tuple[float, float]:
@@ -48,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="before")
     parser.add_argument("--no-profile", action="store_true", help="only the CPU per call, no py-spy recording")
     parser.add_argument("--repo", help="run the mesh of this checkout instead of this one's")
+    parser.add_argument("--client", choices=("wrk", "sdk"), default="wrk", help="the load during the recording")
     args = parser.parse_args(argv)
     if args.repo:
         MESH_ENV["PYTHONPATH"] = str(Path(args.repo).resolve())
@@ -75,11 +80,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         raw = RESULTS / f"profile_mcp_{args.label}.txt.gz"
         load_seconds = args.seconds + 4
-        load = subprocess.Popen(
-            ["wrk", "-t", "2", "-c", "32", "-d", f"{load_seconds}s", "-s", str(mcp_script), mcp_url],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        command = ["wrk", "-t", "2", "-c", "32", "-d", f"{load_seconds}s", "-s", str(mcp_script), mcp_url]
+        if args.client == "sdk":  # the official SDK client, 32 calls in flight (bench/governed_call_bench.py)
+            command = [sys.executable, "-c", SDK_LOAD.format(root=str(ROOT), url=mcp_url, seconds=load_seconds)]
+        load = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         time.sleep(1)
         cpu_before, t0 = tree_cpu(mesh), time.monotonic()
         record(mesh, args.seconds, args.rate, "raw", tmp / "raw.txt", True)
@@ -90,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             load.kill()
         stack.close()
     raw.write_bytes(gzip.compress(compact((tmp / "raw.txt").read_text()).encode()))
-    rps_match = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    rps_match = re.search(r"Requests/sec:\s+([\d.]+)", out) or re.search(r"rps ([\d.]+)", out)
     rps = float(rps_match.group(1)) if rps_match else float("nan")
     summary = attribute((tmp / "raw.txt").read_text())
     ms_per_call = cpu_seconds * 1000 / (rps * wall)
