@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from bench._common import RESULTS, save  # noqa: E402
 from bench.governed_call_bench import MESH_CWD, MESH_ENV, Stack, tree_cpu, wrk_script  # noqa: E402
 from bench.mcp_bench import lua  # noqa: E402
-from bench.profile_governed import DOCS, attribute, compact, markdown, record  # noqa: E402
+from bench.profile_governed import attribute, compact, markdown, record  # noqa: E402
 from bench.rest_overhead_bench import wrk  # noqa: E402
 
 AGENT = {"Authorization": "Bearer agent:bench"}
@@ -102,7 +102,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"≈ {ms_per_call:.2f} ms of mesh CPU per MCP call under the profiler ({rps:.0f} calls/s)")
     for leaf, share in summary["top_leaves"].items():
         print(f"  {share:5.1%} {leaf}")
-    DOCS.mkdir(parents=True, exist_ok=True)
     save(f"profile_mcp_{args.label}", {"figures": figures, "cpu_ms_per_call": ms_per_call, **summary})
     return 0
 
