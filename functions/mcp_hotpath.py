@@ -54,8 +54,11 @@ class McpHotPath:
         if refusal("POST", "/mcp", headers, str(client[0]) if client else "", self.allowed) is not None:
             return False  # the guard answers it (and logs it), as JSON-RPC
         chunks: list[bytes] = []
-        size = 0
-        while True:
+        size, expected = 0, int(length)
+        # Read until the declared length is in: granian hands the bytes over with more_body set and the (empty)
+        # end of the body as a second event, each one a hop from its I/O thread to the event loop (as
+        # functions/hotpath.py does). A declared empty body is not read at all.
+        while size < expected:
             event = await receive()
             if event["type"] == "http.disconnect":
                 return True  # nobody to answer
@@ -68,7 +71,7 @@ class McpHotPath:
         if size > self.max_body:  # more than Content-Length said: Litestar's cap refuses it too
             await _send(send, 413, msgspec.json.encode({"error": "request body too large"}), None)
             return True
-        raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)  # b"" when nothing was read
         req = McpRequest(self.mesh, headers, lambda: _base(self.mesh, scope, headers))
         try:
             status, body, extra = await post_reply(req, raw)
