@@ -18,6 +18,7 @@ from .csrf import browser_guard
 from .errors import EXCEPTION_HANDLERS
 from .head import HeadAsGet
 from .hotpath import HotPath
+from .mcp_hotpath import McpHotPath
 from .openapi import openapi_config
 
 __all__ = ["create_app"]
@@ -62,13 +63,18 @@ def _console_dist(mesh: Mesh) -> Path | None:
 
 
 class _App(HeadAsGet):
-    """The Litestar app with the governed call served ahead of its routing (functions/hotpath.py)."""
+    """The Litestar app with the governed call and MCP's POST /mcp served ahead of its routing
+    (functions/hotpath.py, functions/mcp_hotpath.py)."""
 
     hot: HotPath | None = None
+    mcp_hot: McpHotPath | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         hot = self.hot
         if hot is not None and hot.serves(scope) and await hot(scope, receive, send):
+            return
+        mcp_hot = self.mcp_hot
+        if mcp_hot is not None and mcp_hot.serves(scope) and await mcp_hot(scope, receive, send):
             return
         await super().__call__(scope, receive, send)
 
@@ -111,4 +117,5 @@ def create_app(mesh: Mesh) -> Litestar:
     app.state.mesh = mesh
     if cors is None:  # with CORS, Litestar's middleware adds its headers to every answer
         app.hot = HotPath(mesh, mesh.settings.max_body_bytes, tuple(console.allowed_origins))
+        app.mcp_hot = McpHotPath(mesh, mesh.settings.max_body_bytes, tuple(console.allowed_origins))
     return app

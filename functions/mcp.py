@@ -7,6 +7,7 @@ method gets 405 with `Allow: POST, DELETE`."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -38,64 +39,81 @@ from .openapi import AGENT, header, json_body, ok, operation
 from .schemas import JsonRpcMessage
 from .wellknown import public_base
 
-__all__ = ["ROUTES"]
+__all__ = ["ROUTES", "McpRequest", "Reply", "post_reply"]
 
 log = logging.getLogger("flux7.mcp.http")
 
 _ALLOW = {"Allow": "POST, DELETE"}
 
 
-def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response[bytes]:
-    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json", headers=headers)
+# An answer before Litestar or the hot path (functions/mcp_hotpath.py) sends it: status, JSON body, extra headers.
+Reply = tuple[int, bytes, dict[str, str] | None]
+_ACCEPTED: Reply = (202, b"", None)
 
 
-def _error(rid: Any, code: int, message: str, status: int, data: Any = None) -> Response[bytes]:
+def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
+    return status, msgspec.json.encode(body), headers
+
+
+def _error(rid: Any, code: int, message: str, status: int, data: Any = None) -> Reply:
     return _json(error_message(rid, McpError(code, message, data)), status)
 
 
 class _Refused(Exception):
-    def __init__(self, response: Response[bytes]) -> None:
-        self.response = response
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
 
 
-def _unauthorized(request: Request[Any, Any, Any], rid: Any, message: str, *, invalid_token: bool) -> _Refused:
+class McpRequest:
+    """What an answer needs of one HTTP request: the mesh, the headers (lower-case names, the first of repeated
+    ones, as Litestar's Headers.get answers) and, only for a 401, the public base URL (computed on demand)."""
+
+    __slots__ = ("base", "headers", "mesh")
+
+    def __init__(self, mesh: Any, headers: Mapping[str, str], base: Callable[[], str]) -> None:
+        self.mesh = mesh
+        self.headers = headers
+        self.base = base
+
+
+def _unauthorized(req: McpRequest, rid: Any, message: str, *, invalid_token: bool) -> _Refused:
     """401 -32600 with the challenge that points a standard MCP client at our RFC 9728 metadata."""
-    challenge = bearer_challenge(public_base(request), invalid_token=invalid_token)
+    challenge = bearer_challenge(req.base(), invalid_token=invalid_token)
     body = error_message(rid, McpError(INVALID_REQUEST, message))
     return _Refused(_json(body, 401, headers={"WWW-Authenticate": challenge}))
 
 
-def _presented(request: Request[Any, Any, Any], rid: Any) -> Caller:
+def _presented(req: McpRequest, rid: Any) -> Caller:
     """The identity the request's own credentials give; a bad credential (a JWT error) is 401 -32600."""
     try:
-        return mesh_of(request).identity.caller(request.headers.get("authorization"))
+        return req.mesh.identity.caller(req.headers.get("authorization"))
     except Unauthorized as e:
-        raise _unauthorized(request, rid, e.message, invalid_token=True) from None
+        raise _unauthorized(req, rid, e.message, invalid_token=True) from None
 
 
-def _require(request: Request[Any, Any, Any], caller: Caller, rid: Any) -> Caller:
+def _require(req: McpRequest, caller: Caller, rid: Any) -> Caller:
     try:
-        return mesh_of(request).identity.require(caller)
+        return req.mesh.identity.require(caller)
     except Unauthorized as e:
-        raise _unauthorized(request, rid, e.message, invalid_token=caller.authenticated) from None
+        raise _unauthorized(req, rid, e.message, invalid_token=caller.authenticated) from None
 
 
-def _session(request: Request[Any, Any, Any], presented: Caller, rid: Any) -> McpSession:
+def _session(req: McpRequest, presented: Caller, rid: Any) -> McpSession:
     """The session named by Mcp-Session-Id. Its caller was fixed when it opened; a request presenting other
     credentials, or none where the opener presented some, gets the same 404 as an unknown id: it learns nothing
     about the session, and a conforming client answers by opening its own (MCP: "Session Management")."""
-    sid = request.headers.get("mcp-session-id")
+    sid = req.headers.get("mcp-session-id")
     if not sid:
         raise _Refused(_error(rid, INVALID_REQUEST, "Missing Mcp-Session-Id header", 400))
-    session = mesh_of(request).mcp_sessions.get(sid)
+    session = req.mesh.mcp_sessions.get(sid)
     if session is None or not same_identity(session.caller, presented):
         raise _Refused(_error(rid, INVALID_REQUEST, "Unknown session", 404))
     return session
 
 
-async def _answer(request: Request[Any, Any, Any], msg: Message, ctx: RequestContext) -> Response[bytes]:
+async def _answer(req: McpRequest, msg: Message, ctx: RequestContext) -> Reply:
     try:
-        result = await mesh_of(request).mcp.handle(msg, ctx)
+        result = await req.mesh.mcp.handle(msg, ctx)
     except McpError as e:
         return _json(error_message(msg.id, e), http_status_for(e.code, modern=ctx.modern))
     except Flux7Error as e:
@@ -104,12 +122,12 @@ async def _answer(request: Request[Any, Any, Any], msg: Message, ctx: RequestCon
         log.exception("MCP %s failed", msg.method)
         return _error(msg.id, INTERNAL_ERROR, "Internal error", 500 if ctx.modern else 200)
     if result is None:
-        return Response(b"", status_code=202)
+        return _ACCEPTED
     return _json(result_message(msg.id, result))
 
 
 def _context(
-    request: Request[Any, Any, Any],
+    req: McpRequest,
     caller: Caller,
     session_id: str,
     modern: bool,
@@ -117,7 +135,7 @@ def _context(
     mcp_session: McpSession | None = None,
     version: str = "",
 ) -> RequestContext:
-    h = request.headers
+    h = req.headers
     return RequestContext(
         caller=caller,
         session_id=session_id,
@@ -130,13 +148,13 @@ def _context(
     )
 
 
-async def _handshake_era(request: Request[Any, Any, Any], msg: Message) -> Response[bytes]:
-    presented = _presented(request, msg.id)
-    mesh = mesh_of(request)
+async def _handshake_era(req: McpRequest, msg: Message) -> Reply:
+    presented = _presented(req, msg.id)
+    mesh = req.mesh
     if msg.method == "initialize" and msg.has_id:
         # initialize always mints a new session, whatever session header the client sent.
-        caller = _require(request, presented, msg.id)
-        ctx = _context(request, caller, "", False)
+        caller = _require(req, presented, msg.id)
+        ctx = _context(req, caller, "", False)
         result = await mesh.mcp.handle(msg, ctx)
         params = msg.params if isinstance(msg.params, dict) else {}
         info: dict[str, Any] = params["clientInfo"] if isinstance(params.get("clientInfo"), dict) else {}
@@ -144,28 +162,54 @@ async def _handshake_era(request: Request[Any, Any, Any], msg: Message) -> Respo
         return _json(result_message(msg.id, result), headers={"Mcp-Session-Id": session.id})
     # The request's own credentials must pass the gate (a 401 tells a client without them where to get a
     # token) and be those that opened the session.
-    session = _session(request, _require(request, presented, msg.id), msg.id)
+    session = _session(req, _require(req, presented, msg.id), msg.id)
     caller = session.caller
     if msg.is_notification or msg.is_response:
-        return Response(b"", status_code=202)
-    return await _answer(request, msg, _context(request, caller, session.id, False, mcp_session=session))
+        return _ACCEPTED
+    return await _answer(req, msg, _context(req, caller, session.id, False, mcp_session=session))
 
 
-async def _stateless_era(request: Request[Any, Any, Any], msg: Message, version: str) -> Response[bytes]:
+async def _stateless_era(req: McpRequest, msg: Message, version: str) -> Reply:
     if msg.is_response:
         return _error(None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object", 400)
     if msg.is_notification:
         if version not in MODERN_VERSIONS:
             err = unsupported_version(version)
             return _json(error_message(None, err), 400)
-        return Response(b"", status_code=202)
+        return _ACCEPTED
     try:
-        modern_envelope(msg, request.headers)
+        modern_envelope(msg, req.headers)
     except McpError as e:
         return _json(error_message(msg.id, e), http_status_for(e.code, modern=True))
-    caller = _require(request, _presented(request, msg.id), msg.id)
-    ctx = _context(request, caller, request.headers.get("x-session-id", ""), True, version=version)
-    return await _answer(request, msg, ctx)
+    caller = _require(req, _presented(req, msg.id), msg.id)
+    ctx = _context(req, caller, req.headers.get("x-session-id", ""), True, version=version)
+    return await _answer(req, msg, ctx)
+
+
+async def post_reply(req: McpRequest, raw: bytes) -> Reply:
+    """POST /mcp once the body is read (and passed the browser guard): served by the Litestar route and by the
+    hot path (functions/mcp_hotpath.py), which must answer the same. A Flux7Error raised here (a busy store)
+    is rendered by the caller as functions/errors.py renders it."""
+    try:
+        msg = decode_message(raw)
+    except McpError as e:
+        return _json(error_message(None, e), 400)
+    version = req.headers.get("mcp-protocol-version")
+    try:
+        if version is not None and version not in HANDSHAKE_VERSIONS:
+            return await _stateless_era(req, msg, version)
+        return await _handshake_era(req, msg)
+    except _Refused as r:
+        return r.reply
+
+
+def _request(request: Request[Any, Any, Any]) -> McpRequest:
+    return McpRequest(mesh_of(request), request.headers, lambda: public_base(request))
+
+
+def _response(reply: Reply) -> Response[bytes]:
+    status, body, headers = reply
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
 def _rpc(description: str) -> Any:
@@ -201,17 +245,7 @@ def _rpc(description: str) -> Any:
 )
 async def mcp_post(request: Request[Any, Any, Any]) -> Response[bytes]:
     # Origin, Sec-Fetch-Site and Content-Type were checked by the browser guard (functions/csrf.py).
-    try:
-        msg = decode_message(await request.body())
-    except McpError as e:
-        return _json(error_message(None, e), 400)
-    version = request.headers.get("mcp-protocol-version")
-    try:
-        if version is not None and version not in HANDSHAKE_VERSIONS:
-            return await _stateless_era(request, msg, version)
-        return await _handshake_era(request, msg)
-    except _Refused as r:
-        return r.response
+    return _response(await post_reply(_request(request), await request.body()))
 
 
 @route(
@@ -231,19 +265,19 @@ async def mcp_post(request: Request[Any, Any, Any]) -> Response[bytes]:
     },
 )
 async def mcp_delete(request: Request[Any, Any, Any]) -> Response[bytes]:
-    mesh = mesh_of(request)
+    req = _request(request)
     try:
-        session = _session(request, _require(request, _presented(request, None), None), None)
+        session = _session(req, _require(req, _presented(req, None), None), None)
     except _Refused as r:
-        return r.response
-    mesh.mcp_sessions.delete(session.id)
+        return _response(r.reply)
+    req.mesh.mcp_sessions.delete(session.id)
     return Response(b"", status_code=204)
 
 
 @route("/mcp", http_method=[HttpMethod.GET, HttpMethod.PUT, HttpMethod.PATCH], status_code=405, include_in_schema=False)
 async def mcp_other(request: Request[Any, Any, Any]) -> Response[bytes]:
     # No server-initiated stream: the mesh never pushes to clients.
-    return _json({"error": "method not allowed"}, 405, headers=_ALLOW)
+    return _response(_json({"error": "method not allowed"}, 405, headers=_ALLOW))
 
 
 ROUTES = [mcp_post, mcp_delete, mcp_other]
