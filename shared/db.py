@@ -29,6 +29,7 @@ __all__ = ["MIGRATIONS_DIR", "Database", "SqliteDatabase", "database_for", "is_p
 
 # The longest a write waits for a lock held outside this deployment's writer queue (which the flock orders).
 BUSY_TIMEOUT_MS = 5000
+WAL_AUTOCHECKPOINT_PAGES = 4000
 
 Row = sqlite3.Row
 IntegrityError = sqlite3.IntegrityError
@@ -42,6 +43,12 @@ def _configure(conn: Any) -> None:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys=ON")
+    # A checkpoint runs in the commit that crosses this many WAL pages, on the writer's thread (the event loop's),
+    # and costs an fsync plus every distinct page since the last one. At SQLite's default (1,000 pages, ~70 calls
+    # of 14 pages each) checkpoints cost ~25 µs CPU and ~90 µs wall per governed call; at 4,000 (a WAL up to
+    # 16 MB) ~15 µs and ~60 µs: the pages a call rewrites every time (chain head, stats, index tails, metrics)
+    # are copied once per checkpoint. Commits stay as durable: WAL with synchronous=NORMAL either way.
+    conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
 
 
 def is_postgresql_url(target: str | Path) -> bool:

@@ -1,0 +1,124 @@
+"""The storage cost of a lone governed call's trace writes, without HTTP (issue 19): N begin + outcome pairs,
+each written alone (its own transaction, as group commit writes a lone write), on a real SQLite file with the
+trace file and key `flux7 serve` uses, and the call's metrics in the outcome's transaction. Reports µs per
+pair (wall and process CPU). `--repo DIR` adds another checkout (e.g. /work/main) and alternates the two in
+fresh child processes, so an A/B shares one machine state; the figures to compare are the medians' ratio.
+
+    python bench/trace_write_bench.py --repo /work/main --pairs 3000 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+
+
+def child(pairs: int, warm: int) -> None:
+    from flux7.shared.db import SqliteDatabase
+    from flux7.shared.metrics import CallSample, Metrics
+    from flux7.shared.tracing.chain import JsonlAppender
+    from flux7.shared.tracing.entry import TraceEntry
+    from flux7.shared.tracing.store import TraceStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = SqliteDatabase(Path(tmp) / "flux7.db")
+        store = TraceStore(db, key=b"k" * 32, appender=JsonlAppender(Path(tmp) / "traces.jsonl"))
+        metrics = Metrics(db)
+        sample = CallSample(
+            tool="pets.list",
+            agent="claude",
+            outcome="allowed",
+            transport="rest",
+            seconds=0.004,
+            upstream="pets",
+            source="openapi",
+            upstream_seconds=0.003,
+        )
+
+        def one(i: int) -> None:
+            entry = TraceEntry(
+                trace_id=f"{i:032x}",
+                session_id="s-1",
+                agent_id="claude",
+                tool="pets.list",
+                params={"limit": 10, "kind": "cat"},
+                policy="allow",
+                policy_rule="agents may list pets",
+                span_id=f"{i:016x}",
+            )
+            row_id, _ = store.begin(entry)
+            store.revise(
+                row_id,
+                {"status_code": 200, "latency_ms": 4, "estimated_output_tokens": 120},
+                lambda conn: metrics.record_call(sample, conn=conn),
+            )
+
+        for i in range(warm):
+            one(i)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        for i in range(warm, warm + pairs):
+            one(i)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        db.close()
+    print(json.dumps({"wall_us": wall / pairs * 1e6, "cpu_us": cpu / pairs * 1e6}))
+
+
+def run(repo: Path, pairs: int, warm: int) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", "--pairs", str(pairs), "--warm", str(warm)],
+        cwd=repo,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repo", help="another checkout to compare with this one (alternated)")
+    parser.add_argument("--pairs", type=int, default=3000)
+    parser.add_argument("--warm", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.pairs, args.warm)
+        return
+    repos = {"this": HERE} | ({"other": Path(args.repo).resolve()} if args.repo else {})
+    seen: dict[str, list[dict[str, float]]] = {k: [] for k in repos}
+    for r in range(args.rounds):
+        order = list(repos.items()) if r % 2 == 0 else list(reversed(repos.items()))
+        for name, repo in order:
+            seen[name].append(run(repo, args.pairs, args.warm))
+    load = os.getloadavg()
+    med: dict[str, dict[str, float]] = {}
+    for name, runs in seen.items():
+        med[name] = {k: statistics.median(x[k] for x in runs) for k in ("wall_us", "cpu_us")}
+        each = ", ".join(f"{x['wall_us']:.0f}/{x['cpu_us']:.0f}" for x in runs)
+        print(
+            f"{name:6} {repos[name]}: wall {med[name]['wall_us']:.1f} µs/pair, cpu {med[name]['cpu_us']:.1f} µs/pair"
+            f"  (runs wall/cpu: {each})"
+        )
+    if "other" in med:
+        print(
+            f"this/other: wall {med['this']['wall_us'] / med['other']['wall_us']:.3f},"
+            f" cpu {med['this']['cpu_us'] / med['other']['cpu_us']:.3f}"
+        )
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
