@@ -16,6 +16,7 @@ import msgspec
 from flux7.shared.errors import Flux7Error
 
 from .csrf import log_refusal, refusal
+from .raw_headers import header_dict
 from .tools import governed_call
 
 __all__ = ["HotPath"]
@@ -46,11 +47,7 @@ class HotPath:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> bool:
         """Answer the call; False (nothing read, nothing sent) when Litestar should have it instead."""
-        headers: dict[str, str] = {}
-        for key, value in scope["headers"]:
-            name = key.decode("latin-1").lower()
-            if name not in headers:  # the first of repeated headers, as Litestar's Headers.get answers
-                headers[name] = value.decode("latin-1")
+        headers = header_dict(scope["headers"])
         length = headers.get("content-length")
         if length is not None and not length.strip().isdigit():
             return False
