@@ -24,6 +24,7 @@ __all__ = ["HotPath"]
 log = logging.getLogger("flux7.http")
 
 _PREFIX = "/tool/"
+_AT = len(_PREFIX)  # where the tool name starts
 _JSON = (b"content-type", b"application/json")
 _TOO_LARGE = msgspec.json.encode({"error": "request body too large"})
 _INTERNAL = msgspec.json.encode({"error": "internal error"})
@@ -43,7 +44,7 @@ class HotPath:
         if scope["type"] != "http" or scope["method"] != "POST":
             return False
         path: str = scope["path"]
-        return path.startswith(_PREFIX) and len(path) > len(_PREFIX) and "/" not in path[len(_PREFIX) :]
+        return path.startswith(_PREFIX) and len(path) > _AT and "/" not in path[_AT:]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> bool:
         """Answer the call; False (nothing read, nothing sent) when Litestar should have it instead."""
@@ -83,7 +84,7 @@ class HotPath:
                 break
         raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         try:
-            status, body, extra = await governed_call(self.mesh, path[len(_PREFIX) :], raw, headers)
+            status, body, extra = await governed_call(self.mesh, path[_AT:], raw, headers)
         except Flux7Error as e:
             await _error(send, e)
             return True
