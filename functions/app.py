@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 from pathlib import Path
@@ -24,6 +25,8 @@ from .openapi import openapi_config
 __all__ = ["create_app"]
 
 # Each module exports ROUTES (a list of Litestar route handlers). Add a family here when it lands.
+_GC_GEN0 = 10_000  # allocations between young collections (CPython's default is 700)
+
 _ROUTE_MODULES = (
     "flux7.functions.health",
     "flux7.functions.tools",
@@ -79,6 +82,26 @@ class _App(HeadAsGet):
         await super().__call__(scope, receive, send)
 
 
+_gc_tuned = False
+
+
+def _tune_gc() -> None:
+    """Once per process, when the first app has started (in a granian worker: its lifespan). The objects alive
+    then (modules, settings, caches, the registry) live as long as the worker; frozen, no collection walks them
+    again, and a young generation of 10,000 lets the few surviving objects of each call pile up before one
+    (issue 19). Measured in process, 12,000 calls at c=32: the collector's time per governed call fell from
+    6.5 µs (REST) / 2.7 µs (MCP) to 1.7 / 0.8 µs with the freeze alone, and to 0 with the larger young
+    generation (no collection ran); a full collection of the ~94,000 startup objects was an 80 ms pause.
+    Once only, so a process making many apps (the tests) does not freeze each one's garbage."""
+    global _gc_tuned
+    if _gc_tuned:
+        return
+    _gc_tuned = True
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(_GC_GEN0, *gc.get_threshold()[1:])
+
+
 def create_app(mesh: Mesh) -> Litestar:
     _configure_logging()
     handlers: list[Any] = []
@@ -98,6 +121,7 @@ def create_app(mesh: Mesh) -> Litestar:
 
     async def _start() -> None:
         await mesh.start()
+        _tune_gc()
 
     async def _stop() -> None:
         await mesh.stop()

@@ -16,6 +16,7 @@ import msgspec
 from flux7.shared.errors import Flux7Error
 
 from .csrf import log_refusal, refusal
+from .raw_headers import header_dict
 from .tools import governed_call
 
 __all__ = ["HotPath"]
@@ -23,6 +24,7 @@ __all__ = ["HotPath"]
 log = logging.getLogger("flux7.http")
 
 _PREFIX = "/tool/"
+_AT = len(_PREFIX)  # where the tool name starts
 _JSON = (b"content-type", b"application/json")
 _TOO_LARGE = msgspec.json.encode({"error": "request body too large"})
 _INTERNAL = msgspec.json.encode({"error": "internal error"})
@@ -42,15 +44,11 @@ class HotPath:
         if scope["type"] != "http" or scope["method"] != "POST":
             return False
         path: str = scope["path"]
-        return path.startswith(_PREFIX) and len(path) > len(_PREFIX) and "/" not in path[len(_PREFIX) :]
+        return path.startswith(_PREFIX) and len(path) > _AT and "/" not in path[_AT:]
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> bool:
         """Answer the call; False (nothing read, nothing sent) when Litestar should have it instead."""
-        headers: dict[str, str] = {}
-        for key, value in scope["headers"]:
-            name = key.decode("latin-1").lower()
-            if name not in headers:  # the first of repeated headers, as Litestar's Headers.get answers
-                headers[name] = value.decode("latin-1")
+        headers = header_dict(scope["headers"])
         length = headers.get("content-length")
         if length is not None and not length.strip().isdigit():
             return False
@@ -86,7 +84,7 @@ class HotPath:
                 break
         raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         try:
-            status, body, extra = await governed_call(self.mesh, path[len(_PREFIX) :], raw, headers)
+            status, body, extra = await governed_call(self.mesh, path[_AT:], raw, headers)
         except Flux7Error as e:
             await _error(send, e)
             return True

@@ -19,6 +19,7 @@ from flux7.shared.resource_metadata import base_url
 
 from .csrf import refusal
 from .mcp import McpRequest, post_reply
+from .raw_headers import header_dict
 
 __all__ = ["McpHotPath"]
 
@@ -42,11 +43,7 @@ class McpHotPath:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> bool:
         """Answer the request; False (nothing read, nothing sent) when Litestar should have it instead."""
-        headers: dict[str, str] = {}
-        for key, value in scope["headers"]:
-            name = key.decode("latin-1").lower()
-            if name not in headers:  # the first of repeated headers, as Litestar's Headers.get answers
-                headers[name] = value.decode("latin-1")
+        headers = header_dict(scope["headers"])
         length = headers.get("content-length")
         if length is None or not length.isdigit() or int(length) > self.max_body or "host" not in headers:
             return False

@@ -116,6 +116,8 @@ def _estimate_tokens(value: Any) -> int:
 
 class Pipeline:
     def __init__(self, mesh: Any) -> None:
+        # shared/mesh.py's Mesh, which always sets halts, catalog, pins, limits, tracer and metrics: read as plain
+        # attributes (a getattr with a default is a function call per read, several per call; issue 19).
         self.mesh = mesh
 
     # -- decisions ------------------------------------------------------------------------------------
@@ -128,7 +130,7 @@ class Pipeline:
             if tool.name.endswith(".__dispatch"):
                 action = default or "deny"
                 floors.append(Decision(action, f"cli:{tool.name}", f"cli default_action={action}"))
-        pins = getattr(self.mesh, "pins", None)
+        pins = self.mesh.pins
         if pins is not None and tool is not None:
             pin_floor = pins.floor_for(tool)
             if pin_floor is not None:
@@ -140,7 +142,7 @@ class Pipeline:
 
     def lifecycle_floor(self, agent: str) -> Decision | None:
         """The catalog's floor for this agent (deny when suspended or retired), None without a catalog."""
-        catalog = getattr(self.mesh, "catalog", None)
+        catalog = self.mesh.catalog
         return catalog.floor(agent) if catalog is not None else None
 
     def evaluate(self, agent: str, tool_name: str, arguments: Any, tool: ToolDef | None) -> Decision:
@@ -163,7 +165,7 @@ class Pipeline:
         agent = call.caller.agent_id
 
         # 1. emergency stop, before everything else
-        halts = getattr(mesh, "halts", None)
+        halts = mesh.halts
         halt = halts.active_for(agent, call.session_id) if halts is not None else None
         if halt is not None:
             msg = halt.message
@@ -193,7 +195,7 @@ class Pipeline:
         policy = mesh.policies.current.by_name.get(decision.rule)
 
         # 3. rate limit and loop detection, on every transport (DESIGN decision 4)
-        limits = getattr(mesh, "limits", None)
+        limits = mesh.limits
         # an allowed call is counted by its check where the engine makes that one step (PostgreSQL), else later
         counted_early = limits is not None and limits.counts_at_check and decision.action == "allow"
         if limits is not None and decision.action != "deny":
@@ -565,7 +567,7 @@ class Pipeline:
 
     @property
     def _tracer(self) -> Any:
-        return getattr(self.mesh, "tracer", None)
+        return self.mesh.tracer
 
     def _write(self, call: Call, fn: Callable[[], Any]) -> Any:
         """A write the call cannot go on without (its trace, its approval): any failure refuses the call."""
@@ -593,7 +595,7 @@ class Pipeline:
             raise Unavailable(f"audit trail unavailable: the call was refused and not run ({e})") from e
 
     def _count(self, action: str, conn: Any = None) -> None:
-        metrics = getattr(self.mesh, "metrics", None)
+        metrics = self.mesh.metrics
         if metrics is not None:
             metrics.count_action(action, conn=conn)
 
@@ -609,7 +611,7 @@ class Pipeline:
         upstream_s: float | None = None,
     ) -> None:
         """A call's RED, duration and upstream series, once it has ended (in its last trace write's commit)."""
-        metrics = getattr(self.mesh, "metrics", None)
+        metrics = self.mesh.metrics
         if metrics is not None:
             metrics.record_call(self._sample(call, out, start, tool, upstream, upstream_s), conn=conn)
 

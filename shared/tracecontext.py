@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
-import secrets
 
 import msgspec
 
 __all__ = ["TraceContext", "client_span_id", "new_span_id", "new_trace_id", "parse_traceparent"]
 
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+# Compiled once: re.fullmatch(pattern, ...) looks the pattern up in re's cache on every call (issue 19).
+_W3C_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+_W3C_SPAN_ID = re.compile(r"[0-9a-f]{16}")
+_X_TRACE_ID = re.compile(r"[0-9A-Za-z_.:-]{1,128}")
 
 
+# os.urandom is what secrets.token_hex reads, without its three Python-level wrappers per id (issue 19).
 def new_trace_id() -> str:
-    return secrets.token_hex(16)
+    return os.urandom(16).hex()
 
 
 def new_span_id() -> str:
-    return secrets.token_hex(8)
+    return os.urandom(8).hex()
 
 
 class TraceContext(msgspec.Struct, frozen=True):
@@ -34,7 +39,7 @@ class TraceContext(msgspec.Struct, frozen=True):
     def upstream_traceparent(self) -> str:
         """What the upstream call carries: the span of the upstream call (the OpenTelemetry CLIENT span, a child
         of this call's span) when the trace id is W3C's, so the upstream's own spans nest under it."""
-        if re.fullmatch(r"[0-9a-f]{32}", self.trace_id) and re.fullmatch(r"[0-9a-f]{16}", self.span_id):
+        if _W3C_TRACE_ID.fullmatch(self.trace_id) and _W3C_SPAN_ID.fullmatch(self.span_id):
             return f"00-{self.trace_id}-{client_span_id(self.trace_id, self.span_id)}-01"
         return self.traceparent
 
@@ -60,6 +65,6 @@ def from_headers(traceparent: str | None, x_trace_id: str | None) -> TraceContex
     parsed = parse_traceparent(traceparent)
     if parsed:
         return TraceContext(trace_id=parsed[0], span_id=new_span_id(), parent_span_id=parsed[1])
-    if x_trace_id and re.fullmatch(r"[0-9A-Za-z_.:-]{1,128}", x_trace_id.strip()):
+    if x_trace_id and _X_TRACE_ID.fullmatch(x_trace_id.strip()):
         return TraceContext(trace_id=x_trace_id.strip(), span_id=new_span_id())
     return TraceContext(trace_id=new_trace_id(), span_id=new_span_id())

@@ -387,6 +387,12 @@ class HttpPool:
             conn.close()
 
 
+# The lower-case form of the answer header names seen: an upstream sends the same few every time, and a lookup
+# is one call where strip-then-lower is two per header (issue 19). Bounded: the names are the upstream's.
+_NAMES: dict[str, str] = {}
+_NAMES_MAX = 256
+
+
 async def _read_head(conn: _Conn) -> tuple[int, dict[str, str], bool]:
     while True:
         raw = await conn.read_until(b"\r\n\r\n", _MAX_HEAD)
@@ -403,7 +409,13 @@ async def _read_head(conn: _Conn) -> tuple[int, dict[str, str], bool]:
             name, sep, value = line.partition(":")
             if not sep:
                 raise HttpError(f"malformed header line: {line[:80]!r}")
-            key, value = name.strip().lower(), value.strip()
+            key = _NAMES.get(name)
+            if key is None:
+                key = name.strip().lower()
+                if len(_NAMES) >= _NAMES_MAX:
+                    _NAMES.clear()
+                _NAMES[name] = key
+            value = value.strip()
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
         if 100 <= status < 200:  # 100 Continue, 103 Early Hints: the answer follows
             continue

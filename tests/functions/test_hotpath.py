@@ -44,6 +44,8 @@ CASES: list[tuple[str, str, bytes, dict[str, str]]] = [
     ("private callback", "/tool/list_pets", b"{}", {**AGENT, **JSON, "X-Callback-URL": "http://127.0.0.1:9/x"}),
     ("backend error", "/tool/get_boom", b"{}", {**AGENT, **JSON}),
     ("trace context", "/tool/echo_headers", b"{}", {**AGENT, **JSON, "traceparent": TRACEPARENT}),
+    ("caller's trace id", "/tool/echo_headers", b"{}", {**AGENT, **JSON, "X-Trace-Id": "run-7:step.2"}),
+    ("unusable trace id", "/tool/echo_headers", b"{}", {**AGENT, **JSON, "X-Trace-Id": "not valid!"}),
 ]
 _VOLATILE = ("trace_id", "latency_ms")
 

@@ -209,6 +209,27 @@ async def test_an_answer_that_is_not_http_is_an_error(pools: Callable[..., HttpP
             await post(pools(f"http://127.0.0.1:{server.port}/mcp"), "/")
 
 
+async def test_answer_header_names_are_lower_cased_and_repeats_joined_on_every_answer(
+    pools: Callable[..., HttpPool],
+) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        for _ in range(2):  # the second answer is read with the names already seen
+            await read_request(reader)
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nX-Part: one\r\nx-PART : two\r\nContent-Type:  text/plain \r\n"
+                b"Content-Length: 2\r\n\r\nok"
+            )
+            await writer.drain()
+
+    async with RawServer(handler) as server:
+        pool = pools(f"http://127.0.0.1:{server.port}/mcp")
+        for _ in range(2):
+            status, headers, body = await post(pool, "/")
+            assert (status, body) == (200, b"ok")
+            assert headers == {"x-part": "one, two", "content-type": "text/plain", "content-length": "2"}
+        assert server.connections == 1
+
+
 def test_a_configured_header_that_could_split_the_request_is_refused() -> None:
     assert valid_headers({"Authorization": "Bearer x", "Accept": "text/plain"}) == [("Authorization", "Bearer x")]
     for bad in ({"X-A": "v\r\nX-Injected: 1"}, {"X A": "v"}, {"X-A": "snow ☃"}):
