@@ -11,12 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import msgspec
-
 from flux7.shared.errors import Flux7Error
 
 from .csrf import log_refusal, refusal
-from .raw_headers import header_dict
+from .raw_asgi import INTERNAL, TOO_LARGE, BodyTooLarge, header_dict, read_body, send_error, send_json
 from .tools import governed_call
 
 __all__ = ["HotPath"]
@@ -25,9 +23,6 @@ log = logging.getLogger("flux7.http")
 
 _PREFIX = "/tool/"
 _AT = len(_PREFIX)  # where the tool name starts
-_JSON = (b"content-type", b"application/json")
-_TOO_LARGE = msgspec.json.encode({"error": "request body too large"})
-_INTERNAL = msgspec.json.encode({"error": "internal error"})
 
 
 class HotPath:
@@ -58,53 +53,26 @@ class HotPath:
         error = refusal("POST", path, headers, peer, self.allowed)
         if error is not None:
             log_refusal("POST", path, peer, error)
-            await _error(send, error)
+            await send_error(send, error)
             return True
         expected = int(length) if length is not None else -1
-        if expected > self.max_body:
-            await _send(send, 413, _TOO_LARGE, None)
+        try:
+            if expected > self.max_body:
+                raise BodyTooLarge
+            raw = await read_body(receive, expected, self.max_body)
+        except BodyTooLarge:
+            await send_json(send, 413, TOO_LARGE, None)
             return True
-        chunks: list[bytes] = []
-        size = 0
-        # A body of a declared length is read once that many bytes are in: granian hands the bytes over with
-        # more_body set and the (empty) end of the body as a second event, each one a hop from its I/O thread to
-        # the event loop; the second carries nothing (issue 19, c=1). A declared empty body is not read at all.
-        while size < expected or expected < 0:
-            event = await receive()
-            if event["type"] == "http.disconnect":
-                return True  # nobody to answer
-            chunk = event.get("body", b"")
-            if chunk:
-                size += len(chunk)
-                if size > self.max_body:
-                    await _send(send, 413, _TOO_LARGE, None)
-                    return True
-                chunks.append(chunk)
-            if not event.get("more_body", False):
-                break
-        raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if raw is None:
+            return True  # nobody to answer
         try:
             status, body, extra = await governed_call(self.mesh, path[_AT:], raw, headers)
         except Flux7Error as e:
-            await _error(send, e)
+            await send_error(send, e)
             return True
         except Exception:
             log.exception("unhandled error on POST %s", path)
-            await _send(send, 500, _INTERNAL, None)
+            await send_json(send, 500, INTERNAL, None)
             return True
-        await _send(send, status, body, extra)
+        await send_json(send, status, body, extra)
         return True
-
-
-async def _error(send: Any, error: Flux7Error) -> None:
-    # as functions/errors.py renders a typed error
-    extra = {"Retry-After": "1"} if error.status_code == 503 else None
-    await _send(send, error.status_code, msgspec.json.encode(error.body()), extra)
-
-
-async def _send(send: Any, status: int, body: bytes, extra: dict[str, str] | None) -> None:
-    headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()] if extra else []
-    headers.append(_JSON)
-    headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -12,21 +12,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import msgspec
-
 from flux7.shared.errors import Flux7Error
 from flux7.shared.resource_metadata import base_url
 
 from .csrf import refusal
 from .mcp import McpRequest, post_reply
-from .raw_headers import header_dict
+from .raw_asgi import INTERNAL, TOO_LARGE, BodyTooLarge, header_dict, read_body, send_error, send_json
 
 __all__ = ["McpHotPath"]
 
 log = logging.getLogger("flux7.http")
-
-_JSON = (b"content-type", b"application/json")
-_INTERNAL = msgspec.json.encode({"error": "internal error"})
 
 
 class McpHotPath:
@@ -50,41 +45,24 @@ class McpHotPath:
         client = scope.get("client")
         if refusal("POST", "/mcp", headers, str(client[0]) if client else "", self.allowed) is not None:
             return False  # the guard answers it (and logs it), as JSON-RPC
-        chunks: list[bytes] = []
-        size, expected = 0, int(length)
-        # Read until the declared length is in: granian hands the bytes over with more_body set and the (empty)
-        # end of the body as a second event, each one a hop from its I/O thread to the event loop (as
-        # functions/hotpath.py does). A declared empty body is not read at all.
-        while size < expected:
-            event = await receive()
-            if event["type"] == "http.disconnect":
-                return True  # nobody to answer
-            chunk = event.get("body", b"")
-            if chunk:
-                size += len(chunk)
-                chunks.append(chunk)
-            if not event.get("more_body", False):
-                break
-        if size > self.max_body:  # more than Content-Length said: Litestar's cap refuses it too
-            await _send(send, 413, msgspec.json.encode({"error": "request body too large"}), None)
+        try:
+            raw = await read_body(receive, int(length), self.max_body)
+        except BodyTooLarge:  # more than Content-Length said: Litestar's cap refuses it too
+            await send_json(send, 413, TOO_LARGE, None)
             return True
-        raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)  # b"" when nothing was read
+        if raw is None:
+            return True  # nobody to answer
         req = McpRequest(self.mesh, headers, lambda: _base(self.mesh, scope, headers))
         try:
             status, body, extra = await post_reply(req, raw)
-        except Flux7Error as e:  # as functions/errors.py renders a typed error
-            await _send(
-                send,
-                e.status_code,
-                msgspec.json.encode(e.body()),
-                {"Retry-After": "1"} if e.status_code == 503 else None,
-            )
+        except Flux7Error as e:
+            await send_error(send, e)
             return True
         except Exception:
             log.exception("unhandled error on POST /mcp")
-            await _send(send, 500, _INTERNAL, None)
+            await send_json(send, 500, INTERNAL, None)
             return True
-        await _send(send, status, body, extra)
+        await send_json(send, status, body, extra)
         return True
 
 
@@ -93,11 +71,3 @@ def _base(mesh: Any, scope: Any, headers: dict[str, str]) -> str:
     return base_url(
         mesh.settings, str(scope.get("scheme") or "http"), headers["host"], headers.get("x-forwarded-proto")
     )
-
-
-async def _send(send: Any, status: int, body: bytes, extra: dict[str, str] | None) -> None:
-    headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()] if extra else []
-    headers.append(_JSON)
-    headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})

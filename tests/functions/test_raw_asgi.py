@@ -1,4 +1,4 @@
-"""The hot paths' header dict (functions/raw_headers.py) and the collector tuning done once the app started
+"""The hot paths' header dict (functions/raw_asgi.py) and the collector tuning done once the app started
 (functions/app.py `_tune_gc`)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from litestar.testing import TestClient
 
-from flux7.functions import raw_headers
+from flux7.functions import raw_asgi as raw_headers
 from flux7.functions.app import create_app
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
