@@ -55,3 +55,25 @@ def client(config: Path) -> Iterator[TestClient[Any]]:
     mesh = Mesh(load_settings(config, env={}))
     with TestClient(create_app(mesh)) as c:
         yield c
+
+
+LISTED = "http://console.example"  # the console origin the hot-path comparisons list
+
+
+def hot_and_routed(
+    tmp_path: Path, backend: Backend, hot_attr: str
+) -> Iterator[tuple[TestClient[Any], TestClient[Any]]]:
+    """Two apps on one backend: one whose `hot_attr` fast path serves the route, one where Litestar does (CORS on
+    turns the fast paths off), for the differential tests of functions/hotpath.py and functions/mcp_hotpath.py."""
+    common = "max_body_bytes: 1024\nauth: {admin_token: adm1n}\n"
+    (tmp_path / "hot").mkdir()
+    (tmp_path / "routed").mkdir()
+    hot_cfg = make_config(tmp_path / "hot", backend, common)
+    routed_cfg = make_config(
+        tmp_path / "routed", backend, f"{common}console: {{allowed_origins: ['{LISTED}'], cors: true}}"
+    )
+    hot_app = create_app(Mesh(load_settings(hot_cfg, env={})))
+    routed_app = create_app(Mesh(load_settings(routed_cfg, env={})))
+    assert getattr(hot_app, hot_attr, None) is not None and getattr(routed_app, hot_attr, None) is None
+    with TestClient(hot_app) as hot, TestClient(routed_app) as routed:
+        yield hot, routed

@@ -14,13 +14,9 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from flux7.functions.app import create_app
-from flux7.shared.mesh import Mesh
-from flux7.shared.settings import load_settings
-from tests.functions.conftest import AGENT, make_config
+from tests.functions.conftest import AGENT, hot_and_routed
 from tests.upstreams.servers.http_backend import Backend
 
-LISTED = "http://console.example"
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 MODERN = "2026-07-28"
 META = {
@@ -175,18 +171,7 @@ def _open(client: TestClient[Any]) -> str:
 
 @pytest.fixture
 def pair(tmp_path: Path, backend: Backend) -> Iterator[tuple[TestClient[Any], TestClient[Any]]]:
-    common = "max_body_bytes: 1024\nauth: {admin_token: adm1n}\n"
-    (tmp_path / "hot").mkdir()
-    (tmp_path / "routed").mkdir()
-    hot_cfg = make_config(tmp_path / "hot", backend, common)
-    routed_cfg = make_config(
-        tmp_path / "routed", backend, f"{common}console: {{allowed_origins: ['{LISTED}'], cors: true}}"
-    )
-    hot_app = create_app(Mesh(load_settings(hot_cfg, env={})))
-    routed_app = create_app(Mesh(load_settings(routed_cfg, env={})))
-    assert getattr(hot_app, "mcp_hot", None) is not None and getattr(routed_app, "mcp_hot", None) is None
-    with TestClient(hot_app) as hot, TestClient(routed_app) as routed:
-        yield hot, routed
+    yield from hot_and_routed(tmp_path, backend, "mcp_hot")
 
 
 def _send(client: TestClient[Any], sid: str, body: bytes, headers: dict[str, str]) -> Any:
