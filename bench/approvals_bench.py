@@ -30,6 +30,7 @@ from bench._common import free_port, save, summary, wait_http
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = {"Authorization": "Bearer agent:bench"}
+ADMIN_TOKEN = "bench-admin-token-0123456789"  # the control plane (/approvals) answers the admin only
 
 
 def start_server(config: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -93,7 +94,7 @@ def _resolver(db_dir: str, ids: Any, sent: Any) -> None:
     mesh = Mesh(load_settings(None, env={}, storage_path=f"{db_dir}/core.db", memory={"enabled": False}))
     while (approval_id := ids.get()) is not None:
         at = time.time()
-        mesh.approvals.resolve(approval_id, "deny", resolved_by="bench")
+        mesh.approvals.resolve(approval_id, "deny", resolved_by="bench", resolver="")  # "": the admin credential
         sent.put(at)
 
 
@@ -141,6 +142,7 @@ def main() -> None:
             {
                 "storage_path": str(tmp / "flux7.db"),
                 "memory": {"enabled": False},
+                "auth": {"admin_token": ADMIN_TOKEN},
                 "cli_tools": [{"name": "echo", "bin": "/bin/echo", "bare": {}}],
                 "policies": [{"name": "gate", "agent": "*", "rules": [{"tools": ["*"], "action": "human_approval"}]}],
             }
@@ -153,7 +155,7 @@ def main() -> None:
         b, url_b = start_server(config)
         procs.append(b)
         results: dict[str, Any] = {}
-        with httpx.Client(timeout=30) as client:
+        with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}) as client:
             for _ in range(5):  # warm both processes' code paths
                 one_round(client, url_a, url_a, -1)
                 one_round(client, url_a, url_b, -1)
