@@ -65,26 +65,21 @@ class RateLimiter:
             return []
         return [t for t in policy.tool_limits if any(glob_match(g, tool) for g in t.tools)]
 
-    @property
-    def counts_at_check(self) -> bool:
-        """Whether `check(count=True)` counts the call in the same transaction as the check. PostgreSQL: yes,
-        so that several instances checking at once never let more calls through than the limit. SQLite: no,
-        the count commits with the call's intent trace as before (one machine, a budget of one commit). The
-        price on PostgreSQL: a call counted whose intent trace then fails to commit (a 503) stays counted, which
-        errs on the closed side."""
-        return self._db.engine == "postgresql"
-
     def check(self, agent: str, policy: Policy | None, tool: str, arguments: Any, *, count: bool = False) -> str | None:
         """The error text of the first limit this call breaks, in the contract's order (the agent's budget,
         then the tool's, then loop detection); None within limits. With `count` (a call allowed unless a limit
-        stops it) and `counts_at_check`, a call within limits is counted in the same write transaction as the
-        check: the caller then does not `record` it."""
+        stops it), a call within limits is counted in the same write transaction as the check (`admit`), and the
+        caller does not `record` it: calls checked at once (several workers on one SQLite file, several instances
+        on one PostgreSQL) never let more through than the limit, where a check on a reader and a count later, with
+        the intent trace, let every call in flight see room. The price: one more write transaction for a call a
+        limit applies to (none for the others), and a call counted whose intent trace then fails to commit (a
+        503) stays counted, which errs on the closed side."""
         limit, loop = self._applies(policy)
         per_tool = self._tool_limits(policy, tool)
         if limit is None and loop is None and not per_tool:
             return None
         now = time.time()
-        if count and self.counts_at_check:
+        if count:
             return self.admit(agent, policy, tool, arguments)
         return self._broken(self._db.reader.execute, agent, limit, loop, per_tool, tool, arguments, now)
 

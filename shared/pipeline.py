@@ -196,8 +196,8 @@ class Pipeline:
 
         # 3. rate limit and loop detection, on every transport (DESIGN decision 4)
         limits = mesh.limits
-        # an allowed call is counted by its check where the engine makes that one step (PostgreSQL), else later
-        counted_early = limits is not None and limits.counts_at_check and decision.action == "allow"
+        # an allowed call is checked and counted in one write transaction: exact across workers and instances
+        counted_early = limits is not None and decision.action == "allow"
         if limits is not None and decision.action != "deny":
             limited = limits.check(agent, policy, call.tool, call.arguments, count=counted_early)
             if limited:
@@ -229,15 +229,7 @@ class Pipeline:
                 rule=decision.rule,
                 reason=decision.reason,
             )
-            counted = limits if decision.action == "allow" and not counted_early else None
-
-            def count_decided(conn: Any) -> None:
-                if counted is not None:
-                    counted.record(agent, policy, call.tool, call.arguments, conn=conn)
-
-            await self._final(call, out, start, grant=grant, also=count_decided)
-            if counted is not None:
-                counted.collect()
+            await self._final(call, out, start, grant=grant)  # an allowed call was counted by its check
             return out
         assert tool is not None  # only /decide reaches here without a registered tool
 
@@ -714,17 +706,13 @@ class Pipeline:
         # CONTRACT 1.7: a call lifted by a grant links to the trace the grant was made from
         return {"grant_id": grant.id, "parent_trace_id": getattr(grant, "trace_id", "")}
 
-    async def _final(
-        self, call: Call, out: Outcome, start: float, *, grant: Any = None, also: Callable[[Any], None] | None = None
-    ) -> None:
+    async def _final(self, call: Call, out: Outcome, start: float, *, grant: Any = None) -> None:
         """The one trace of a call that ends before any upstream; committed before the call is answered."""
         tracer = self._tracer
 
         def in_commit(conn: Any = None) -> None:
             self._count(out.policy, conn)
             self._finished(call, out, start, conn)
-            if also is not None:
-                also(conn)
 
         if tracer is None:
             in_commit()

@@ -21,7 +21,7 @@ from flux7.shared.settings import Policy, RateLimit, ToolLimit, parse_policy
 from tests.mcp_server.inproc import META, MODERN, Rpc
 from tests.support.waiting import eventually
 
-from .servers import Server, blocked_call, pending, write_config
+from .servers import AGENT, Server, blocked_call, pending, write_config
 
 LIMITED = Policy(name="limited", rate_limit=RateLimit(max_per_minute=5))
 BUDGET = Policy(name="budget", rate_limit=RateLimit(max_total=2))
@@ -274,3 +274,38 @@ def test_approved_mcp_calls_claimed_at_once_on_two_workers_stay_within_the_limit
     finally:
         db.close()
     assert [tuple(r) for r in used] == [(budget,)]  # the refused claims used nothing up
+
+
+LIMITED_ALLOWED = {
+    "name": "limited-allowed",
+    "agent": "*",
+    "tool_limits": [{"tools": ["echo.run"], "max_per_minute": 5}],
+    "rules": [{"tools": ["*"], "action": "allow"}],
+}
+
+
+def test_allowed_calls_sent_at_once_on_two_workers_stay_within_the_limit(
+    tmp_path: Path, servers: list[Server], database_url: str
+) -> None:
+    """32 allowed calls at once over two workers against 5 a minute: each call is checked and counted in one write
+    transaction, so exactly 5 run; checked on a reader and counted later with the trace, calls in flight on the
+    two workers all saw room and went through."""
+    callers, budget = 32, 5
+    server = Server(write_config(tmp_path, policies=[LIMITED_ALLOWED]), workers=2).start()
+    servers.append(server)
+    start = threading.Barrier(callers)
+
+    def call(i: int) -> httpx.Response:
+        start.wait(20)
+        return httpx.post(f"{server.url}/tool/echo.run", json={"args": [f"a{i}"]}, headers=AGENT, timeout=60)
+
+    with concurrent.futures.ThreadPoolExecutor(callers) as pool:
+        answers = list(pool.map(call, range(callers)))
+    assert sorted(r.status_code for r in answers) == [200] * budget + [429] * (callers - budget)
+    limit_text = f'rate_limit: agent "bot" exceeded {budget} calls/min on tool "echo.run"'
+    assert {r.json()["error"] for r in answers if r.status_code == 429} == {limit_text}
+    db = Database(database_url or tmp_path / "flux7.db")
+    try:
+        assert [tuple(r) for r in db.query("SELECT count(*) FROM rate_events WHERE tool = 'echo.run'")] == [(budget,)]
+    finally:
+        db.close()
