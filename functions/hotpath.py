@@ -14,7 +14,7 @@ from typing import Any
 from flux7.shared.errors import Flux7Error
 
 from .csrf import log_refusal, refusal
-from .raw_asgi import INTERNAL, TOO_LARGE, BodyTooLarge, header_dict, read_body, send_error, send_json
+from .raw_asgi import INTERNAL, TOO_LARGE, BodyTooLarge, RawRoute, header_dict, read_body, send_error, send_json
 from .tools import governed_call
 
 __all__ = ["HotPath"]
@@ -25,13 +25,8 @@ _PREFIX = "/tool/"
 _AT = len(_PREFIX)  # where the tool name starts
 
 
-class HotPath:
-    """POST /tool/{name} for an app whose console origins are `allowed_origins`."""
-
-    def __init__(self, mesh: Any, max_body: int, allowed_origins: tuple[str, ...]) -> None:
-        self.mesh = mesh
-        self.max_body = max_body
-        self.allowed = allowed_origins
+class HotPath(RawRoute):
+    """POST /tool/{name}."""
 
     @staticmethod
     def serves(scope: Any) -> bool:

@@ -17,20 +17,15 @@ from flux7.shared.resource_metadata import base_url
 
 from .csrf import refusal
 from .mcp import McpRequest, post_reply
-from .raw_asgi import INTERNAL, TOO_LARGE, BodyTooLarge, header_dict, read_body, send_error, send_json
+from .raw_asgi import INTERNAL, TOO_LARGE, BodyTooLarge, RawRoute, header_dict, read_body, send_error, send_json
 
 __all__ = ["McpHotPath"]
 
 log = logging.getLogger("flux7.http")
 
 
-class McpHotPath:
-    """POST /mcp for an app whose console origins are `allowed_origins`."""
-
-    def __init__(self, mesh: Any, max_body: int, allowed_origins: tuple[str, ...]) -> None:
-        self.mesh = mesh
-        self.max_body = max_body
-        self.allowed = allowed_origins
+class McpHotPath(RawRoute):
+    """POST /mcp."""
 
     @staticmethod
     def serves(scope: Any) -> bool:

@@ -11,11 +11,20 @@ import msgspec
 
 from flux7.shared.errors import Flux7Error
 
-__all__ = ["INTERNAL", "TOO_LARGE", "BodyTooLarge", "header_dict", "read_body", "send_error", "send_json"]
+__all__ = ["INTERNAL", "TOO_LARGE", "BodyTooLarge", "RawRoute", "header_dict", "read_body", "send_error", "send_json"]
 
 _JSON = (b"content-type", b"application/json")
 TOO_LARGE = msgspec.json.encode({"error": "request body too large"})
 INTERNAL = msgspec.json.encode({"error": "internal error"})
+
+
+class RawRoute:
+    """A route served from raw ASGI ahead of Litestar, for an app whose console origins are `allowed_origins`."""
+
+    def __init__(self, mesh: Any, max_body: int, allowed_origins: tuple[str, ...]) -> None:
+        self.mesh = mesh
+        self.max_body = max_body
+        self.allowed = allowed_origins
 
 
 class BodyTooLarge(Exception):
