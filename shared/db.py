@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import queue
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -96,6 +97,19 @@ class Database:
         """A write transaction. `row_lock` names a one-row table (id = 1) the transaction serialises on
         instead of the store-wide write lock (PostgreSQL; SQLite has one writer whatever is asked)."""
         raise NotImplementedError
+
+    def try_write_lock(self) -> bool:
+        """Take the deployment's write lock if no other process holds it, without waiting: True when this process
+        holds it (the next `write()` takes it as its own and releases it). What lets an event loop keep serving
+        while another process writes (`wait_write_lock`). Stores without a process-wide lock: always True."""
+        return True
+
+    def wait_write_lock(self, then: Callable[[], object]) -> None:
+        """Wait for the write lock on a helper thread, then call `then` (on that thread) with it held."""
+        then()
+
+    def release_write_lock(self) -> None:
+        """Give back a lock `try_write_lock` or `wait_write_lock` took when no `write()` followed."""
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[Any]:
         return list(self.reader.execute(sql, params).fetchall())
@@ -193,6 +207,8 @@ class SqliteDatabase(Database):
             self._lock_fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         self._writer = self._connect()
         self._local = threading.local()
+        self._waiter: _LockWaiter | None = None  # started at the first write that finds the lock taken
+        self._waiter_guard = threading.Lock()
         # Set once a write waited the whole busy_timeout for a lock another program holds: until a write gets
         # the lock again, writes try without waiting, so a locked store answers 503 at once instead of stalling
         # every request of this process 5 s in turn. The first write after the lock is released clears it.
@@ -219,6 +235,28 @@ class SqliteDatabase(Database):
         """Hand every statement the write connection runs to `callback` (None stops): what the tests count to
         keep a governed call's statements and commits in budget."""
         self._writer.set_trace_callback(callback)
+
+    def try_write_lock(self) -> bool:
+        if self._lock_fd < 0:
+            return True
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def wait_write_lock(self, then: Callable[[], object]) -> None:
+        if self._lock_fd < 0:
+            then()
+            return
+        with self._waiter_guard:
+            if self._waiter is None:
+                self._waiter = _LockWaiter(self._lock_fd)
+        self._waiter.requests.put(then)
+
+    def release_write_lock(self) -> None:
+        if self._lock_fd >= 0:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def write(self, *, row_lock: str = "") -> Iterator[Any]:
@@ -281,6 +319,8 @@ class SqliteDatabase(Database):
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._writer.close()
+        if self._waiter is not None:
+            self._waiter.requests.put(None)
         if self._lock_fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self._lock_fd)
@@ -289,6 +329,27 @@ class SqliteDatabase(Database):
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
+
+
+class _LockWaiter:
+    """One daemon thread per store that blocks on the flock for callers who must not (an event loop), and calls
+    each request's callback once the lock is held. A lock is only ever a queue here: SQLite's own lock still
+    guards every transaction, so a lock given back early (another write of this process ending first) costs a
+    wait, never a wrong write."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.requests: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="flux7-write-lock", daemon=True).start()
+
+    def _run(self) -> None:
+        while (then := self.requests.get()) is not None:  # None: the store closed
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX)
+                then()
+            except Exception:  # no one will write with it (the loop closed): give it back, or the others wait forever
+                with contextlib.suppress(OSError):
+                    fcntl.flock(self.fd, fcntl.LOCK_UN)
 
 
 def _is_busy(e: Exception) -> bool:

@@ -8,7 +8,10 @@ before its row is durable. A batch that fails (the store locked, a statement ref
 in it with the same exception, and each of them refuses its call as a lone write would have.
 
 The flush runs on the event loop's own thread, as the lone writes it replaces did: no thread hand-off per call
-(which costs more CPU than a small commit). A write queued when nothing else is ready to run in this turn is
+(which costs more CPU than a small commit). Only waiting is handed off: when another process of the deployment
+holds the write lock, a helper thread blocks on it and hands the flush back to the loop once it is held, so the
+loop serves other calls meanwhile (waiting on the loop itself kept a second worker blocked a quarter of its
+time at c=32, issue 19), and the writes queued while it waited join the batch. A write queued when nothing else is ready to run in this turn is
 committed inline, in its caller's step: a batch flushed a turn later could hold nothing more (writes queued by
 the callbacks of later turns come after the flush), and the deferral cost two loop turns per write, which is
 most of a lone call's wait (issue 19, c=1)."""
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from .db import Database
@@ -45,11 +49,12 @@ class GroupCommit(Generic[Item, Result]):
         self.batches = 0
         self.rows = 0
         self.inline = 0  # batches written in their caller's step (nothing else was ready), refused ones included
+        self.waited = 0  # flushes that found another process writing and waited for the lock off the loop
 
     async def submit(self, item: Item) -> Result:
         loop = asyncio.get_running_loop()
         queue = self._pending.get(loop)
-        if queue is None and _nothing_ready(loop):
+        if queue is None and _nothing_ready(loop) and self.db.try_write_lock():
             # Alone in its turn: the batch a deferred flush would commit is this item alone. A failure raises here.
             self.inline += 1
             return self._write([item])[0]
@@ -66,7 +71,18 @@ class GroupCommit(Generic[Item, Result]):
         return sum(len(q) for q in list(self._pending.values()))
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self.db.try_write_lock():
+            # Another process is writing: wait for the lock on a helper thread, not on this loop, which keeps
+            # serving meanwhile; the writes queued until the lock is ours join this batch.
+            self.waited += 1
+            self.db.wait_write_lock(partial(loop.call_soon_threadsafe, self._flush_locked, loop))
+            return
+        self._flush_locked(loop)
+
+    def _flush_locked(self, loop: asyncio.AbstractEventLoop) -> None:
         batch = self._pending.pop(loop, [])
+        if not batch:
+            self.db.release_write_lock()
         for i in range(0, len(batch), MAX_BATCH):
             self._commit(batch[i : i + MAX_BATCH])
 

@@ -4,8 +4,12 @@ row is durable, a failed batch refusing every call in it, and one hash chain acr
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import multiprocessing
+import os
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -169,4 +173,42 @@ def test_two_processes_batching_their_own_calls_extend_one_chain(tmp_path: Path)
     assert tracer.counts()["total"] == 200
     report = tracer.verify()
     assert "break" not in report and report["last_seq"] == 400 and "outcome_unknown" not in report
+    db.close()
+
+
+async def test_a_flush_waits_for_another_process_off_the_loop_and_takes_what_queued_meanwhile(tmp_path: Path) -> None:
+    """Another worker holding the deployment's write lock does not stop this worker's event loop: the flush waits on
+    a helper thread, the loop keeps running, and the writes queued meanwhile are committed in the same batch."""
+    storage = str(tmp_path / "flux7.db")
+    db = Database(storage)
+    tracer = Tracer(make_settings(tmp_path), db)
+    group = tracer.store.group
+    other = os.open(storage + ".lock", os.O_RDWR)  # its own open file: its lock excludes this store's, as a process's
+    fcntl.flock(other, fcntl.LOCK_EX)
+    released = threading.Event()
+
+    def release_once_waiting() -> None:  # the other worker ends its write once this one waits (or after 5 s anyway)
+        deadline = time.monotonic() + 5
+        while group.waited == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        fcntl.flock(other, fcntl.LOCK_UN)
+        released.set()
+
+    threading.Thread(target=release_once_waiting, daemon=True).start()
+    first = asyncio.ensure_future(tracer.store.begin_grouped(TraceEntry(agent_id="a", tool="t", params={"i": 0})))
+    turns = 0
+    while group.waited == 0 and turns < 10_000:  # the loop turns while the lock is taken elsewhere
+        await asyncio.sleep(0)
+        turns += 1
+    assert group.waited == 1 and not first.done() and not released.is_set()
+    later = [tracer.store.begin_grouped(TraceEntry(agent_id="a", tool="t", params={"i": i})) for i in (1, 2)]
+    written = await asyncio.wait_for(asyncio.gather(first, *later), 10)
+    assert released.is_set()
+    assert (group.batches, group.rows) == (1, 3)  # the two queued while it waited joined its batch
+    assert [tracer.store.get(e.trace_id).params["i"] for _, e in written] == [0, 1, 2]  # type: ignore[union-attr]
+    # The lock is free again: another process takes it at once.
+    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    fcntl.flock(other, fcntl.LOCK_UN)
+    os.close(other)
+    await tracer.stop()
     db.close()
