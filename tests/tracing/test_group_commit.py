@@ -9,7 +9,6 @@ import json
 import multiprocessing
 import os
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from flux7.shared.settings import load_settings
 from flux7.shared.tracing import TraceEntry, Tracer
 from flux7.shared.tracing.chain import verify_files
 from tests.support.mesh import PETS_POLICY, mesh_client, pets_mesh_config
+from tests.support.waiting import eventually
 from tests.tracing import workers
 from tests.tracing.conftest import make_settings
 from tests.tracing.test_fail_closed import locked
@@ -185,23 +185,21 @@ async def test_a_flush_waits_for_another_process_off_the_loop_and_takes_what_que
     group = tracer.store.group
     other = os.open(storage + ".lock", os.O_RDWR)  # its own open file: its lock excludes this store's, as a process's
     fcntl.flock(other, fcntl.LOCK_EX)
-    released = threading.Event()
+    released, seen_waiting = threading.Event(), threading.Event()
 
-    def release_once_waiting() -> None:  # the other worker ends its write once this one waits (or after 5 s anyway)
-        deadline = time.monotonic() + 5
-        while group.waited == 0 and time.monotonic() < deadline:
-            time.sleep(0.001)
+    def release_once_seen_waiting() -> None:  # the other worker ends its write once this one waits (or after 5 s)
+        seen_waiting.wait(5)
         fcntl.flock(other, fcntl.LOCK_UN)
         released.set()
 
-    threading.Thread(target=release_once_waiting, daemon=True).start()
+    threading.Thread(target=release_once_seen_waiting, daemon=True).start()
     first = asyncio.ensure_future(tracer.store.begin_grouped(TraceEntry(agent_id="a", tool="t", params={"i": 0})))
-    turns = 0
-    while group.waited == 0 and turns < 10_000:  # the loop turns while the lock is taken elsewhere
-        await asyncio.sleep(0)
-        turns += 1
+    # The loop keeps turning (eventually polls on it) while the lock is taken elsewhere.
+    await eventually(lambda: group.waited, 5, "the flush to wait for the lock off the event loop")
     assert group.waited == 1 and not first.done() and not released.is_set()
-    later = [tracer.store.begin_grouped(TraceEntry(agent_id="a", tool="t", params={"i": i})) for i in (1, 2)]
+    entries = [TraceEntry(agent_id="a", tool="t", params={"i": i}) for i in (1, 2)]
+    later = [asyncio.ensure_future(tracer.store.begin_grouped(e)) for e in entries]  # queued before the release
+    seen_waiting.set()
     written = await asyncio.wait_for(asyncio.gather(first, *later), 10)
     assert released.is_set()
     assert (group.batches, group.rows) == (1, 3)  # the two queued while it waited joined its batch
