@@ -31,7 +31,8 @@ _STATS = (
     "estimated_input_tokens",
     "estimated_output_tokens",
 )
-_ADD_STATS = f"UPDATE trace_stats SET {', '.join(f'{k} = {k} + ?' for k in _STATS)} WHERE id = 1"
+# The chain head's row holds the /health counts too (migration 0022): one UPDATE moves both.
+_MOVE_HEAD = f"UPDATE trace_chain SET seq = ?, hash = ?, {', '.join(f'{k} = {k} + ?' for k in _STATS)} WHERE id = 1"
 _ENTRY_SQL = "SELECT l.line FROM traces t JOIN trace_lines l ON l.seq = t.line_seq"
 
 
@@ -41,7 +42,7 @@ def _blob(value: Any) -> bytes:
 
 
 def _contribution(e: TraceEntry) -> tuple[int, ...]:
-    """What an entry adds to trace_stats, in _STATS order."""
+    """What an entry adds to the /health counts, in _STATS order."""
     policy = e.policy
     return (
         1,
@@ -197,8 +198,8 @@ class TraceStore:
     def apply(self, conn: Any, items: Sequence[NewRow | Revision]) -> list[tuple[int, TraceEntry] | TraceEntry | None]:
         """Write `items` in order inside the caller's transaction: new rows ((row id, stored entry)) and
         revisions (the new revision, None when the row does not exist). Their lines extend the chain in order.
-        The statements do not grow with the items: the chain head is read once and moved once, the lines, the
-        rows and the pointers go in one statement each, the stats in one, the hooks' metrics summed into one."""
+        The statements do not grow with the items: the chain head is read once and moved once (with the stats),
+        the lines, the rows and the pointers go in one statement each, the hooks' metrics summed into one."""
         # Locked to commit (PostgreSQL): a writer outside the trace path's row_lock still extends one chain.
         head = conn.execute(f"SELECT seq, hash FROM trace_chain WHERE id = 1{self.db.for_update}").fetchone()
         head_seq, head_hash = head
@@ -260,9 +261,7 @@ class TraceStore:
         for rekey in rekeyed:
             conn.execute("UPDATE traces SET line_seq = ?, session_id = ?, agent_id = ?, tool = ? WHERE id = ?", rekey)
         if lines:
-            conn.execute("UPDATE trace_chain SET seq = ?, hash = ? WHERE id = 1", (seq, digest))
-        if any(stats):
-            conn.execute(_ADD_STATS, stats)
+            conn.execute(_MOVE_HEAD, (seq, digest, *stats))
         hooks = [
             item.also
             for item, result in zip(items, results, strict=True)
@@ -327,7 +326,7 @@ class TraceStore:
         return self._entries(where, tuple(params), limit)
 
     def counts(self) -> dict[str, int]:
-        row = self.db.query_one(f"SELECT {', '.join(_STATS)} FROM trace_stats WHERE id = 1")
+        row = self.db.query_one(f"SELECT {', '.join(_STATS)} FROM trace_chain WHERE id = 1")
         return {k: int(row[k]) if row else 0 for k in _STATS}
 
     def sessions(self, limit: int = 50) -> list[dict[str, Any]]:

@@ -78,6 +78,8 @@ class Tracer:
     async def stop(self) -> None:
         if self.exporter is not None:
             await self.exporter.stop()
+        if self.store.appender is not None:
+            self.store.appender.close()
         seq, head = self.store.head()
         # Logged so an external log holds a point to compare a verified head against (a truncated tail).
         log.info("trace chain closed (seq=%d head=%s)", seq, head)

@@ -163,3 +163,45 @@ def test_an_unreachable_server_is_a_clear_unavailable_error() -> None:
 
     with pytest.raises(Unavailable, match=r"cannot connect to postgresql://flux7:\*\*\*@127.0.0.1"):
         PostgresDatabase(f"postgresql://flux7:secret@127.0.0.1:{free_port()}/x?connect_timeout=1")
+
+
+def _migrations_before(source: Path, target: Path, first_missing: str) -> Path:
+    """A copy of a migrations folder holding only the files before `first_missing`: an older deployment."""
+    target.mkdir()
+    for file in sorted(source.glob("[0-9][0-9][0-9][0-9]_*.sql")):
+        if file.name >= first_missing:
+            break
+        (target / file.name).write_text(file.read_text())
+    return target
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_the_health_counts_move_into_the_chain_head_row_and_keep_their_values(
+    engine: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # Migration 0022 folds trace_stats into trace_chain (one UPDATE per trace write instead of two): a deployment
+    # written before it keeps its counts and its chain head.
+    counts = (41, 30, 6, 5, 3, 1200, 3400)
+    columns = "total, allowed, denied, human_approval, errors, estimated_input_tokens, estimated_output_tokens"
+    url = ""
+    if engine == "sqlite":
+        older = _migrations_before(MIGRATIONS_DIR, tmp_path / "older", "0022")
+        db: Database = SqliteDatabase(tmp_path / "flux7.db", migrate=False)
+    else:
+        admin = request.getfixturevalue("postgres_admin_url")
+        url = postgres.create_database(admin, empty=True)
+        older = _migrations_before(PG_MIGRATIONS_DIR, tmp_path / "older", "0022")
+        db = PostgresDatabase(url, migrate=False)
+    try:
+        db.migrate(older)
+        with db.write() as conn:
+            conn.execute(f"UPDATE trace_stats SET ({columns}) = ({', '.join(str(c) for c in counts)}) WHERE id = 1")
+            conn.execute("UPDATE trace_chain SET seq = 41, hash = 'ab12' WHERE id = 1")
+        assert db.migrate() == ["0022_trace_stats_in_chain.sql"]
+        row = db.query_one(f"SELECT seq, hash, {columns} FROM trace_chain WHERE id = 1")
+        assert row is not None and tuple(row) == (41, "ab12", *counts)
+        assert not db.has_table("trace_stats")
+    finally:
+        db.close()
+        if url:
+            postgres.drop_database(request.getfixturevalue("postgres_admin_url"), url)

@@ -120,6 +120,29 @@ def test_rotation_moves_the_file_to_old_and_keeps_one_chain(tmp_path: Path, db: 
     assert "break" not in report
 
 
+def test_a_writer_follows_a_rotation_done_by_another_writer_and_a_file_moved_by_hand(
+    tmp_path: Path, db: Database
+) -> None:
+    # Each worker process keeps the trace file open between writes; another worker's rotation (or a file moved
+    # away by hand) must not leave it appending to the moved file.
+    settings = make_settings(tmp_path)
+    first, second = Tracer(settings, db, max_file_bytes=2000), Tracer(settings, db, max_file_bytes=2000)
+    path, old = tmp_path / "traces.jsonl", tmp_path / "traces.jsonl.old"
+    written = len(_record(first, 1))  # `first` now holds the file open
+    while not old.exists():
+        written += len(_record(second, 1))
+        assert written < 50
+    written += len(_record(first, 1))
+    assert len(_lines(path)) == 1  # the line went to the new file, not after the rotated one
+    both = verify_files([old, path], None)
+    assert both.brk is None and both.last_seq == written
+
+    path.rename(tmp_path / "moved.jsonl")
+    written += len(_record(first, 1))
+    assert len(_lines(path)) == 1 and json.loads(_lines(path)[0])["seq"] == written
+    assert len(_lines(tmp_path / "moved.jsonl")) == 1  # untouched after the move
+
+
 def test_seq_carries_across_a_restart(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     db = Database(tmp_path / "flux7.db")

@@ -57,9 +57,9 @@ async def test_rows_queued_in_one_turn_are_committed_in_one_transaction(tracer: 
     statements, commits = counter.take()
     assert (group.batches, group.rows, commits) == (1, CALLS, 1)
     assert group.inline == 0  # the first write saw the other calls ready to run: it waited for them
-    # BEGIN, head, lines, rows, head moved, stats, COMMIT: as many as for one row (PostgreSQL: and the lock on the
-    # chain head row taken first)
-    assert statements == (8 if tracer.db.engine == "postgresql" else 7)
+    # BEGIN, head, lines, rows, head moved (with the counts), COMMIT: as many as for one row (PostgreSQL: and the
+    # lock on the chain head row taken first)
+    assert statements == (7 if tracer.db.engine == "postgresql" else 6)
     assert len(set(rows)) == CALLS
     # In submission order along the chain, each row pointing at its own line.
     stored = [tracer.store.get(e.trace_id) for _, e in written]

@@ -26,12 +26,12 @@ from tests.upstreams.servers.http_backend import Backend, running_backend
 AGENT = {"Authorization": "Bearer agent:claude"}
 
 # (statements including BEGIN and COMMIT, commits) of one call, steady state, calls made one at a time. A row
-# written alone: BEGIN, the chain head read, its line, its row (or its pointer moved), the head moved, the stats,
-# the call's metrics summed into one upsert (a second for the upstream's gauge), COMMIT.
-ALLOWED = (17, 2)  # the intent before the upstream (8), the outcome revision after (9)
-DENIED = (8, 1)  # one trace row with its metrics
-SUBMITTED = (9, 1)  # the approval and its pending trace row, in one commit
-MCP_ALLOWED = (17, 2)  # tools/call: the same pipeline as REST
+# written alone: BEGIN, the chain head read, its line, its row (or its pointer moved), the head moved with the
+# /health counts, the call's metrics summed into one upsert (a second for the upstream's gauge), COMMIT.
+ALLOWED = (15, 2)  # the intent before the upstream (7), the outcome revision after (8)
+DENIED = (7, 1)  # one trace row with its metrics
+SUBMITTED = (8, 1)  # the approval and its pending trace row, in one commit
+MCP_ALLOWED = (15, 2)  # tools/call: the same pipeline as REST
 
 
 @dataclass
