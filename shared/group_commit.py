@@ -21,6 +21,7 @@ wait (issue 19, c=1)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -173,5 +174,10 @@ def _upsert_all(conn: Any, sql: str, rows: list[tuple[Any, Any, float]]) -> None
         return
     for i in range(0, len(rows), _CHUNK):
         part = rows[i : i + _CHUNK]
-        values = ", ".join("(?, ?, ?)" for _ in part)
-        conn.execute(f"{head} VALUES {values}{tail}", [x for row in part for x in row])
+        conn.execute(_upsert_rows(head, tail, len(part)), [x for row in part for x in row])
+
+
+@functools.lru_cache(maxsize=512)
+def _upsert_rows(head: str, tail: str, count: int) -> str:
+    """The upsert of `count` rows: built once per size, not per write."""
+    return f"{head} VALUES {', '.join(['(?, ?, ?)'] * count)}{tail}"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from operator import add, sub
 from pathlib import Path
 from typing import Any, cast
 
@@ -88,15 +90,21 @@ def _insert_rows(conn: Any, head: str, rows: list[tuple[Any, ...]], tail: str = 
     """A multi-row INSERT (chunked under SQLite's parameter bound); with a RETURNING tail, {first column:
     second column} of what it returned."""
     width = len(rows[0])
-    mark = "(" + ", ".join("?" for _ in range(width)) + ")"
     returned: dict[int, int] = {}
     step = max(1, 30000 // width)
     for i in range(0, len(rows), step):
         part = rows[i : i + step]
-        cur = conn.execute(head + ", ".join(mark for _ in part) + tail, [x for row in part for x in row])
+        cur = conn.execute(_multi_row(head, width, len(part), tail), [x for row in part for x in row])
         if tail:
             returned.update((int(a), int(b)) for a, b in cur.fetchall())
     return returned
+
+
+@functools.lru_cache(maxsize=1024)
+def _multi_row(head: str, width: int, count: int, tail: str) -> str:
+    """`head` followed by `count` rows of `width` parameters, then `tail`: built once per shape, not per write."""
+    mark = "(" + ", ".join("?" * width) + ")"
+    return head + ", ".join([mark] * count) + tail
 
 
 class TraceStore:
@@ -218,8 +226,7 @@ class TraceStore:
                 line, digest = seal(encode_entry(entry), self.key, seq, digest)
                 lines.append((seq, line))
                 rows.append((entry.trace_id, entry.session_id, entry.agent_id, entry.tool, ts, seq))
-                for k, v in enumerate(_contribution(entry)):
-                    stats[k] += v
+                stats = list(map(add, stats, _contribution(entry)))
                 results.append((seq, entry))  # the seq becomes the row id once the rows are inserted
                 continue
             old = current.get(item.row_id) or item.current
@@ -238,8 +245,7 @@ class TraceStore:
                 moved.append((item.row_id, seq))
             else:
                 rekeyed.append((seq, new.session_id, new.agent_id, new.tool, item.row_id))
-            for k, (before, after) in enumerate(zip(_contribution(old), _contribution(new), strict=True)):
-                stats[k] += after - before
+            stats = list(map(add, stats, map(sub, _contribution(new), _contribution(old))))
             current[item.row_id] = new
             results.append(new)
         if lines:
