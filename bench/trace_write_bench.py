@@ -1,8 +1,11 @@
 """The storage cost of a lone governed call's trace writes, without HTTP (issue 19): N begin + outcome pairs,
 each written alone (its own transaction, as group commit writes a lone write), on a real SQLite file with the
 trace file and key `flux7 serve` uses, and the call's metrics in the outcome's transaction. Reports µs per
-pair (wall and process CPU). `--repo DIR` adds another checkout (e.g. /work/main) and alternates the two in
-fresh child processes, so an A/B shares one machine state; the figures to compare are the medians' ratio.
+pair (wall and process CPU). Then the same pairs through the group commit on an event loop, as the mesh writes
+them, with a ticker on the loop: the longest time the loop could not run it (a checkpoint's fsync inside a
+commit stalls it; issue 19) and the sum of the stalls over 5 ms. `--repo DIR` adds another checkout (e.g.
+/work/main) and alternates the two in fresh child processes, so an A/B shares one machine state; the figures to
+compare are the medians' ratio.
 
     python bench/trace_write_bench.py --repo /work/main --pairs 3000 --rounds 5
 """
@@ -10,6 +13,7 @@ fresh child processes, so an A/B shares one machine state; the figures to compar
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import statistics
@@ -68,8 +72,44 @@ def child(pairs: int, warm: int) -> None:
         for i in range(warm, warm + pairs):
             one(i)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+
+        async def on_the_loop() -> list[float]:
+            """The pairs again through the group commit, one call at a time; the loop's stalls, in seconds."""
+            stalls: list[float] = []
+            done = asyncio.Event()
+
+            async def ticker() -> None:
+                while not done.is_set():
+                    asked = time.perf_counter()
+                    await asyncio.sleep(0.001)
+                    stalls.append(max(0.0, time.perf_counter() - asked - 0.001))
+
+            ticking = asyncio.create_task(ticker())
+            for i in range(warm + pairs, warm + 2 * pairs):
+                entry = TraceEntry(trace_id=f"{i:032x}", agent_id="claude", tool="pets.list", policy="allow")
+                row_id, stored = await store.begin_grouped(entry)
+                await store.revise_grouped(
+                    row_id,
+                    {"status_code": 200, "latency_ms": 4},
+                    lambda conn: metrics.record_call(sample, conn=conn),
+                    stored,
+                )
+            done.set()
+            await ticking
+            return stalls
+
+        stalls = asyncio.run(on_the_loop())
         db.close()
-    print(json.dumps({"wall_us": wall / pairs * 1e6, "cpu_us": cpu / pairs * 1e6}))
+    print(
+        json.dumps(
+            {
+                "wall_us": wall / pairs * 1e6,
+                "cpu_us": cpu / pairs * 1e6,
+                "loop_max_stall_ms": max(stalls) * 1e3,
+                "loop_stalls_over_5ms_ms": sum(x for x in stalls if x > 0.005) * 1e3,
+            }
+        )
+    )
 
 
 def run(repo: Path, pairs: int, warm: int) -> dict[str, float]:
@@ -106,11 +146,12 @@ def main() -> None:
     load = os.getloadavg()
     med: dict[str, dict[str, float]] = {}
     for name, runs in seen.items():
-        med[name] = {k: statistics.median(x[k] for x in runs) for k in ("wall_us", "cpu_us")}
+        med[name] = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
         each = ", ".join(f"{x['wall_us']:.0f}/{x['cpu_us']:.0f}" for x in runs)
         print(
             f"{name:6} {repos[name]}: wall {med[name]['wall_us']:.1f} µs/pair, cpu {med[name]['cpu_us']:.1f} µs/pair"
-            f"  (runs wall/cpu: {each})"
+            f"  (runs wall/cpu: {each}); on the loop: longest stall {med[name]['loop_max_stall_ms']:.1f} ms,"
+            f" stalls over 5 ms {med[name]['loop_stalls_over_5ms_ms']:.0f} ms in all"
         )
     if "other" in med:
         print(
@@ -118,6 +159,11 @@ def main() -> None:
             f" cpu {med['this']['cpu_us'] / med['other']['cpu_us']:.3f}"
         )
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    sys.path.insert(0, str(HERE))
+    from bench._common import save
+
+    repo_paths = {name: str(path) for name, path in repos.items()}
+    save("trace_write", {"pairs": args.pairs, "repos": repo_paths, "runs": seen, "medians": med, "load": load})
 
 
 if __name__ == "__main__":

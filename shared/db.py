@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import queue
 import threading
@@ -25,12 +26,19 @@ try:  # a recent SQLite (FTS5 trigram, RETURNING, ...) where the wheel exists
 except ImportError:  # pragma: no cover - platform without the wheel
     import sqlite3
 
+log = logging.getLogger("flux7.db")
+
 __all__ = ["MIGRATIONS_DIR", "Database", "SqliteDatabase", "database_for", "is_postgresql_url", "sqlite3"]
 
 
 # The longest a write waits for a lock held outside this deployment's writer queue (which the flock orders).
 BUSY_TIMEOUT_MS = 5000
+# A connection that writes only now and then (a CLI command, a reader) checkpoints at SQLite's own threshold.
 WAL_AUTOCHECKPOINT_PAGES = 4000
+# The store's writer never checkpoints inside a commit: a checkpoint fsyncs the WAL and the database file, which
+# took up to 59 ms on the development machine, and a commit runs on the event loop, where every call of the
+# worker waited for it. Every this many commits a thread of the store checkpoints instead (issue 19).
+CHECKPOINT_EVERY_COMMITS = 400
 
 Row = sqlite3.Row
 IntegrityError = sqlite3.IntegrityError
@@ -44,11 +52,10 @@ def _configure(conn: Any) -> None:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys=ON")
-    # A checkpoint runs in the commit that crosses this many WAL pages, on the writer's thread (the event loop's),
-    # and costs an fsync plus every distinct page since the last one. At SQLite's default (1,000 pages, ~70 calls
-    # of 14 pages each) checkpoints cost ~25 µs CPU and ~90 µs wall per governed call; at 4,000 (a WAL up to
-    # 16 MB) ~15 µs and ~60 µs: the pages a call rewrites every time (chain head, stats, index tails, metrics)
-    # are copied once per checkpoint. Commits stay as durable: WAL with synchronous=NORMAL either way.
+    # A checkpoint costs an fsync plus every distinct page since the last one; at 4,000 pages (a WAL up to 16 MB)
+    # the pages rewritten every time (chain head, index tails, metrics) are copied once per checkpoint. Commits
+    # stay as durable: WAL with synchronous=NORMAL either way. The store's own writer turns this off and
+    # leaves checkpoints to its checkpoint thread (SqliteDatabase).
     conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
 
 
@@ -206,6 +213,11 @@ class SqliteDatabase(Database):
         if self.path != ":memory:":
             self._lock_fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         self._writer = self._connect()
+        if self._lock_fd >= 0:
+            self._writer.execute("PRAGMA wal_autocheckpoint=0")  # the checkpoint thread's work (see write())
+        self.checkpoint_every = CHECKPOINT_EVERY_COMMITS
+        self._commits = 0  # since the last checkpoint asked for
+        self._checkpointer: _Checkpointer | None = None  # started at the first checkpoint asked for
         self._local = threading.local()
         self._waiter: _LockWaiter | None = None  # started at the first write that finds the lock taken
         self._waiter_guard = threading.Lock()
@@ -274,9 +286,24 @@ class SqliteDatabase(Database):
                     raise
                 else:
                     conn.execute("COMMIT")
+                    self._commits += 1
+                    if self._commits >= self.checkpoint_every and self._lock_fd >= 0:
+                        self._commits = 0
+                        self._ask_checkpoint()
             finally:
                 if self._lock_fd >= 0:
                     fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _ask_checkpoint(self) -> None:
+        checkpointer = self._checkpointer
+        if checkpointer is None or checkpointer.pid != os.getpid():  # none yet, or inherited across a fork
+            checkpointer = self._checkpointer = _Checkpointer(self.path)
+        checkpointer.ask()
+
+    @property
+    def checkpoints(self) -> int:
+        """Checkpoints the store's checkpoint thread ran (what the tests wait on)."""
+        return self._checkpointer.done if self._checkpointer is not None else 0
 
     def _begin(self, conn: Any) -> None:
         locked_out = self._locked_out
@@ -319,6 +346,8 @@ class SqliteDatabase(Database):
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._writer.close()
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         if self._waiter is not None:
             self._waiter.requests.put(None)
         if self._lock_fd >= 0:
@@ -350,6 +379,56 @@ class _LockWaiter:
             except Exception:  # no one will write with it (the loop closed): give it back, or the others wait forever
                 with contextlib.suppress(OSError):
                     fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+
+class _Checkpointer:
+    """One daemon thread per store that checkpoints the WAL into the database file when asked, off the writer's
+    thread (an event loop). It takes the deployment's write lock first, through its own open file description
+    (so this process's writers wait too, not only the others'): with no commit in between, the checkpoint
+    copies every frame and the next write starts the WAL over, so it cannot grow without bound under steady
+    writes. Writers meanwhile wait for the lock, the event loop's off the loop (shared/group_commit.py)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.pid = os.getpid()
+        self.done = 0
+        self._asked = threading.Event()
+        self._stopping = False
+        threading.Thread(target=self._run, name="flux7-checkpoint", daemon=True).start()
+
+    def ask(self) -> None:
+        self._asked.set()  # asks made while one runs fold into the next
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._asked.set()
+
+    def _run(self) -> None:
+        lock_fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        conn: Any = None
+        try:
+            while True:
+                self._asked.wait()
+                self._asked.clear()
+                if self._stopping:
+                    return
+                try:
+                    if conn is None:
+                        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+                        _configure(conn)
+                    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+                    try:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    finally:
+                        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+                    self.done += 1
+                except Exception:  # the next ask tries again; commits are durable in the WAL meanwhile
+                    log.exception("checkpoint of %s failed", self.path)
+        finally:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
+            os.close(lock_fd)
 
 
 def _is_busy(e: Exception) -> bool:
