@@ -88,12 +88,14 @@ def child(pairs: int, warm: int) -> None:
             for i in range(warm + pairs, warm + 2 * pairs):
                 entry = TraceEntry(trace_id=f"{i:032x}", agent_id="claude", tool="pets.list", policy="allow")
                 row_id, stored = await store.begin_grouped(entry)
+                await asyncio.sleep(0)  # the upstream call: the loop runs what is ready (a lone write never yields)
                 await store.revise_grouped(
                     row_id,
                     {"status_code": 200, "latency_ms": 4},
                     lambda conn: metrics.record_call(sample, conn=conn),
                     stored,
                 )
+                await asyncio.sleep(0)  # the answer sent
             done.set()
             await ticking
             return stalls
