@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
 import statistics
@@ -22,11 +23,32 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
 
 
-def child(pairs: int, warm: int) -> None:
+class _TimedConnection:
+    """The store's write connection with the CPU time of each statement summed by its text (`--statements`)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        started = time.thread_time()
+        try:
+            return self.conn.execute(sql, params)
+        finally:
+            self.seconds[sql[:70]] += time.thread_time() - started
+            self.counts[sql[:70]] += 1
+
+
+def child(pairs: int, warm: int, statements: bool = False) -> None:
     from flux7.shared.db import SqliteDatabase
     from flux7.shared.metrics import CallSample, Metrics
     from flux7.shared.tracing.chain import JsonlAppender
@@ -35,6 +57,9 @@ def child(pairs: int, warm: int) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         db = SqliteDatabase(Path(tmp) / "flux7.db")
+        timed = _TimedConnection(db._writer) if statements else None
+        if timed is not None:
+            db._writer = timed  # a bench's look inside: every statement of the writes goes through it
         store = TraceStore(db, key=b"k" * 32, appender=JsonlAppender(Path(tmp) / "traces.jsonl"))
         metrics = Metrics(db)
         sample = CallSample(
@@ -68,10 +93,20 @@ def child(pairs: int, warm: int) -> None:
 
         for i in range(warm):
             one(i)
+        if timed is not None:
+            timed.seconds.clear()
+            timed.counts.clear()
         cpu0, wall0 = time.process_time(), time.perf_counter()
         for i in range(warm, warm + pairs):
             one(i)
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        if timed is not None:
+            print(f"CPU per begin + outcome pair: {cpu / pairs * 1e6:.0f} µs, of which in SQLite statements:")
+            for sql, spent in sorted(timed.seconds.items(), key=lambda kv: -kv[1]):
+                print(f"{spent / pairs * 1e6:7.1f} µs  x{timed.counts[sql] / pairs:.1f}  {sql}")
+            print(f"{sum(timed.seconds.values()) / pairs * 1e6:7.1f} µs  in all")
+            db.close()
+            return
 
         async def on_the_loop() -> list[float]:
             """The pairs again through the group commit, one call at a time; the loop's stalls, in seconds."""
@@ -135,9 +170,12 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--statements", action="store_true", help="this checkout only, in this process: CPU per SQLite statement"
+    )
     args = parser.parse_args()
-    if args.child:
-        child(args.pairs, args.warm)
+    if args.child or args.statements:
+        child(args.pairs, args.warm, statements=args.statements)
         return
     repos = {"this": HERE} | ({"other": Path(args.repo).resolve()} if args.repo else {})
     seen: dict[str, list[dict[str, float]]] = {k: [] for k in repos}
