@@ -21,14 +21,13 @@ wait (issue 19, c=1)."""
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Generic, TypeVar
 
 from .db import Database
 
-__all__ = ["GroupCommit", "SummedUpserts"]
+__all__ = ["GroupCommit", "SummedUpserts", "multi_row_sql"]
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -174,10 +173,12 @@ def _upsert_all(conn: Any, sql: str, rows: list[tuple[Any, Any, float]]) -> None
         return
     for i in range(0, len(rows), _CHUNK):
         part = rows[i : i + _CHUNK]
-        conn.execute(_upsert_rows(head, tail, len(part)), [x for row in part for x in row])
+        conn.execute(multi_row_sql(f"{head} VALUES ", 3, len(part), tail), [x for row in part for x in row])
 
 
-@functools.lru_cache(maxsize=512)
-def _upsert_rows(head: str, tail: str, count: int) -> str:
-    """The upsert of `count` rows: built once per size, not per write."""
-    return f"{head} VALUES {', '.join(['(?, ?, ?)'] * count)}{tail}"
+@lru_cache(maxsize=1024)
+def multi_row_sql(head: str, width: int, count: int, tail: str = "") -> str:
+    """`head`, then `count` rows of `width` parameters, then `tail`: a batch statement's text, built once per
+    shape instead of on every write."""
+    mark = "(" + ", ".join("?" * width) + ")"
+    return head + ", ".join([mark] * count) + tail

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -14,7 +13,7 @@ from typing import Any, cast
 import msgspec
 
 from ..db import Database
-from ..group_commit import GroupCommit, SummedUpserts
+from ..group_commit import GroupCommit, SummedUpserts, multi_row_sql
 from ..metrics import _ADD as METRIC_ADD
 from ..metrics import _SET as METRIC_SET
 from .chain import JsonlAppender, Verifier, last_envelope, seal
@@ -94,17 +93,10 @@ def _insert_rows(conn: Any, head: str, rows: list[tuple[Any, ...]], tail: str = 
     step = max(1, 30000 // width)
     for i in range(0, len(rows), step):
         part = rows[i : i + step]
-        cur = conn.execute(_multi_row(head, width, len(part), tail), [x for row in part for x in row])
+        cur = conn.execute(multi_row_sql(head, width, len(part), tail), [x for row in part for x in row])
         if tail:
             returned.update((int(a), int(b)) for a, b in cur.fetchall())
     return returned
-
-
-@functools.lru_cache(maxsize=1024)
-def _multi_row(head: str, width: int, count: int, tail: str) -> str:
-    """`head` followed by `count` rows of `width` parameters, then `tail`: built once per shape, not per write."""
-    mark = "(" + ", ".join("?" * width) + ")"
-    return head + ", ".join([mark] * count) + tail
 
 
 class TraceStore:
