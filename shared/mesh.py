@@ -85,6 +85,7 @@ class Mesh:
     async def start(self) -> None:
         """Start background parts (upstream connections, exporters). Called once per worker at startup."""
         await self.registry.start()
+        self.metrics.start()  # a worker's series are held in memory and written every metrics.FLUSH_SECONDS
         tracer = getattr(self, "tracer", None)
         if tracer is not None:
             await tracer.start()
@@ -101,6 +102,10 @@ class Mesh:
         if decisions is not None:  # finish the delivery under way (in process, it needs the db); the rest waits
             await decisions.stop(5)
         await self.registry.stop()
+        try:
+            await self.metrics.stop()  # what it still holds
+        except Exception as e:
+            log.warning("metrics: held series lost at shutdown: %s", e)
         self.db.close()
 
     # -- views shared by several transports --------------------------------------------------------------

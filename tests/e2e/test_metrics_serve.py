@@ -135,8 +135,9 @@ def test_two_workers_serve_red_upstream_and_approval_metrics(
 
         # an upstream error: the backend answers 500, so the upstream counts as down until it answers again
         assert post(url, "/tool/get_boom", "claude", {}).status_code == 502
-        after_boom = samples(scrape(url).text)
-        assert series(after_boom, "agent_mesh_upstream_up") == {(("source", "openapi"), ("upstream", "spec.json")): 0}
+        # the worker that made the call writes its series within metrics.FLUSH_SECONDS; the other one may answer
+        down = {(("source", "openapi"), ("upstream", "spec.json")): 0}
+        wait_until(lambda: series(samples(scrape(url).text), "agent_mesh_upstream_up") == down, what="the gauge at 0")
         for i in range(6):
             assert post(url, "/tool/list_pets", "claude", {"params": {"limit": i}}).status_code == 200
         assert post(url, "/tool/delete_pet", "claude", {"petId": "1"}).status_code == 403
@@ -171,8 +172,7 @@ def test_two_workers_serve_red_upstream_and_approval_metrics(
         pending = mcp_call(url, "create_pet", {"name": "Kit"})
         assert "approval" in str(pending["result"]).lower()
 
-        found = samples(scrape(url).text)
-        assert series(found, "agent_mesh_tool_calls_total") == {
+        expected = {
             red("get_boom", "claude", "error"): 1,
             red("list_pets", "claude", "allow"): 7,  # six REST calls and one /decide
             red("delete_pet", "claude", "deny"): 1,
@@ -182,6 +182,16 @@ def test_two_workers_serve_red_upstream_and_approval_metrics(
             **({red("list_pets", "stopped", "allow"): through} if through else {}),
             red("create_pet", "claude", "approval"): 2,  # the approved REST call and the pending MCP one
         }
+        scraped: list[Samples] = []
+
+        def settled() -> bool:
+            # Both workers' series written (each within metrics.FLUSH_SECONDS of its last call): a worker writes
+            # all it holds at once, so once the last calls' series show, every earlier one does too.
+            scraped[:] = [samples(scrape(url).text)]
+            return series(scraped[0], "agent_mesh_tool_calls_total") == expected
+
+        wait_until(settled, what="every call's series")
+        found = scraped[0]
         calls = series(found, "agent_mesh_calls_total")
         # by policy action: the failed get_boom was allowed
         assert calls[(("action", "allow"),)] == 10 + through and calls[(("action", "human_approval"),)] == 2

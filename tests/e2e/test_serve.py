@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.functions.conftest import AGENT, make_config
 from tests.support.server import REPO, running_server, start_server, stop_server
+from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
 
 
@@ -34,15 +35,20 @@ def test_two_workers_share_traces_chain_and_metrics(tmp_path: Path, backend: Bac
         assert report.get("break") is None and report["chained"] >= 41
         health = httpx.get(f"{server.url}/health", trust_env=False).json()
         assert health["traces"]["allowed"] >= 40 and health["traces"]["denied"] >= 1
-        text = httpx.get(f"{server.url}/metrics", trust_env=False).text
-        calls = {
-            s.labels.get("action"): s.value
-            for f in text_string_to_metric_families(text)
-            if f.name == "agent_mesh_calls"
-            for s in f.samples
-            if s.name == "agent_mesh_calls_total"
-        }
-        assert calls["allow"] == 40 and calls["deny"] == 1
+
+        def calls() -> dict[str, float]:
+            text = httpx.get(f"{server.url}/metrics", trust_env=False).text
+            return {
+                s.labels.get("action"): s.value
+                for f in text_string_to_metric_families(text)
+                if f.name == "agent_mesh_calls"
+                for s in f.samples
+                if s.name == "agent_mesh_calls_total"
+            }
+
+        # each worker writes its series within metrics.FLUSH_SECONDS: the sum of both, nothing lost or doubled
+        counted = wait_until(lambda: (c := calls())["allow"] >= 40 and c["deny"] >= 1 and c, what="both workers")
+        assert counted["allow"] == 40 and counted["deny"] == 1
     verify = subprocess.run(
         [sys.executable, "-m", "flux7.functions.entry", "trace", "verify", str(tmp_path / "traces.jsonl")],
         capture_output=True,
