@@ -126,8 +126,8 @@ class SummedUpserts:
     """The batch's connection as the calls' own hooks see it (their metrics, their rate-limit counts): the
     `executemany` of an additive upsert (`... VALUES (?, ?, ?) ON CONFLICT ... value = value + excluded.value`)
     is summed per key over the batch and written as one statement at the end, a last-wins upsert likewise;
-    everything else goes to the connection as it comes. The sums land in the same transaction, so a metric
-    still moves in the commit of the write it counts."""
+    everything else goes to the connection as it comes. The sums land in the same transaction (a metric written
+    directly, by a worker not holding its series, moves in the commit of the write it counts)."""
 
     def __init__(self, conn: Any, *, add: str, put: str) -> None:
         self.conn = conn

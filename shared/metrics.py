@@ -220,7 +220,8 @@ class _Families:
 
 class Metrics:
     """Counters and histograms as rows of `metric_values`. Writers take an open write connection when the
-    caller already holds a transaction (so a metric moves with the write it counts, in the same commit)."""
+    caller already holds a transaction (a new label value is admitted in it); once started, the rows themselves are
+    held in memory and written by `flush` (see the module's text)."""
 
     def __init__(
         self,

@@ -5,12 +5,12 @@ halt -> lifecycle (catalog) -> lookup -> rate limit / loop -> policy + floors ->
 REST, /decide and MCP (HTTP and stdio) build a `Call` and get an `Outcome`; only the approval step differs by mode.
 
 The audit trail fails closed: a call that reaches its upstream has a durable trace row first (an intent, status_code
-0, written with the call's rate-limit count and metrics in one commit), and its outcome is appended after as the
-next revision. A call ending before the upstream (halt, deny, rate limit, approval refused, /decide) is answered
-only once its trace is committed. These three writes (intent, outcome, final trace) go through the trace store's
-group commit (shared/group_commit.py): the calls of one event-loop turn share one transaction, and each call
-still waits for its own commit. Whatever trace write a call cannot go on without fails, the call is refused
-with `Unavailable` (503) and nothing is run."""
+0, written with the call's rate-limit count in one commit; its metrics are held by the worker, shared/metrics.py),
+and its outcome is appended after as the next revision. A call ending before the upstream (halt, deny, rate limit,
+approval refused, /decide) is answered only once its trace is committed. These three writes (intent, outcome, final
+trace) go through the trace store's group commit (shared/group_commit.py): the calls of one event-loop turn share one
+transaction, and each call still waits for its own commit. Whatever trace write a call cannot go on without fails,
+the call is refused with `Unavailable` (503) and nothing is run."""
 
 from __future__ import annotations
 
@@ -287,7 +287,7 @@ class Pipeline:
                 # 8a. the intent: the approved call, before its upstream
                 row_id = self._approved_intent(call, approval, row_id, start)
         else:
-            # 8a. the intent, with the call's rate-limit count and metrics in one commit
+            # 8a. the intent, with the call's rate-limit count in one commit
             row_id, intent = await self._begin(call, decision, start, grant, None if counted_early else limits, policy)
         if limits is not None:
             limits.collect()
@@ -602,7 +602,8 @@ class Pipeline:
         upstream: UpstreamResult | None = None,
         upstream_s: float | None = None,
     ) -> None:
-        """A call's RED, duration and upstream series, once it has ended (in its last trace write's commit)."""
+        """A call's RED, duration and upstream series, once it has ended (held by a serving worker; written in the
+        last trace write's commit otherwise)."""
         metrics = self.mesh.metrics
         if metrics is not None:
             metrics.record_call(self._sample(call, out, start, tool, upstream, upstream_s), conn=conn)
