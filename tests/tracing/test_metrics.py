@@ -3,6 +3,7 @@ from __future__ import annotations
 import multiprocessing
 import shutil
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -317,70 +318,71 @@ def _stored(path: Path) -> dict[tuple[str, str], float]:
         other.close()
 
 
-async def test_a_started_worker_holds_its_series_and_a_scrape_writes_them_in_one_transaction(tmp_path: Path) -> None:
+@pytest.fixture
+async def held(tmp_path: Path) -> AsyncIterator[Metrics]:
+    """A started worker's Metrics over tmp_path/m.db, stopped (what it holds written) at the end."""
     db = Database(tmp_path / "m.db")
     m = Metrics(db)
     m.start()
     try:
-        for _ in range(3):
-            m.count_action("allow")
-            m.record_call(_call("list_pets", "claude", upstream="api", source="openapi", upstream_seconds=0.01))
-        assert _stored(tmp_path / "m.db") == {}  # nothing written per call
-        seen: list[str] = []
-        db.trace_statements(seen.append)
-        samples = _samples(m.render(0))
-        db.trace_statements(None)
-        assert samples[("agent_mesh_calls_total", (("action", "allow"),))] == 3
-        red = (("agent", "claude"), ("outcome", "allow"), ("tool", "list_pets"))
-        assert samples[("agent_mesh_tool_calls_total", red)] == 3
-        # BEGIN, the summed additions, the last-wins gauge, COMMIT: one transaction for the three calls
-        writes = [s for s in seen if not s.lstrip().upper().startswith("SELECT")]
-        assert len(writes) == 4 and writes[-1].strip().upper() == "COMMIT"
-        stored = _stored(tmp_path / "m.db")
-        assert stored[("agent_mesh_calls_total", 'action="allow"')] == 3
-        assert stored[("agent_mesh_upstream_up", 'source="openapi",upstream="api"')] == 1
+        yield m
     finally:
         await m.stop()
         db.close()
 
 
-async def test_held_series_reach_the_database_within_the_flush_interval_without_a_scrape(tmp_path: Path) -> None:
-    db = Database(tmp_path / "m.db")
-    m = Metrics(db)
-    m.start()
-    try:
-        m.count_action("deny")
-        await eventually(
-            lambda: _stored(tmp_path / "m.db").get(("agent_mesh_calls_total", 'action="deny"')) == 1,
-            timeout=FLUSH_SECONDS * 20,
-            what="the held series written by the worker's own flush",
-        )
-    finally:
-        await m.stop()
-        db.close()
+async def test_a_worker_holds_its_series_and_a_scrape_writes_them_in_one_transaction(
+    tmp_path: Path, held: Metrics
+) -> None:
+    m, db = held, held.db
+    for _ in range(3):
+        m.count_action("allow")
+        m.record_call(_call("list_pets", "claude", upstream="api", source="openapi", upstream_seconds=0.01))
+    assert _stored(tmp_path / "m.db") == {}  # nothing written per call
+    seen: list[str] = []
+    db.trace_statements(seen.append)
+    samples = _samples(m.render(0))
+    db.trace_statements(None)
+    assert samples[("agent_mesh_calls_total", (("action", "allow"),))] == 3
+    red = (("agent", "claude"), ("outcome", "allow"), ("tool", "list_pets"))
+    assert samples[("agent_mesh_tool_calls_total", red)] == 3
+    # BEGIN, the summed additions, the last-wins gauge, COMMIT: one transaction for the three calls
+    writes = [s for s in seen if not s.lstrip().upper().startswith("SELECT")]
+    assert len(writes) == 4 and writes[-1].strip().upper() == "COMMIT"
+    stored = _stored(tmp_path / "m.db")
+    assert stored[("agent_mesh_calls_total", 'action="allow"')] == 3
+    assert stored[("agent_mesh_upstream_up", 'source="openapi",upstream="api"')] == 1
 
 
-async def test_a_failed_flush_keeps_the_series_and_the_next_one_writes_them_summed(tmp_path: Path) -> None:
-    db = Database(tmp_path / "m.db")
-    m = Metrics(db)
-    m.start()
-    try:
-        m.count_action("allow")
-        m.record_call(_call("t", "a", upstream="api", source="openapi", upstream_down=True, upstream_failed=True))
-        db.execute("ALTER TABLE metric_values RENAME TO metric_values_away")
-        with pytest.raises(Exception, match="metric_values"):
-            m.flush()
-        m.count_action("allow")
-        m.record_call(_call("t", "a", upstream="api", source="openapi"))  # the gauge set since is the newer
-        db.execute("ALTER TABLE metric_values_away RENAME TO metric_values")
+async def test_held_series_reach_the_database_within_the_interval_without_a_scrape(
+    tmp_path: Path, held: Metrics
+) -> None:
+    m = held
+    m.count_action("deny")
+    await eventually(
+        lambda: _stored(tmp_path / "m.db").get(("agent_mesh_calls_total", 'action="deny"')) == 1,
+        timeout=FLUSH_SECONDS * 20,
+        what="the held series written by the worker's own flush",
+    )
+
+
+async def test_a_failed_flush_keeps_the_series_and_the_next_one_writes_them_summed(
+    tmp_path: Path, held: Metrics
+) -> None:
+    m, db = held, held.db
+    m.count_action("allow")
+    m.record_call(_call("t", "a", upstream="api", source="openapi", upstream_down=True, upstream_failed=True))
+    db.execute("ALTER TABLE metric_values RENAME TO metric_values_away")
+    with pytest.raises(Exception, match="metric_values"):
         m.flush()
-        stored = _stored(tmp_path / "m.db")
-        assert stored[("agent_mesh_calls_total", 'action="allow"')] == 2
-        assert stored[("agent_mesh_upstream_errors_total", 'source="openapi",upstream="api"')] == 1
-        assert stored[("agent_mesh_upstream_up", 'source="openapi",upstream="api"')] == 1
-    finally:
-        await m.stop()
-        db.close()
+    m.count_action("allow")
+    m.record_call(_call("t", "a", upstream="api", source="openapi"))  # the gauge set since is the newer
+    db.execute("ALTER TABLE metric_values_away RENAME TO metric_values")
+    m.flush()
+    stored = _stored(tmp_path / "m.db")
+    assert stored[("agent_mesh_calls_total", 'action="allow"')] == 2
+    assert stored[("agent_mesh_upstream_errors_total", 'source="openapi",upstream="api"')] == 1
+    assert stored[("agent_mesh_upstream_up", 'source="openapi",upstream="api"')] == 1
 
 
 async def test_stopping_writes_what_is_held_and_later_series_go_straight_to_the_database(tmp_path: Path) -> None:
