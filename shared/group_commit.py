@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 
 from .db import Database
 
-__all__ = ["GroupCommit", "SummedUpserts", "multi_row_sql"]
+__all__ = ["GroupCommit", "SummedUpserts", "UpsertSums", "multi_row_sql"]
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -131,9 +131,7 @@ class SummedUpserts:
 
     def __init__(self, conn: Any, *, add: str, put: str) -> None:
         self.conn = conn
-        self._add_sql, self._put_sql = add, put
-        self._added: dict[tuple[Any, Any], float] = {}
-        self._put: dict[tuple[Any, Any], float] = {}
+        self.sums = UpsertSums(add=add, put=put)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.conn, name)
@@ -142,24 +140,53 @@ class SummedUpserts:
         return self.conn.execute(sql, params)
 
     def executemany(self, sql: str, rows: Any) -> Any:
-        if sql == self._add_sql:
-            for name, labels, value in rows:
-                self._added[(name, labels)] = self._added.get((name, labels), 0.0) + value
+        if sql == self.sums.add_sql:
+            self.sums.add(rows)
             return None
-        if sql == self._put_sql:
-            for name, labels, value in rows:
-                self._put.pop((name, labels), None)  # last wins, in order
-                self._put[(name, labels)] = value
+        if sql == self.sums.put_sql:
+            self.sums.put(rows)
             return None
         return self.conn.executemany(sql, rows)
 
     def flush(self) -> None:
         """Write the sums: one statement for the additive upserts, one for the last-wins ones."""
-        for sql, rows in ((self._add_sql, self._added), (self._put_sql, self._put)):
+        self.sums.write(self.conn)
+        self.sums = UpsertSums(add=self.sums.add_sql, put=self.sums.put_sql)
+
+
+class UpsertSums:
+    """Rows of an additive upsert summed per key and rows of a last-wins upsert kept per key, until `write` puts
+    each kind in one statement: what SummedUpserts gathers over a batch, and what a serving worker's metrics hold
+    between their writes (shared/metrics.py)."""
+
+    def __init__(self, *, add: str, put: str) -> None:
+        self.add_sql, self.put_sql = add, put
+        self.added: dict[tuple[Any, Any], float] = {}
+        self.last: dict[tuple[Any, Any], float] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.last)
+
+    def add(self, rows: Any) -> None:
+        added = self.added
+        for name, labels, value in rows:
+            added[(name, labels)] = added.get((name, labels), 0.0) + value
+
+    def put(self, rows: Any) -> None:
+        for name, labels, value in rows:
+            self.last.pop((name, labels), None)  # last wins, in order
+            self.last[(name, labels)] = value
+
+    def then(self, newer: UpsertSums) -> None:
+        """Take in what was gathered after these rows: additions summed, newer values winning."""
+        self.add([(*k, v) for k, v in newer.added.items()])
+        self.put([(*k, v) for k, v in newer.last.items()])
+
+    def write(self, conn: Any) -> None:
+        for sql, rows in ((self.add_sql, self.added), (self.put_sql, self.last)):
             if rows:
                 # In key order, as metrics.py writes them: concurrent writers on PostgreSQL lock rows in one order.
-                _upsert_all(self.conn, sql, [(k[0], k[1], v) for k, v in sorted(rows.items())])
-            rows.clear()
+                _upsert_all(conn, sql, [(k[0], k[1], v) for k, v in sorted(rows.items())])
 
 
 _ROW = " VALUES (?, ?, ?)"

@@ -40,7 +40,7 @@ from prometheus_client.metrics_core import (
 
 from . import __version__
 from .db import Database
-from .group_commit import SummedUpserts
+from .group_commit import UpsertSums
 from .settings import MetricsSettings
 
 __all__ = [
@@ -238,8 +238,7 @@ class Metrics:
         self._series_memo: dict[tuple[str, str, str, str], tuple[str, _Hist, _Hist]] = {}
         # Held series (a started worker): summed additions and last-wins values, not written yet.
         self._held = False
-        self._added: dict[tuple[str, str], float] = {}
-        self._put: dict[tuple[str, str], float] = {}
+        self._sums = UpsertSums(add=_ADD, put=_SET)
         self._held_lock = threading.Lock()  # the event loop adds, a scrape's thread flushes
         self._flusher: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -266,7 +265,7 @@ class Metrics:
         while not stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), FLUSH_SECONDS)
-            if not self._added and not self._put:
+            if not self._sums:
                 continue
             try:
                 # On a thread: another worker holding the write lock must not stall this one's loop.
@@ -277,32 +276,22 @@ class Metrics:
     def flush(self) -> None:
         """Write the held series, in one transaction; on failure they stay held (and the error is raised)."""
         with self._held_lock:
-            added, self._added = self._added, {}
-            put, self._put = self._put, {}
-        if not added and not put:
+            sums, self._sums = self._sums, UpsertSums(add=_ADD, put=_SET)
+        if not sums:
             return
         try:
             with self.db.write() as conn:
-                summed = SummedUpserts(conn, add=_ADD, put=_SET)
-                summed.executemany(_ADD, [(k[0], k[1], v) for k, v in added.items()])
-                summed.executemany(_SET, [(k[0], k[1], v) for k, v in put.items()])
-                summed.flush()
+                sums.write(conn)
         except BaseException:
             with self._held_lock:
-                for key, value in added.items():
-                    self._added[key] = self._added.get(key, 0.0) + value
-                for key, value in put.items():
-                    self._put.setdefault(key, value)  # a value set since is newer
+                sums.then(self._sums)  # what was held meanwhile is newer
+                self._sums = sums
             raise
 
     def _hold(self, add: list[tuple[str, str, float]], put: list[tuple[str, str, float]]) -> None:
         with self._held_lock:
-            added = self._added
-            for name, labels, value in add:
-                key = (name, labels)
-                added[key] = added.get(key, 0.0) + value
-            for name, labels, value in put:
-                self._put[(name, labels)] = value
+            self._sums.add(add)
+            self._sums.put(put)
 
     # -- writing ------------------------------------------------------------------------------------------
 
