@@ -193,7 +193,15 @@ _TOOL_CALLS = "agent_mesh_tool_calls_total"
 _TOOL_DURATION = "agent_mesh_tool_call_duration_seconds"
 _REQUEST_DURATION = "agent_mesh_request_duration_seconds"
 _UPSTREAM_LATENCY = "agent_mesh_upstream_latency_seconds"
+# A call's held series: tool, agent, outcome, transport, its call-duration bucket and its upstream-latency bucket
+# (-1: none), upstream, source, whether the upstream failed.
+_TallyKey = tuple[str, str, str, str, int, int, str, str, bool]
 _CALL_SERIES_MEMO = 8192  # (tool, agent, outcome, transport) sets remembered per process; bounded by the caps
+
+
+@functools.lru_cache(maxsize=1024)  # bounded by the configured upstreams
+def _upstream_labels(upstream: str, source: str) -> str:
+    return _label_text((("upstream", upstream), ("source", source)))
 
 
 def _parse_labels(text: str) -> dict[str, str]:
@@ -239,6 +247,9 @@ class Metrics:
         # Held series (a started worker): summed additions and last-wins values, not written yet.
         self._held = False
         self._sums = UpsertSums(add=_ADD, put=_SET)
+        # A held call's additive series, per label set and bucket: (calls, seconds, upstream seconds), expanded
+        # into rows when written. One entry touched per call, not a dozen rows summed (issue 19).
+        self._tallies: dict[_TallyKey, list[float]] = {}
         self._held_lock = threading.Lock()  # the event loop adds, a scrape's thread flushes
         self._flusher: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -265,7 +276,7 @@ class Metrics:
         while not stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), FLUSH_SECONDS)
-            if not self._sums:
+            if not self._sums and not self._tallies:
                 continue
             try:
                 # On a thread: another worker holding the write lock must not stall this one's loop.
@@ -276,6 +287,9 @@ class Metrics:
     def flush(self) -> None:
         """Write the held series, in one transaction; on failure they stay held (and the error is raised)."""
         with self._held_lock:
+            tallies, self._tallies = self._tallies, {}
+            if tallies:
+                self._sums.add(self._expanded(tallies))
             sums, self._sums = self._sums, UpsertSums(add=_ADD, put=_SET)
         if not sums:
             return
@@ -340,36 +354,55 @@ class Metrics:
         ]
 
     def record_call(self, sample: CallSample, *, conn: Any = None) -> None:
-        """One finished call's series, in one executemany (inside the caller's transaction when given)."""
-
-        def rows(c: Any) -> None:
-            tool = self._admit(c, "tool", sample.tool)
-            agent = self._admit(c, "agent", sample.agent)
-            red_text, by_tool, by_transport = self._call_series(tool, agent, sample.outcome, sample.transport)
-            add = [(_TOOL_CALLS, red_text, 1.0)]
-            seconds = sample.seconds
-            if not math.isnan(seconds):
-                i = bisect.bisect_left(_CALL, seconds)  # both histograms have the _CALL buckets
-                for bucket, total, count, plain, buckets in (by_tool, by_transport):
-                    add += ((bucket, buckets[i], 1.0), (total, plain, seconds), (count, plain, 1.0))
-            put: list[tuple[str, str, float]] = []
-            if sample.upstream_seconds is not None:
-                add += self._observation(_UPSTREAM_LATENCY, _LATENCY, sample.upstream_seconds, {})
-            if sample.upstream:
-                where = _labels({"upstream": sample.upstream, "source": sample.source})
-                if sample.upstream_failed:
-                    add.append(("agent_mesh_upstream_errors_total", where, 1.0))
-                put.append((UP_GAUGE, where, 0.0 if sample.upstream_down else 1.0))
-            self._write(add, put, c)
-
+        """One finished call's series: inside the caller's transaction when given; held, when this worker holds
+        its series and knows the call's label values; otherwise in a transaction of their own."""
         if conn is not None:
-            rows(conn)
+            self._record(conn, sample)
+        elif self._held and self._known("tool", sample.tool) and self._known("agent", sample.agent):
+            self._record(None, sample)  # nothing to admit, nothing written now: no transaction
+        else:
+            with self.db.write() as c:
+                self._record(c, sample)
+
+    def _record(self, conn: Any, sample: CallSample) -> None:
+        tool = self._admit(conn, "tool", sample.tool)
+        agent = self._admit(conn, "agent", sample.agent)
+        seconds, up = sample.seconds, sample.upstream_seconds
+        i = -1 if math.isnan(seconds) else bisect.bisect_left(_CALL, seconds)  # both call histograms' bucket
+        j = -1 if up is None or math.isnan(up) else bisect.bisect_left(_LATENCY, up)
+        upstream, source = sample.upstream, sample.source
+        key: _TallyKey = (tool, agent, sample.outcome, sample.transport, i, j, upstream, source, sample.upstream_failed)
+        put = [(UP_GAUGE, _upstream_labels(upstream, source), 0.0 if sample.upstream_down else 1.0)] if upstream else []
+        if not self._held:
+            self._write(self._expanded({key: [1.0, seconds, up or 0.0]}), put, conn)
             return
-        if self._held and self._known("tool", sample.tool) and self._known("agent", sample.agent):
-            rows(None)  # nothing to admit, nothing written now: no transaction
-            return
-        with self.db.write() as c:
-            rows(c)
+        with self._held_lock:
+            tally = self._tallies.get(key)
+            if tally is None:
+                self._tallies[key] = [1.0, seconds, up or 0.0]
+            else:
+                tally[0] += 1.0
+                tally[1] += seconds
+                tally[2] += up or 0.0
+            if put:
+                self._sums.put(put)
+
+    def _expanded(self, tallies: Mapping[_TallyKey, list[float]]) -> list[tuple[str, str, float]]:
+        """The rows of tallied calls: the RED counter, the two call-duration histograms, the upstream latency
+        histogram and its error counter, each summed over the calls of one label set and bucket."""
+        add: list[tuple[str, str, float]] = []
+        for (tool, agent, outcome, transport, i, j, upstream, source, failed), (n, seconds, up) in tallies.items():
+            red_text, by_tool, by_transport = self._call_series(tool, agent, outcome, transport)
+            add.append((_TOOL_CALLS, red_text, n))
+            if i >= 0:
+                for bucket, total, count, plain, buckets in (by_tool, by_transport):
+                    add += ((bucket, buckets[i], n), (total, plain, seconds), (count, plain, n))
+            if j >= 0:
+                bucket, total, count, plain, buckets = _histogram_series(_UPSTREAM_LATENCY, _LATENCY, ())
+                add += ((bucket, buckets[j], n), (total, plain, up), (count, plain, n))
+            if upstream and failed:
+                add.append(("agent_mesh_upstream_errors_total", _upstream_labels(upstream, source), n))
+        return add
 
     def _known(self, label: str, value: str) -> bool:
         """Whether `_admit` answers for this value without the database."""

@@ -354,6 +354,48 @@ async def test_a_worker_holds_its_series_and_a_scrape_writes_them_in_one_transac
     assert stored[("agent_mesh_upstream_up", 'source="openapi",upstream="api"')] == 1
 
 
+async def test_a_worker_that_holds_its_calls_stores_the_same_series_as_one_writing_each_call(
+    tmp_path: Path, held: Metrics
+) -> None:
+    # Held calls are tallied per label set and bucket and expanded into rows when written: the rows must be those a
+    # worker writing every call itself stores, over every kind of call (no duration, no upstream, a failed one, two
+    # latency buckets, an agent over the cap counted as `other`).
+    settings = MetricsSettings(max_tools=10, max_agents=2)
+    held.caps = {"tool": settings.max_tools, "agent": settings.max_agents}
+    direct_db = Database(tmp_path / "direct.db")
+    direct = Metrics(direct_db, settings)
+    calls = [
+        _call("list_pets", "claude", upstream="api", source="openapi", upstream_seconds=0.004),
+        _call("list_pets", "claude", upstream="api", source="openapi", upstream_seconds=0.2),
+        _call("list_pets", "claude", "error", upstream="api", source="openapi", upstream_failed=True),
+        CallSample(tool="fs.read", agent="scout", outcome="deny", transport="mcp", seconds=float("nan")),
+        CallSample(tool="fs.read", agent="scout", outcome="allow", transport="mcp", seconds=7.5),
+        _call("fs.read", "third-agent", upstream="api", source="openapi", upstream_seconds=float("nan")),
+        _call("list_pets", "claude", upstream="api", source="openapi", upstream_seconds=0.004, upstream_down=True),
+    ]
+    for sample in calls * 3:
+        direct.record_call(sample)
+        held.record_call(sample)
+    held.flush()
+    stored, expected = _stored(tmp_path / "m.db"), direct.values()
+    direct_db.close()
+    assert set(stored) == set(expected)
+    assert stored == pytest.approx(expected)
+    assert stored[("agent_mesh_upstream_up", 'source="openapi",upstream="api"')] == 0  # the last call's, as written
+    assert stored[("agent_mesh_tool_calls_total", f'agent="{OTHER}",outcome="allow",tool="fs.read"')] == 3
+    # and what those calls add up to, worked out by hand: three rounds of the seven
+    assert stored[("agent_mesh_upstream_errors_total", 'source="openapi",upstream="api"')] == 3
+    assert stored[("agent_mesh_upstream_latency_seconds_count", "")] == 9
+    assert stored[("agent_mesh_upstream_latency_seconds_bucket", 'le="0.005"')] == 6
+    assert stored[("agent_mesh_upstream_latency_seconds_bucket", 'le="0.25"')] == 3
+    assert stored[("agent_mesh_upstream_latency_seconds_sum", "")] == pytest.approx(3 * 0.208)
+    scout_deny = 'agent="scout",outcome="deny",tool="fs.read"'
+    assert stored[("agent_mesh_tool_calls_total", scout_deny)] == 3
+    assert ("agent_mesh_tool_call_duration_seconds_count", scout_deny) not in stored  # no duration: no observation
+    assert stored[("agent_mesh_request_duration_seconds_count", 'transport="mcp"')] == 3
+    assert stored[("agent_mesh_request_duration_seconds_count", 'transport="rest"')] == 15
+
+
 async def test_held_series_reach_the_database_within_the_interval_without_a_scrape(
     tmp_path: Path, held: Metrics
 ) -> None:
