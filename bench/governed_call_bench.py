@@ -2,7 +2,10 @@
 called directly and through the mesh's `POST /tool/echo` (one allow rule, traces on, memory off, `flux7 serve`
 with the access log off), with two load generators, `wrk` and an async Python client (aiohttp), at c=1 and c=32,
 the mesh with 1 and 2 granian workers; and MCP `tools/call` through `/mcp` against the SDK echo server called
-directly, at c=32, with the official SDK client (and wrk beside it).
+directly, at c=32, with the official SDK client (and wrk beside it). Beside each REST point runs the floor under
+any governed call: a bare forwarder (bench/_bare_proxy.py, an ASGI app on granian with the same worker count that
+forwards the body with the mesh's own HTTP client and does nothing else), so the table shows how far serving a
+forwarded call from Python on this server already is from the direct backend, and what governance adds to it.
 
 Every point runs direct and governed back to back, and the whole sequence is repeated in rounds whose order
 alternates (direct first, then governed first), so a burst of load from elsewhere on the machine hits both sides;
@@ -62,6 +65,7 @@ SPEC = {
 POLICY = "name: bench\nagent: '*'\nrules:\n  - tools: ['echo', 'echo.*']\n    action: allow\n"
 AGENT = {"Authorization": "Bearer agent:bench"}
 GRANIAN = [sys.executable, "-m", "granian", "--interface", "rsgi", "--host", "127.0.0.1"]
+BARE = [sys.executable, "-m", "granian", "--interface", "asgi", "--loop", "asyncio", "--host", "127.0.0.1", "--no-ws"]
 SERVE = [sys.executable, "-m", "flux7.functions.entry", "serve", "--no-access-log"]
 # The mesh's environment: `--repo DIR` runs another checkout's flux7 (a before/after pair on one quiet machine).
 MESH_ENV = dict(ENV)
@@ -207,17 +211,18 @@ def wrk_script(path: Path, body: bytes, headers: dict[str, str]) -> Path:
 
 
 class Stack:
-    """The echo backend, the SDK's MCP echo server and one `flux7 serve` per worker count, all on loopback."""
+    """The echo backend, the SDK's MCP echo server, one `flux7 serve` per worker count and (`bare`) one bare
+    forwarder per worker count, all on loopback."""
 
-    def __init__(self, tmp: Path, workers: list[int], mcp: bool = True) -> None:
+    def __init__(self, tmp: Path, workers: list[int], mcp: bool = True, bare: bool = False) -> None:
         self.procs: list[Any] = []
         try:
-            self._up(tmp, workers, mcp)
+            self._up(tmp, workers, mcp, bare)
         except BaseException:  # nothing started is left running (they run in their own sessions)
             self.close()
             raise
 
-    def _up(self, tmp: Path, workers: list[int], mcp: bool) -> None:
+    def _up(self, tmp: Path, workers: list[int], mcp: bool, bare: bool) -> None:
         self.backend_port = free_port()
         self.backend = self._start(
             [*GRANIAN, "--port", str(self.backend_port), "--workers", "1", "--no-ws", "bench._echo_rsgi:app"]
@@ -253,6 +258,13 @@ class Stack:
                 MESH_ENV,
             )
             self.meshes[w] = (proc, port)
+        self.bare: dict[int, tuple[Any, int]] = {}
+        for w in workers if bare else []:
+            port = free_port()
+            env = {**ENV, "FLUX7_BARE_BACKEND": f"http://127.0.0.1:{self.backend_port}"}
+            proc = self._start([*BARE, "--port", str(port), "--workers", str(w), "bench._bare_proxy:app"], env)
+            self.bare[w] = (proc, port)
+            wait_http(f"http://127.0.0.1:{port}/")
         for w, (_, port) in self.meshes.items():
             base = f"http://127.0.0.1:{port}"
             wait_http(f"{base}/health", 60)
@@ -284,6 +296,9 @@ class Stack:
 
     def url(self, w: int, path: str) -> str:
         return f"http://127.0.0.1:{self.meshes[w][1]}{path}"
+
+    def bare_url(self, w: int) -> str:
+        return f"http://127.0.0.1:{self.bare[w][1]}/echo"
 
     def check_rest(self, w: int) -> None:
         """One governed call first: the load counts statuses only, so make sure the answer is the echo."""
@@ -338,7 +353,7 @@ def run_round(stack: Stack, args: argparse.Namespace, r: int, scripts: dict[str,
     out: dict[str, Any] = {}
     backend = stack.backend.pid
     for w in args.workers:
-        mesh = stack.meshes[w][0].pid
+        mesh, bare = stack.meshes[w][0].pid, stack.bare[w][0].pid
         governed_url = stack.url(w, "/tool/echo")
         for client in ("py", "wrk"):
             for c in args.concurrency:
@@ -347,15 +362,18 @@ def run_round(stack: Stack, args: argparse.Namespace, r: int, scripts: dict[str,
                     sides = {
                         "direct": partial(py_load, stack.direct_url, DIRECT_BODY, {}, c, args.seconds),
                         "governed": partial(py_load, governed_url, GOVERNED_BODY, AGENT, c, args.seconds),
+                        "bare": partial(py_load, stack.bare_url(w), DIRECT_BODY, {}, c, args.seconds),
                     }
                 else:
                     sides = {
                         "direct": partial(wrk_load, stack.direct_url, c, args.seconds, scripts["direct"]),
                         "governed": partial(wrk_load, governed_url, c, args.seconds, scripts["governed"]),
+                        "bare": partial(wrk_load, stack.bare_url(w), c, args.seconds, scripts["direct"]),
                     }
                 point = {}
-                for side in sorted(sides, reverse=r % 2 == 1):  # direct first in even rounds, governed first in odd
-                    point[side] = measured(sides[side], mesh, backend)
+                # direct first in even rounds, governed first in odd; the bare forwarder between them
+                for side in ("direct", "bare", "governed")[:: -1 if r % 2 else 1]:
+                    point[side] = measured(sides[side], bare if side == "bare" else mesh, backend)
                 out[f"w{w}_c{c}_{client}"] = point
                 print(f"  round {r + 1} {describe(w, c, client, point)}", flush=True)
     w = args.mcp_workers
@@ -385,12 +403,24 @@ def describe(w: int, c: int, client: str, point: dict[str, Any]) -> str:
         f"w={w} c={c:>2} {client:>3}: direct {d['rps']:7.0f}/s p50 {d['p50_ms']:6.2f} ms"
         f" | governed {g['rps']:7.0f}/s p50 {g['p50_ms']:6.2f} ms p99 {g['p99_ms']:6.2f} ms"
         f" | ratio {g['rps'] / d['rps']:4.0%} | mesh CPU {g['cpu_ms_per_call'][0]:.3f} ms/call{warn}"
+        + (f" | bare {b['rps']:7.0f}/s {b['cpu_ms_per_call'][0]:.3f} ms/call" if (b := point.get("bare")) else "")
     )
 
 
 def derive(point: dict[str, Any]) -> dict[str, float]:
     """One round's figures for one point."""
-    d, g = point["direct"], point["governed"]
+    d, g, b = point["direct"], point["governed"], point.get("bare")
+    bare = (
+        {
+            "bare_rps": b["rps"],
+            "bare_ratio": b["rps"] / d["rps"],
+            "bare_added_p50_ms": b["p50_ms"] - d["p50_ms"],
+            "bare_cpu_ms_per_call": b["cpu_ms_per_call"][0],
+            "governed_vs_bare": g["rps"] / b["rps"],
+        }
+        if b
+        else {}
+    )
     return {
         "direct_rps": d["rps"],
         "governed_rps": g["rps"],
@@ -402,7 +432,8 @@ def derive(point: dict[str, Any]) -> dict[str, float]:
         "mesh_cpu_ms_per_call": g["cpu_ms_per_call"][0],
         "mesh_cores_busy": g["cores_busy"][0],
         "upstream_cpu_ms_per_call": d["cpu_ms_per_call"][1],
-        "non_2xx": d["non_2xx"] + g["non_2xx"],
+        "non_2xx": d["non_2xx"] + g["non_2xx"] + (b["non_2xx"] if b else 0),
+        **bare,
     }
 
 
@@ -471,6 +502,23 @@ def markdown(points: dict[str, dict[str, dict[str, float]]], figures: dict[str, 
             f" {m['added_p50_ms']:+.2f} ms | {m['mesh_cpu_ms_per_call']:.3f} ms | {m['mesh_cores_busy']:.2f} |"
             f" {m['upstream_cpu_ms_per_call']:.3f} ms |"
         )
+    rows += [
+        "",
+        "The floor: a bare forwarder (bench/_bare_proxy.py) on the same server and worker count, no governance.",
+        "",
+        "| point | direct calls/s | bare calls/s | bare vs direct | bare added p50 | bare CPU / call |"
+        " governed vs bare | governed CPU / call |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for key, p in points.items():
+        m = {k: v["median"] for k, v in p.items()}
+        if "bare_rps" not in m:
+            continue
+        rows.append(
+            f"| {key.replace('_', ' ')} | {m['direct_rps']:,.0f} | {m['bare_rps']:,.0f} | {m['bare_ratio']:.0%} |"
+            f" {m['bare_added_p50_ms']:+.2f} ms | {m['bare_cpu_ms_per_call']:.3f} ms | {m['governed_vs_bare']:.0%} |"
+            f" {m['mesh_cpu_ms_per_call']:.3f} ms |"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -501,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
     (scripts_mcp_governed := tmp / "mcp_governed.lua").write_text(lua("echo.echo"))
     scripts |= {"mcp_direct": scripts_mcp_direct, "mcp_governed": scripts_mcp_governed}
     load_before = os.getloadavg()
-    stack = Stack(tmp, args.workers)
+    stack = Stack(tmp, args.workers, bare=True)
     rounds: list[dict[str, Any]] = []
     try:
         for w in args.workers:  # warm every worker and connection pool
