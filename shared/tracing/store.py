@@ -99,6 +99,23 @@ def _insert_rows(conn: Any, head: str, rows: list[tuple[Any, ...]], tail: str = 
     return returned
 
 
+def _insert_numbered(conn: Any, head: str, rows: list[tuple[Any, ...]]) -> dict[int, int]:
+    """SQLite: `_insert_rows` for a table whose rowid SQLite picks, as {last column: the row's id}, read from the
+    statement's lastrowid instead of a RETURNING clause (which costs twice the insert of one row: SQLite runs the
+    statement into a temporary table first). A multi-row VALUES inserts its rows in order, under the write lock
+    nothing else inserts meanwhile, and AUTOINCREMENT never reuses an id: the rows of one statement are numbered
+    lastrowid - n + 1 ... lastrowid."""
+    width = len(rows[0])
+    numbered: dict[int, int] = {}
+    step = max(1, 30000 // width)
+    for i in range(0, len(rows), step):
+        part = rows[i : i + step]
+        last = int(conn.execute(multi_row_sql(head, width, len(part)), [x for row in part for x in row]).lastrowid)
+        first = last - len(part) + 1
+        numbered.update((int(row[-1]), first + k) for k, row in enumerate(part))
+    return numbered
+
+
 class TraceStore:
     """Rows and chain live in SQLite; the JSONL file (when configured) receives each line inside the same
     write transaction, so file order is chain order across processes."""
@@ -110,6 +127,10 @@ class TraceStore:
         self.group: GroupCommit[NewRow | Revision, tuple[int, TraceEntry] | TraceEntry | None] = GroupCommit(
             db, self.apply, row_lock="trace_chain"
         )
+        # SQLite numbers new rows through lastrowid and moves revised rows with one prepared UPDATE per row: its
+        # RETURNING and its UPDATE ... FROM (VALUES ...) cost more than the writes themselves (issue 19).
+        # PostgreSQL keeps the one-statement forms, each a round trip saved.
+        self._sqlite = db.engine == "sqlite"
 
     # -- writing ---------------------------------------------------------------------------------------------
 
@@ -243,14 +264,15 @@ class TraceStore:
         if lines:
             _insert_rows(conn, "INSERT INTO trace_lines (seq, line) VALUES ", lines)
         if rows:
-            ids = _insert_rows(
-                conn,
-                "INSERT INTO traces (trace_id, session_id, agent_id, tool, ts_ns, line_seq) VALUES ",
-                rows,
-                " RETURNING line_seq, id",
-            )
+            head = "INSERT INTO traces (trace_id, session_id, agent_id, tool, ts_ns, line_seq) VALUES "
+            if self._sqlite:
+                ids = _insert_numbered(conn, head, rows)
+            else:
+                ids = _insert_rows(conn, head, rows, " RETURNING line_seq, id")
             results = [(ids[r[0]], r[1]) if isinstance(r, tuple) else r for r in results]
-        if moved:
+        if moved and self._sqlite:
+            conn.executemany("UPDATE traces SET line_seq = ? WHERE id = ?", [(seq, row_id) for row_id, seq in moved])
+        elif moved:
             values = ", ".join("(?, ?)" for _ in moved)
             conn.execute(
                 f"UPDATE traces SET line_seq = v.column2 FROM (VALUES {values}) AS v WHERE traces.id = v.column1",

@@ -75,6 +75,22 @@ async def test_rows_queued_in_one_turn_are_committed_in_one_transaction(tracer: 
     assert "break" not in report and report["last_seq"] == 2 * CALLS and "outcome_unknown" not in report
 
 
+async def test_each_row_of_a_batch_gets_its_own_id_and_its_revision_moves_that_row(tracer: Tracer) -> None:
+    # A revision first, so row ids and line numbers part ways (SQLite reads a batch's ids from the insert's last
+    # row id, PostgreSQL from RETURNING: either must hand every call the id of its own row).
+    row, _ = await tracer.store.begin_grouped(TraceEntry(agent_id="a", tool="t", params={}, policy="allow"))
+    await tracer.revise_grouped(row, {"status_code": 200})
+    entries = [TraceEntry(agent_id="a", tool="t", params={"i": i}, policy="allow") for i in range(CALLS)]
+    written = await asyncio.gather(*(tracer.store.begin_grouped(e) for e in entries))
+    stored_ids = dict(tracer.db.query("SELECT trace_id, id FROM traces"))
+    assert [row for row, _ in written] == [stored_ids[e.trace_id] for _, e in written]
+    await asyncio.gather(*(tracer.revise_grouped(r, {"latency_ms": e.params["i"] + 1}) for r, e in written))
+    newest = [tracer.store.get(e.trace_id) for _, e in written]
+    assert [(n.params["i"] + 1, n.revision) for n in newest if n is not None] == [(i + 1, 1) for i in range(CALLS)]
+    assert [n.latency_ms for n in newest if n is not None] == [i + 1 for i in range(CALLS)]
+    assert "break" not in tracer.verify()
+
+
 async def test_a_write_alone_in_its_turn_is_committed_in_its_callers_step(tracer: Tracer) -> None:
     group = tracer.store.group
     counter = Counter()
