@@ -474,6 +474,40 @@ def _fmt(key: str, v: float) -> str:
     return f"{v:,.0f}"
 
 
+Column = tuple[str, Callable[[dict[str, float]], str]]  # a heading, and the cell of one point's medians
+
+_GOVERNED_COLUMNS: list[Column] = [
+    ("direct calls/s", lambda m: f"{m['direct_rps']:,.0f}"),
+    ("governed calls/s", lambda m: f"{m['governed_rps']:,.0f}"),
+    ("ratio", lambda m: f"{m['ratio']:.0%}"),
+    ("direct p50", lambda m: f"{m['direct_p50_ms']:.2f} ms"),
+    ("governed p50 / p99", lambda m: f"{m['governed_p50_ms']:.2f} / {m['governed_p99_ms']:.2f} ms"),
+    ("added p50", lambda m: f"{m['added_p50_ms']:+.2f} ms"),
+    ("mesh CPU / call", lambda m: f"{m['mesh_cpu_ms_per_call']:.3f} ms"),
+    ("mesh cores busy", lambda m: f"{m['mesh_cores_busy']:.2f}"),
+    ("upstream CPU / call", lambda m: f"{m['upstream_cpu_ms_per_call']:.3f} ms"),
+]
+_BARE_COLUMNS: list[Column] = [
+    ("direct calls/s", lambda m: f"{m['direct_rps']:,.0f}"),
+    ("bare calls/s", lambda m: f"{m['bare_rps']:,.0f}"),
+    ("bare vs direct", lambda m: f"{m['bare_ratio']:.0%}"),
+    ("bare added p50", lambda m: f"{m['bare_added_p50_ms']:+.2f} ms"),
+    ("bare CPU / call", lambda m: f"{m['bare_cpu_ms_per_call']:.3f} ms"),
+    ("governed vs bare", lambda m: f"{m['governed_vs_bare']:.0%}"),
+    ("governed CPU / call", lambda m: f"{m['mesh_cpu_ms_per_call']:.3f} ms"),
+]
+
+
+def _point_table(points: dict[str, dict[str, dict[str, float]]], columns: list[Column], needs: str = "") -> list[str]:
+    """A markdown table, one row per point (the medians of its rounds) that has the figure `needs`."""
+    rows = ["| point | " + " | ".join(name for name, _ in columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for key, p in points.items():
+        m = {k: v["median"] for k, v in p.items()}
+        if not needs or needs in m:
+            rows.append(f"| {key.replace('_', ' ')} | " + " | ".join(cell(m) for _, cell in columns) + " |")
+    return rows
+
+
 def markdown(points: dict[str, dict[str, dict[str, float]]], figures: dict[str, dict[str, float]], n: int) -> str:
     rows = [f"| figure | measured (median of {n}; range) | target | |", "|---|---|---|---|"]
     for key, label, target, higher in TARGETS:
@@ -488,37 +522,10 @@ def markdown(points: dict[str, dict[str, dict[str, float]]], figures: dict[str, 
             f"| {label} | **{_fmt(key, f['median'])}**{extra}; {spread} | {target_text} |"
             f" {'met' if met else '**not met**'} |"
         )
-    rows += [
-        "",
-        "| point | direct calls/s | governed calls/s | ratio | direct p50 | governed p50 / p99 | added p50 |"
-        " mesh CPU / call | mesh cores busy | upstream CPU / call |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for key, p in points.items():
-        m = {k: v["median"] for k, v in p.items()}
-        rows.append(
-            f"| {key.replace('_', ' ')} | {m['direct_rps']:,.0f} | {m['governed_rps']:,.0f} | {m['ratio']:.0%} |"
-            f" {m['direct_p50_ms']:.2f} ms | {m['governed_p50_ms']:.2f} / {m['governed_p99_ms']:.2f} ms |"
-            f" {m['added_p50_ms']:+.2f} ms | {m['mesh_cpu_ms_per_call']:.3f} ms | {m['mesh_cores_busy']:.2f} |"
-            f" {m['upstream_cpu_ms_per_call']:.3f} ms |"
-        )
-    rows += [
-        "",
-        "The floor: a bare forwarder (bench/_bare_proxy.py) on the same server and worker count, no governance.",
-        "",
-        "| point | direct calls/s | bare calls/s | bare vs direct | bare added p50 | bare CPU / call |"
-        " governed vs bare | governed CPU / call |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for key, p in points.items():
-        m = {k: v["median"] for k, v in p.items()}
-        if "bare_rps" not in m:
-            continue
-        rows.append(
-            f"| {key.replace('_', ' ')} | {m['direct_rps']:,.0f} | {m['bare_rps']:,.0f} | {m['bare_ratio']:.0%} |"
-            f" {m['bare_added_p50_ms']:+.2f} ms | {m['bare_cpu_ms_per_call']:.3f} ms | {m['governed_vs_bare']:.0%} |"
-            f" {m['mesh_cpu_ms_per_call']:.3f} ms |"
-        )
+    rows += ["", *_point_table(points, _GOVERNED_COLUMNS)]
+    floor = "The floor: a bare forwarder (bench/_bare_proxy.py) on the same server and worker count, no governance."
+    rows += ["", floor]
+    rows += ["", *_point_table(points, _BARE_COLUMNS, needs="bare_rps")]
     return "\n".join(rows) + "\n"
 
 
