@@ -1,5 +1,7 @@
+import { act, createElement } from "react";
+import { createRoot } from "react-dom/client";
 import { describe, expect, it } from "vitest";
-import { href, match, parseHash } from "./router";
+import { href, match, navigate, parseHash, useLocation } from "./router";
 
 describe("hash router", () => {
   it("splits path and query and drops a trailing slash", () => {
@@ -20,4 +22,35 @@ describe("hash router", () => {
     expect(href("/traces", { agent: "a b", tool: "", trace: undefined })).toBe("#/traces?agent=a+b");
     expect(href("/")).toBe("#/");
   });
+
+  it("renders a navigation within the event that made it, before the browser's hashchange", () => {
+    // A controlled checkbox whose state lives in the hash (the Graph page's filters): right after the click it
+    // must show its new state, not the old one React restores until the location changes.
+    (globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }).IS_REACT_ACT_ENVIRONMENT = true;
+    window.location.hash = "#/graph";
+    function Filter() {
+      const hidden = useLocation().query.get("hide") === "tool";
+      return createElement("input", {
+        type: "checkbox",
+        "aria-label": "Tools",
+        checked: !hidden,
+        onChange: () => navigate("/graph", { hide: hidden ? "" : "tool" }),
+      });
+    }
+    const box = document.createElement("div");
+    document.body.append(box);
+    const root = createRoot(box);
+    act(() => root.render(createElement(Filter)));
+    const input = box.querySelector("input")!;
+    expect(input.checked).toBe(true);
+    const seen: boolean[] = [];
+    window.addEventListener("hashchange", () => seen.push(input.checked), { once: true });
+    act(() => input.click());
+    expect(input.checked).toBe(false); // at once: no hashchange has been dispatched yet
+    expect(seen).toEqual([]);
+    expect(parseHash(window.location.hash).query.get("hide")).toBe("tool");
+    act(() => root.unmount());
+    box.remove();
+  });
 });
+

@@ -14,9 +14,15 @@ export function parseHash(hash: string): Location {
   return { path: path.length > 1 ? path.replace(/\/+$/, "") : path, query: new URLSearchParams(q < 0 ? "" : h.slice(q + 1)) };
 }
 
+const listeners = new Set<() => void>();
+
 function subscribe(cb: () => void): () => void {
+  listeners.add(cb);
   window.addEventListener("hashchange", cb);
-  return () => window.removeEventListener("hashchange", cb);
+  return () => {
+    listeners.delete(cb);
+    window.removeEventListener("hashchange", cb);
+  };
 }
 
 export function useLocation(): Location {
@@ -34,6 +40,9 @@ export function href(path: string, query?: Record<string, string | undefined | n
 
 export function navigate(path: string, query?: Record<string, string | undefined | null>): void {
   window.location.hash = href(path, query).slice(1);
+  // The browser's hashchange comes a task later. Told now, the page renders the new location within this event:
+  // a checkbox that navigates shows its new state at once, where React would first put it back as it was.
+  for (const cb of [...listeners]) cb();
 }
 
 /** Matches "/agents/:id" style patterns; returns decoded params or null. */
