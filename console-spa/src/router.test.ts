@@ -53,4 +53,3 @@ describe("hash router", () => {
     box.remove();
   });
 });
-

@@ -85,9 +85,15 @@ class Revision:
         self.current = current  # the row's newest revision when the caller holds it: not read again
 
 
-def _insert_rows(conn: Any, head: str, rows: list[tuple[Any, ...]], tail: str = "") -> dict[int, int]:
-    """A multi-row INSERT (chunked under SQLite's parameter bound); with a RETURNING tail, {first column:
-    second column} of what it returned."""
+def _insert_rows(
+    conn: Any, head: str, rows: list[tuple[Any, ...]], tail: str = "", *, numbered: bool = False
+) -> dict[int, int]:
+    """A multi-row INSERT (chunked under SQLite's parameter bound). With a RETURNING tail, {first column: second
+    column} of what it returned. `numbered` (SQLite, a table whose rowid SQLite picks): {last column: the row's id}
+    from each statement's lastrowid instead of a RETURNING clause, which costs twice the insert of one row (SQLite
+    runs the statement into a temporary table first). A multi-row VALUES inserts its rows in order, under the write
+    lock nothing else inserts meanwhile, and AUTOINCREMENT never reuses an id: the rows of one statement are
+    numbered lastrowid - n + 1 ... lastrowid."""
     width = len(rows[0])
     returned: dict[int, int] = {}
     step = max(1, 30000 // width)
@@ -96,24 +102,10 @@ def _insert_rows(conn: Any, head: str, rows: list[tuple[Any, ...]], tail: str = 
         cur = conn.execute(multi_row_sql(head, width, len(part), tail), [x for row in part for x in row])
         if tail:
             returned.update((int(a), int(b)) for a, b in cur.fetchall())
+        elif numbered:
+            first = int(cur.lastrowid) - len(part) + 1
+            returned.update((int(row[-1]), first + k) for k, row in enumerate(part))
     return returned
-
-
-def _insert_numbered(conn: Any, head: str, rows: list[tuple[Any, ...]]) -> dict[int, int]:
-    """SQLite: `_insert_rows` for a table whose rowid SQLite picks, as {last column: the row's id}, read from the
-    statement's lastrowid instead of a RETURNING clause (which costs twice the insert of one row: SQLite runs the
-    statement into a temporary table first). A multi-row VALUES inserts its rows in order, under the write lock
-    nothing else inserts meanwhile, and AUTOINCREMENT never reuses an id: the rows of one statement are numbered
-    lastrowid - n + 1 ... lastrowid."""
-    width = len(rows[0])
-    numbered: dict[int, int] = {}
-    step = max(1, 30000 // width)
-    for i in range(0, len(rows), step):
-        part = rows[i : i + step]
-        last = int(conn.execute(multi_row_sql(head, width, len(part)), [x for row in part for x in row]).lastrowid)
-        first = last - len(part) + 1
-        numbered.update((int(row[-1]), first + k) for k, row in enumerate(part))
-    return numbered
 
 
 class TraceStore:
@@ -265,10 +257,11 @@ class TraceStore:
             _insert_rows(conn, "INSERT INTO trace_lines (seq, line) VALUES ", lines)
         if rows:
             head = "INSERT INTO traces (trace_id, session_id, agent_id, tool, ts_ns, line_seq) VALUES "
-            if self._sqlite:
-                ids = _insert_numbered(conn, head, rows)
-            else:
-                ids = _insert_rows(conn, head, rows, " RETURNING line_seq, id")
+            ids = (
+                _insert_rows(conn, head, rows, numbered=True)
+                if self._sqlite
+                else _insert_rows(conn, head, rows, " RETURNING line_seq, id")
+            )
             results = [(ids[r[0]], r[1]) if isinstance(r, tuple) else r for r in results]
         if moved and self._sqlite:
             conn.executemany("UPDATE traces SET line_seq = ? WHERE id = ?", [(seq, row_id) for row_id, seq in moved])
