@@ -23,16 +23,27 @@ def public_base(request: Request[Any, Any, Any]) -> str:
     return base_url(settings, request.url.scheme, host, request.headers.get("x-forwarded-proto"))
 
 
-@get(
-    [WELL_KNOWN, WELL_KNOWN + "/mcp"],
-    sync_to_thread=False,
-    tags=["meta"],
-    security=PUBLIC,
-    responses={200: ok(dict[str, Any], "RFC 9728 protected resource metadata")},
-)
-def protected_resource(request: Request[Any, Any, Any]) -> Response[bytes]:
+def _protected_resource(request: Request[Any, Any, Any]) -> Response[bytes]:
     doc = protected_resource_metadata(mesh_of(request).settings, public_base(request))
     return Response(msgspec.json.encode(doc), media_type="application/json", headers={"Cache-Control": "max-age=300"})
 
 
-ROUTES = [protected_resource]
+def _at(path: str, operation_id: str) -> Any:
+    """The document at one path. One handler per path: Litestar keeps a handler's paths in a set, so two paths on
+    one handler came out of the OpenAPI document in an order that changed from one process to the next."""
+    return get(
+        path,
+        sync_to_thread=False,
+        tags=["meta"],
+        security=PUBLIC,
+        responses={200: ok(dict[str, Any], "RFC 9728 protected resource metadata")},
+        operation_id=operation_id,
+        name=operation_id,
+    )(_protected_resource)
+
+
+protected_resource = _at(WELL_KNOWN, "WellKnownOauthProtectedResourceProtectedResource")
+protected_resource_for_mcp = _at(WELL_KNOWN + "/mcp", "WellKnownOauthProtectedResourceMcpProtectedResource")
+
+
+ROUTES = [protected_resource, protected_resource_for_mcp]

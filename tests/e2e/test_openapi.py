@@ -13,6 +13,8 @@ import contextlib
 import copy
 import json
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,7 +33,7 @@ from schemathesis.specs.openapi.checks import response_schema_conformance, statu
 from flux7.shared.json_depth import MAX_JSON_DEPTH
 from tests.support.http import wait_until
 from tests.support.mesh import pets_mesh_config
-from tests.support.server import running_server
+from tests.support.server import REPO, running_server
 from tests.upstreams.servers.http_backend import running_backend
 
 ADMIN = {"Authorization": "Bearer adm1n"}
@@ -350,3 +352,31 @@ def test_every_documented_get_answers_head_as_get_without_a_body(served: Served)
         _documented(served, "GET", path, get)
     assert json.loads(httpx.get(f"{served.url}/schema/openapi.json", trust_env=False).content) == served.doc
     assert httpx.head(f"{served.url}/schema/openapi.json", trust_env=False).status_code == 200
+
+
+_DOCUMENT = """
+import os, sys, tempfile
+from litestar.testing import TestClient
+from flux7.functions.app import create_app
+from flux7.shared.mesh import Mesh
+from flux7.shared.settings import load_settings
+os.chdir(tempfile.mkdtemp())
+with TestClient(create_app(Mesh(load_settings(None, env={}, storage_path="flux7.db")))) as client:
+    sys.stdout.buffer.write(client.get("/schema/openapi.json").content)
+"""
+
+
+def test_the_document_is_the_same_bytes_in_every_process() -> None:
+    """Workers and restarts serve one document: nothing in it may follow the order of a set, which changes with
+    the process's hash seed (the two paths of the RFC 9728 route once did: seeds 5 and 7 swapped them)."""
+    documents = {
+        subprocess.run(
+            [sys.executable, "-c", _DOCUMENT],
+            env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            check=True,
+        ).stdout
+        for seed in ("0", "5", "7")
+    }
+    assert len(documents) == 1
+    assert json.loads(documents.pop())["openapi"].startswith("3.1")
