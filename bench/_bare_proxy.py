@@ -1,10 +1,11 @@
-"""The floor under any governed call (issue 19): an ASGI app on granian that reads the request body, forwards it
-to the echo backend with the mesh's own keep-alive HTTP client (shared/upstreams/mcp_http.py) and answers with the
-backend's body, and does nothing else: no identity, policy, limits, trace or metrics. What it costs is what
-serving a forwarded call from Python on this ASGI server costs before any governance; bench/governed_call_bench.py
-measures it beside the direct backend and the mesh.
+"""The floor under any governed call (issue 19): an app on granian's RSGI interface, as `flux7 serve` runs the mesh
+(functions/rsgi.py), that reads the request body, forwards it to the echo backend with the mesh's own keep-alive
+HTTP client (shared/upstreams/mcp_http.py) and answers with the backend's body, and does nothing else: no
+identity, policy, limits, trace or metrics. What it costs is what serving a forwarded call from Python on this
+server costs before any governance; bench/governed_call_bench.py measures it beside the direct backend and the
+mesh.
 
-Run: FLUX7_BARE_BACKEND=http://127.0.0.1:PORT python -m granian --interface asgi --loop asyncio bench._bare_proxy:app"""
+Run: FLUX7_BARE_BACKEND=http://127.0.0.1:PORT python -m granian --interface rsgi --loop asyncio bench._bare_proxy:app"""
 
 from __future__ import annotations
 
@@ -14,33 +15,26 @@ from typing import Any
 from flux7.shared.upstreams.mcp_http import HttpPool
 
 _BACKEND = os.environ.get("FLUX7_BARE_BACKEND", "http://127.0.0.1:8000")
-_JSON = [(b"content-type", b"application/json")]
-_pool: HttpPool | None = None
-_head = b""
+_JSON = [("content-type", "application/json")]
 
 
-async def app(scope: Any, receive: Any, send: Any) -> None:
-    global _pool, _head
-    if scope["type"] == "lifespan":
-        while (await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        if _pool is not None:
-            await _pool.aclose()
-        await send({"type": "lifespan.shutdown.complete"})
-        return
-    if scope["type"] != "http":
-        return
-    if _pool is None:
-        _pool = HttpPool(_BACKEND, connect_timeout=5.0)
-        _head = _pool.head("POST", f"{_BACKEND}/echo", [("Content-Type", "application/json")])
-    chunks = []
-    while True:
-        event = await receive()
-        chunks.append(event.get("body", b""))
-        if not event.get("more_body"):
-            break
-    response = await _pool.request(_head, b"".join(chunks), read_timeout=30.0)
-    body = await response.read()
-    headers = [*_JSON, (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": response.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+class BareForwarder:
+    def __init__(self) -> None:
+        self.pool: HttpPool | None = None
+        self.head = b""
+
+    def __rsgi_del__(self, loop: Any) -> None:
+        if self.pool is not None:
+            loop.run_until_complete(self.pool.aclose())
+
+    async def __rsgi__(self, scope: Any, protocol: Any) -> None:
+        if scope.proto != "http":
+            return
+        if self.pool is None:
+            self.pool = HttpPool(_BACKEND, connect_timeout=5.0)
+            self.head = self.pool.head("POST", f"{_BACKEND}/echo", [("Content-Type", "application/json")])
+        response = await self.pool.request(self.head, await protocol(), read_timeout=30.0)
+        protocol.response_bytes(response.status, _JSON, await response.read())
+
+
+app = BareForwarder()

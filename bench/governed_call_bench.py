@@ -3,9 +3,10 @@ called directly and through the mesh's `POST /tool/echo` (one allow rule, traces
 with the access log off), with two load generators, `wrk` and an async Python client (aiohttp), at c=1 and c=32,
 the mesh with 1 and 2 granian workers; and MCP `tools/call` through `/mcp` against the SDK echo server called
 directly, at c=32, with the official SDK client (and wrk beside it). Beside each REST point runs the floor under
-any governed call: a bare forwarder (bench/_bare_proxy.py, an ASGI app on granian with the same worker count that
-forwards the body with the mesh's own HTTP client and does nothing else), so the table shows how far serving a
-forwarded call from Python on this server already is from the direct backend, and what governance adds to it.
+any governed call: a bare forwarder (bench/_bare_proxy.py, an RSGI app on granian as `flux7 serve` runs the mesh,
+with the same worker count, that forwards the body with the mesh's own HTTP client and does nothing else), so the
+table shows how far serving a forwarded call from Python on this server already is from the direct backend, and
+what governance adds to it.
 
 Every point runs direct and governed back to back, and the whole sequence is repeated in rounds whose order
 alternates (direct first, then governed first), so a burst of load from elsewhere on the machine hits both sides;
@@ -65,7 +66,7 @@ SPEC = {
 POLICY = "name: bench\nagent: '*'\nrules:\n  - tools: ['echo', 'echo.*']\n    action: allow\n"
 AGENT = {"Authorization": "Bearer agent:bench"}
 GRANIAN = [sys.executable, "-m", "granian", "--interface", "rsgi", "--host", "127.0.0.1"]
-BARE = [sys.executable, "-m", "granian", "--interface", "asgi", "--loop", "asyncio", "--host", "127.0.0.1", "--no-ws"]
+BARE = [sys.executable, "-m", "granian", "--interface", "rsgi", "--loop", "asyncio", "--host", "127.0.0.1", "--no-ws"]
 SERVE = [sys.executable, "-m", "flux7.functions.entry", "serve", "--no-access-log"]
 # The mesh's environment: `--repo DIR` runs another checkout's flux7 (a before/after pair on one quiet machine).
 MESH_ENV = dict(ENV)

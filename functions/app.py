@@ -21,6 +21,7 @@ from .head import HeadAsGet
 from .hotpath import HotPath
 from .mcp_hotpath import McpHotPath
 from .openapi import openapi_config
+from .raw_asgi import RawRoute
 
 __all__ = ["create_app"]
 
@@ -72,13 +73,20 @@ class _App(HeadAsGet):
     hot: HotPath | None = None
     mcp_hot: McpHotPath | None = None
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    def raw_route(self, method: str, path: str) -> RawRoute | None:
+        """The hot path that serves this request, None when Litestar does."""
+        if method != "POST":
+            return None
+        if path == "/mcp":
+            return self.mcp_hot
         hot = self.hot
-        if hot is not None and hot.serves(scope) and await hot(scope, receive, send):
-            return
-        mcp_hot = self.mcp_hot
-        if mcp_hot is not None and mcp_hot.serves(scope) and await mcp_hot(scope, receive, send):
-            return
+        return hot if hot is not None and hot.serves(path) else None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            route = self.raw_route(scope["method"], scope["path"])
+            if route is not None and await route(scope, receive, send):
+                return
         await super().__call__(scope, receive, send)
 
 

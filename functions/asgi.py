@@ -1,4 +1,5 @@
-"""The ASGI entry point granian workers import: config from FLUX7_CONFIG (set by `flux7 serve` / `mesh7 serve`)."""
+"""The entry points granian workers import: config from FLUX7_CONFIG (set by `flux7 serve` / `mesh7 serve`).
+`flux7 serve` runs the app over RSGI (`rsgi_factory`); `app_factory` is the ASGI app itself."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings, with_cli_openapi
 
 from .app import create_app
+from .rsgi import RsgiApp
 
-__all__ = ["app_factory"]
+__all__ = ["app_factory", "rsgi_factory"]
 
 
 def app_factory() -> Litestar:
@@ -26,3 +28,8 @@ def app_factory() -> Litestar:
         os.environ.get("FLUX7_OPENAPI_BACKEND", ""),
     )
     return create_app(Mesh(settings))
+
+
+def rsgi_factory() -> RsgiApp:
+    """What `flux7 serve`'s granian workers import: the app over RSGI (functions/rsgi.py)."""
+    return RsgiApp(app_factory())

@@ -24,7 +24,7 @@ def _mesh_app(mesh: Any) -> Any:
 
 webapps.provide(
     webapps.WebApps(
-        mesh_factory="flux7.functions.asgi:app_factory",
+        mesh_factory="flux7.functions.asgi:rsgi_factory",
         memory_factory="flux7.functions.memory:serve_app",
         mesh_app=_mesh_app,
     )

@@ -1,5 +1,6 @@
-"""The governed call (POST /tool/{name}) served straight from ASGI, ahead of Litestar's routing, middleware,
-handler signature and response layers, which cost more CPU than the rest of the edge (issue 19's profile).
+"""The governed call (POST /tool/{name}) served ahead of Litestar's routing, middleware, handler signature and
+response layers, which cost more CPU than the rest of the edge (issue 19's profile): from granian's RSGI interface
+under `flux7 serve` (functions/rsgi.py), from raw ASGI in process (functions/raw_asgi.py).
 
 It answers exactly as the Litestar route does (functions/tools.py `governed_call` is the handler of both): the
 browser guard first (functions/csrf.py `refusal`), the body size cap (413), typed errors rendered as in
@@ -9,12 +10,11 @@ unparseable Content-Length, CORS configured) goes to Litestar, which stays the r
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from flux7.shared.errors import Flux7Error
 
 from .csrf import log_refusal, refusal
-from .raw_asgi import INTERNAL, TOO_LARGE, BodyTooLarge, RawRoute, header_dict, read_body, send_error, send_json
+from .raw_asgi import GONE, INTERNAL, TOO_LARGE, Answer, BodyReader, BodyTooLarge, RawRoute, error_answer
 from .tools import governed_call
 
 __all__ = ["HotPath"]
@@ -29,45 +29,33 @@ class HotPath(RawRoute):
     """POST /tool/{name}."""
 
     @staticmethod
-    def serves(scope: Any) -> bool:
-        """Whether this request is a governed call: one non-empty path segment after /tool/."""
-        if scope["type"] != "http" or scope["method"] != "POST":
-            return False
-        path: str = scope["path"]
+    def serves(path: str) -> bool:
+        """Whether a POST to this path is a governed call: one non-empty path segment after /tool/."""
         return path.startswith(_PREFIX) and len(path) > _AT and "/" not in path[_AT:]
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> bool:
-        """Answer the call; False (nothing read, nothing sent) when Litestar should have it instead."""
-        headers = header_dict(scope["headers"])
+    async def answer(
+        self, path: str, headers: dict[str, str], peer: str, scheme: str, read: BodyReader
+    ) -> Answer | None:
         length = headers.get("content-length")
         if length is not None and not length.strip().isdigit():
-            return False
-        path: str = scope["path"]
-        client = scope.get("client")
-        peer = str(client[0]) if client else ""
+            return None
         error = refusal("POST", path, headers, peer, self.allowed)
         if error is not None:
             log_refusal("POST", path, peer, error)
-            await send_error(send, error)
-            return True
+            return error_answer(error)
         expected = int(length) if length is not None else -1
         try:
             if expected > self.max_body:
                 raise BodyTooLarge
-            raw = await read_body(receive, expected, self.max_body)
+            raw = await read(expected, self.max_body)
         except BodyTooLarge:
-            await send_json(send, 413, TOO_LARGE, None)
-            return True
+            return 413, TOO_LARGE, None
         if raw is None:
-            return True  # nobody to answer
+            return GONE
         try:
-            status, body, extra = await governed_call(self.mesh, path[_AT:], raw, headers)
+            return await governed_call(self.mesh, path[_AT:], raw, headers)
         except Flux7Error as e:
-            await send_error(send, e)
-            return True
+            return error_answer(e)
         except Exception:
             log.exception("unhandled error on POST %s", path)
-            await send_json(send, 500, INTERNAL, None)
-            return True
-        await send_json(send, status, body, extra)
-        return True
+            return 500, INTERNAL, None

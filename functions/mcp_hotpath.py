@@ -1,5 +1,6 @@
-"""POST /mcp served straight from ASGI, ahead of Litestar's routing, middleware, handler signature and response
-layers: on an MCP `tools/call` they cost more of the mesh's CPU than the rest of the edge (issue 19).
+"""POST /mcp served ahead of Litestar's routing, middleware, handler signature and response layers: on an MCP
+`tools/call` they cost more of the mesh's CPU than the rest of the edge (issue 19). From granian's RSGI interface
+under `flux7 serve` (functions/rsgi.py), from raw ASGI in process (functions/raw_asgi.py).
 
 It answers exactly as the Litestar route does (functions/mcp.py `post_reply` is the handler of both, and the
 answer is sent as Litestar sends a `Response[bytes]`: the extra headers, then content-type and content-length).
@@ -17,7 +18,7 @@ from flux7.shared.resource_metadata import base_url
 
 from .csrf import refusal
 from .mcp import McpRequest, post_reply
-from .raw_asgi import INTERNAL, TOO_LARGE, BodyTooLarge, RawRoute, header_dict, read_body, send_error, send_json
+from .raw_asgi import GONE, INTERNAL, TOO_LARGE, Answer, BodyReader, BodyTooLarge, RawRoute, error_answer
 
 __all__ = ["McpHotPath"]
 
@@ -27,42 +28,30 @@ log = logging.getLogger("flux7.http")
 class McpHotPath(RawRoute):
     """POST /mcp."""
 
-    @staticmethod
-    def serves(scope: Any) -> bool:
-        return scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/mcp"
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> bool:
-        """Answer the request; False (nothing read, nothing sent) when Litestar should have it instead."""
-        headers = header_dict(scope["headers"])
+    async def answer(
+        self, path: str, headers: dict[str, str], peer: str, scheme: str, read: BodyReader
+    ) -> Answer | None:
         length = headers.get("content-length")
         if length is None or not length.isdigit() or int(length) > self.max_body or "host" not in headers:
-            return False
-        client = scope.get("client")
-        if refusal("POST", "/mcp", headers, str(client[0]) if client else "", self.allowed) is not None:
-            return False  # the guard answers it (and logs it), as JSON-RPC
+            return None
+        if refusal("POST", "/mcp", headers, peer, self.allowed) is not None:
+            return None  # the guard answers it (and logs it), as JSON-RPC
         try:
-            raw = await read_body(receive, int(length), self.max_body)
+            raw = await read(int(length), self.max_body)
         except BodyTooLarge:  # more than Content-Length said: Litestar's cap refuses it too
-            await send_json(send, 413, TOO_LARGE, None)
-            return True
+            return 413, TOO_LARGE, None
         if raw is None:
-            return True  # nobody to answer
-        req = McpRequest(self.mesh, headers, lambda: _base(self.mesh, scope, headers))
+            return GONE
+        req = McpRequest(self.mesh, headers, lambda: _base(self.mesh, scheme, headers))
         try:
-            status, body, extra = await post_reply(req, raw)
+            return await post_reply(req, raw)
         except Flux7Error as e:
-            await send_error(send, e)
-            return True
+            return error_answer(e)
         except Exception:
             log.exception("unhandled error on POST /mcp")
-            await send_json(send, 500, INTERNAL, None)
-            return True
-        await send_json(send, status, body, extra)
-        return True
+            return 500, INTERNAL, None
 
 
-def _base(mesh: Any, scope: Any, headers: dict[str, str]) -> str:
-    """functions/wellknown.py `public_base` from the scope (the request has a Host: the hot path requires it)."""
-    return base_url(
-        mesh.settings, str(scope.get("scheme") or "http"), headers["host"], headers.get("x-forwarded-proto")
-    )
+def _base(mesh: Any, scheme: str, headers: dict[str, str]) -> str:
+    """functions/wellknown.py `public_base` of the request (it has a Host: the hot path requires it)."""
+    return base_url(mesh.settings, scheme, headers["host"], headers.get("x-forwarded-proto"))

@@ -1,4 +1,4 @@
-"""Running the service under granian: validate settings first, then hand the ASGI factory to the workers."""
+"""Running the service under granian: validate settings first, then hand the app factory to the workers."""
 
 from __future__ import annotations
 
@@ -119,7 +119,10 @@ def serve(
         factory or current().mesh_factory,
         address=bind,
         port=port or settings.port,
-        interface=Interfaces.ASGI,
+        # RSGI: the hot paths answered in one await and one call, the rest bridged to the ASGI app (issue 19,
+        # functions/rsgi.py). No route speaks WebSocket.
+        interface=Interfaces.RSGI,
+        websockets=False,
         # asyncio's own loop, whatever else is installed: granian's default picks rloop or uvloop when present,
         # whose transports the upstream client does not take (every forwarded call failed) and whose ready
         # queue the group commit cannot read (its lone writes would wait a turn); uvloop measured no faster

@@ -18,7 +18,7 @@ __all__ = ["WebApps", "current", "provide"]
 
 @dataclass(frozen=True)
 class WebApps:
-    mesh_factory: str  # "module:function" that granian imports in each `flux7 serve` worker
+    mesh_factory: str  # "module:function" that granian imports in each `flux7 serve` worker: an RSGI app
     memory_factory: str  # the same for `mem7 serve`
     mesh_app: Callable[[Any], Any]  # Mesh -> its ASGI app (the HTTP API beside `mesh7 --mcp`)
 

@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
+import httpx
 import pytest
 from litestar.testing import TestClient
 
-from tests.functions.conftest import AGENT, hot_and_routed, make_config
+from tests.functions.conftest import AGENT, hot_and_routed, make_config, served_and_routed
 from tests.support.server import running_server
 from tests.upstreams.servers.http_backend import Backend
 
@@ -66,6 +67,11 @@ def pair(tmp_path: Path, backend: Backend) -> Iterator[tuple[TestClient[Any], Te
     yield from hot_and_routed(tmp_path, backend, "hot")
 
 
+@pytest.fixture
+def served(tmp_path: Path, backend: Backend) -> Iterator[tuple[httpx.Client, TestClient[Any]]]:
+    yield from served_and_routed(tmp_path, backend)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_the_hot_path_answers_as_the_litestar_route(
     pair: tuple[TestClient[Any], TestClient[Any]], case: tuple[str, str, bytes, dict[str, str]]
@@ -76,6 +82,17 @@ def test_the_hot_path_answers_as_the_litestar_route(
     got = _seen(hot.post(path, content=body, headers=headers))
     assert got == expected
     assert got[0] != 500
+
+
+def test_the_served_hot_path_answers_as_the_litestar_route(served: tuple[httpx.Client, TestClient[Any]]) -> None:
+    """Under `flux7 serve` the governed call is answered straight from granian's RSGI interface (functions/rsgi.py):
+    every case answers as the Litestar route does, with one Content-Length."""
+    client, routed = served
+    for name, path, body, headers in CASES:
+        expected = _seen(routed.post(path, content=body, headers=headers))
+        r = client.post(path, content=body, headers=headers)
+        assert (name, _seen(r)) == (name, expected)
+        assert r.headers.get_list("content-length") == [str(len(r.content))], name
 
 
 def test_the_hot_path_traces_the_call_it_answers(pair: tuple[TestClient[Any], TestClient[Any]]) -> None:

@@ -9,12 +9,13 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import httpx
 import pytest
 from litestar.testing import TestClient
 
-from tests.functions.conftest import AGENT, hot_and_routed
+from tests.functions.conftest import AGENT, hot_and_routed, served_and_routed
 from tests.upstreams.servers.http_backend import Backend
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -174,6 +175,11 @@ def pair(tmp_path: Path, backend: Backend) -> Iterator[tuple[TestClient[Any], Te
     yield from hot_and_routed(tmp_path, backend, "mcp_hot")
 
 
+@pytest.fixture
+def served(tmp_path: Path, backend: Backend) -> Iterator[tuple[httpx.Client, TestClient[Any]]]:
+    yield from served_and_routed(tmp_path, backend)
+
+
 def _send(client: TestClient[Any], sid: str, body: bytes, headers: dict[str, str]) -> Any:
     return client.post("/mcp", content=body, headers={k: v.replace("{sid}", sid) for k, v in headers.items()})
 
@@ -188,6 +194,22 @@ def test_the_mcp_hot_path_answers_as_the_litestar_route(
     got = _seen(_send(hot, _open(hot), body, headers))
     assert got == expected
     assert got[0] != 500
+
+
+def test_the_served_mcp_hot_path_answers_as_the_litestar_route(served: tuple[httpx.Client, TestClient[Any]]) -> None:
+    """Under `flux7 serve` POST /mcp is answered straight from granian's RSGI interface (functions/rsgi.py): every
+    case answers as the Litestar route does (granian's own Server and Date headers aside, which it adds to every
+    answer), with one Content-Length."""
+    client, routed = served
+    for name, body, headers in CASES:
+        status, seen, routed_headers = _seen(_send(routed, _open(routed), body, headers))
+        r = _send(cast(Any, client), _open(cast(Any, client)), body, headers)
+        got_status, got, got_headers = _seen(r)
+        assert (name, got_status, got) == (name, status, seen)
+        host = str(client.base_url).rstrip("/")  # the public base URL in a 401's header names the host asked
+        got_headers = [(k, v.replace(host, "http://testserver.local")) for k, v in got_headers]
+        assert sorted(h for h in got_headers if h[0] not in ("server", "date")) == sorted(routed_headers), name
+        assert r.headers.get_list("content-length") == [str(len(r.content))], name
 
 
 def test_the_mcp_hot_path_serves_the_call_and_traces_it(pair: tuple[TestClient[Any], TestClient[Any]]) -> None:

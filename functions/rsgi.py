@@ -1,0 +1,189 @@
+"""`flux7 serve` on granian's RSGI interface (issue 19): the governed call and POST /mcp are answered straight from
+RSGI, everything else goes to the Litestar app through a bridge that speaks ASGI to it.
+
+Why RSGI: on ASGI, granian builds a scope dict with every header as bytes for each request, and the body and the
+answer each cross from its I/O thread to the event loop as ASGI events (the body and its empty end, the answer's
+start and its body). On RSGI the body is one await and the answer one synchronous call. Measured with a bare
+forwarder (bench/governed_call_bench.py's floor) on this machine's 2 cores: 0.51 → 0.41 ms of CPU per call at
+c=1 (p50 0.87 → 0.74 ms), 0.20 → 0.14 ms at c=32 (docs/benchmarks.md, "The seventh step").
+
+The bridge gives Litestar the scope granian's own ASGI interface gives (the same keys and value types, the
+`http.response.pathsend` extension for static files), the body as granian's ASGI hands it over (each chunk with
+more_body set, then an empty end), `http.disconnect` once the client has gone, and the lifespan run by granian's
+own ASGI lifespan handler. One difference is granian's, not the bridge's: on RSGI a request header whose value is
+not visible ASCII is not handed over at all (on ASGI, its bytes are): such a request is served as if the client
+had not sent that header, which a client can always do anyway."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from functools import partial
+from typing import Any
+from urllib.parse import quote
+
+from granian.asgi import LifespanProtocol
+from granian.rsgi import ProtocolClosed, ProtocolError
+
+from .raw_asgi import GONE, BodyTooLarge
+
+__all__ = ["RsgiApp"]
+
+log = logging.getLogger("flux7.http")
+
+_ASGI = {"version": "3.0", "spec_version": "2.3"}
+_EXTENSIONS: dict[str, Any] = {"http.response.pathsend": {}}
+_JSON = ("content-type", "application/json")
+_END = {"type": "http.request", "body": b"", "more_body": False}
+_DISCONNECT = {"type": "http.disconnect"}
+# What a path may hold unescaped (RFC 3986 pchar and "/"): raw_path is the path as a client would have sent it.
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
+
+
+def _address(text: str) -> tuple[str, str]:
+    """granian's RSGI address text (`127.0.0.1:5000`, `[::1]:5000`) as its ASGI scope gives it: (host, port)."""
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), port
+
+
+def _header_dict(scope: Any) -> dict[str, str]:
+    """The first of repeated headers wins, as functions/raw_asgi.py `header_dict` (names arrive lower-cased)."""
+    return dict(reversed(scope.headers.items()))
+
+
+async def _read_body(protocol: Any, expected: int, max_body: int) -> bytes | None:
+    """A hot path's body. Of a declared length: granian reads exactly that many bytes (the Content-Length framing),
+    in one await. Chunked: read as it comes, refused past the cap. None when the client went away."""
+    try:
+        if expected >= 0:
+            return bytes(await protocol())
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in protocol:
+            size += len(chunk)
+            if size > max_body:
+                raise BodyTooLarge
+            chunks.append(bytes(chunk))
+        return b"".join(chunks)
+    except (ProtocolClosed, ProtocolError):
+        return None
+
+
+class RsgiApp:
+    """The mesh's Litestar app (functions/app.py `_App`) served over RSGI: its hot paths straight, the rest bridged."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self._lifespan = LifespanProtocol(app)
+
+    # -- the worker's life: the ASGI lifespan, as granian's ASGI workers run it ---------------------------------
+
+    def __rsgi_init__(self, loop: Any) -> None:
+        loop.run_until_complete(self._lifespan.startup())
+        if self._lifespan.interrupt:
+            log.error("the app did not start", exc_info=self._lifespan.exc)
+            sys.exit(1)
+
+    def __rsgi_del__(self, loop: Any) -> None:
+        loop.run_until_complete(self._lifespan.shutdown())
+
+    # -- requests ----------------------------------------------------------------------------------------------
+
+    async def __rsgi__(self, scope: Any, protocol: Any) -> None:
+        if scope.proto != "http":  # websockets are off (shared/serve.py): granian never hands one over
+            return
+        route = self.app.raw_route(scope.method, scope.path)
+        if route is not None:
+            answer = await route.answer(
+                scope.path, _header_dict(scope), _address(scope.client)[0], scope.scheme, partial(_read_body, protocol)
+            )
+            if answer is not None:
+                if answer is not GONE:
+                    status, body, extra = answer
+                    headers = [(k.lower(), v) for k, v in extra.items()] if extra else []
+                    headers.append(_JSON)  # granian adds the Content-Length of the bytes
+                    protocol.response_bytes(status, headers, body)
+                return
+        await _Bridge(scope, protocol).run(self.app, self._lifespan.state)
+
+
+class _Bridge:
+    """One request handed to the ASGI app: its scope, its receive and send."""
+
+    __slots__ = ("answered", "body", "headers", "protocol", "scope", "started", "status", "stream")
+
+    def __init__(self, scope: Any, protocol: Any) -> None:
+        self.scope = scope
+        self.protocol = protocol
+        self.body: Any = None  # the request body's chunks, once asked for; None again once all are in
+        self.started = False  # the body iteration began
+        self.status = 0  # the answer's status, once its start was sent
+        self.headers: list[tuple[str, str]] = []
+        self.stream: Any = None  # the answer's stream, once a body part said more_body
+        self.answered = False  # granian has the answer (its head at least)
+
+    async def run(self, app: Any, state: dict[str, Any]) -> None:
+        s = self.scope
+        path = s.path
+        asgi_scope = {
+            "type": "http",
+            "asgi": _ASGI,
+            "extensions": _EXTENSIONS,
+            "http_version": s.http_version,
+            "server": _address(s.server),
+            "client": _address(s.client),
+            "scheme": s.scheme,
+            "method": s.method,
+            "root_path": "",
+            "path": path,
+            "raw_path": quote(path, safe=_PATH_SAFE).encode("ascii"),
+            "query_string": s.query_string.encode("latin-1"),
+            "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in s.headers.items()],
+            "state": state.copy(),
+        }
+        try:
+            await app(asgi_scope, self.receive, self.send)
+        except Exception:
+            log.exception("unhandled error on %s %s", s.method, path)
+        if not self.answered:  # the app failed or answered nothing: a 500, as granian's ASGI interface answers
+            self.protocol.response_empty(500, [])
+
+    async def receive(self) -> dict[str, Any]:
+        if not self.started:
+            self.started = True
+            self.body = self.protocol.__aiter__()
+        if self.body is not None:
+            try:
+                chunk = await self.body.__anext__()
+            except StopAsyncIteration:
+                self.body = None
+                return _END
+            except (ProtocolClosed, ProtocolError):
+                self.body = None
+                return _DISCONNECT
+            return {"type": "http.request", "body": bytes(chunk), "more_body": True}
+        await self.protocol.client_disconnect()
+        return _DISCONNECT
+
+    async def send(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            self.status = int(message["status"])
+            self.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", ())]
+            return
+        if kind == "http.response.body":
+            body = message.get("body", b"")
+            if self.stream is None:
+                self.answered = True
+                if not message.get("more_body", False):
+                    self.protocol.response_bytes(self.status, self.headers, body)
+                    return
+                self.stream = self.protocol.response_stream(self.status, self.headers)
+            if body:
+                with contextlib.suppress(ProtocolClosed, ProtocolError):  # gone: the app learns it from receive()
+                    await self.stream.send_bytes(body)
+            return
+        if kind == "http.response.pathsend":
+            self.answered = True
+            self.protocol.response_file(self.status, self.headers, message["path"])
