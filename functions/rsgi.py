@@ -1,11 +1,11 @@
 """`flux7 serve` on granian's RSGI interface (issue 19): the governed call and POST /mcp are answered straight from
 RSGI, everything else goes to the Litestar app through a bridge that speaks ASGI to it.
 
-Why RSGI: on ASGI, granian builds a scope dict with every header as bytes for each request, and the body and the
-answer each cross from its I/O thread to the event loop as ASGI events (the body and its empty end, the answer's
-start and its body). On RSGI the body is one await and the answer one synchronous call. Measured with a bare
-forwarder (bench/governed_call_bench.py's floor) on this machine's 2 cores: 0.51 → 0.41 ms of CPU per call at
-c=1 (p50 0.87 → 0.74 ms), 0.20 → 0.14 ms at c=32 (docs/benchmarks.md, "The seventh step").
+Why RSGI: on ASGI, granian builds a scope dict with every header as bytes for each request, and the answer crosses
+from the event loop to its I/O thread as two ASGI events (the answer's start and its body), each awaited. On RSGI
+the headers are read only when asked for, the body is one await and the answer one synchronous call. Measured on
+this machine's 2 cores, one worker saturated at c=32: about 10% less CPU per governed call (docs/benchmarks.md,
+"The seventh step").
 
 The bridge gives Litestar the scope granian's own ASGI interface gives (the same keys and value types, the
 `http.response.pathsend` extension for static files), the body as granian's ASGI hands it over (each chunk with
