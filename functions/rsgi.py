@@ -37,6 +37,7 @@ _EXTENSIONS: dict[str, Any] = {"http.response.pathsend": {}}
 _JSON = ("content-type", "application/json")
 _END = {"type": "http.request", "body": b"", "more_body": False}
 _DISCONNECT = {"type": "http.disconnect"}
+_UNREAD = object()  # a request body nobody has asked for yet
 # What a path may hold unescaped (RFC 3986 pchar and "/"): raw_path is the path as a client would have sent it.
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
@@ -111,13 +112,12 @@ class RsgiApp:
 class _Bridge:
     """One request handed to the ASGI app: its scope, its receive and send."""
 
-    __slots__ = ("answered", "body", "headers", "protocol", "scope", "started", "status", "stream")
+    __slots__ = ("answered", "body", "headers", "protocol", "scope", "status", "stream")
 
     def __init__(self, scope: Any, protocol: Any) -> None:
         self.scope = scope
         self.protocol = protocol
-        self.body: Any = None  # the request body's chunks, once asked for; None again once all are in
-        self.started = False  # the body iteration began
+        self.body: Any = _UNREAD  # the request body's chunks once asked for; None once all are in
         self.status = 0  # the answer's status, once its start was sent
         self.headers: list[tuple[str, str]] = []
         self.stream: Any = None  # the answer's stream, once a body part said more_body
@@ -150,8 +150,7 @@ class _Bridge:
             self.protocol.response_empty(500, [])
 
     async def receive(self) -> dict[str, Any]:
-        if not self.started:
-            self.started = True
+        if self.body is _UNREAD:
             self.body = self.protocol.__aiter__()
         if self.body is not None:
             try:

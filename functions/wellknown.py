@@ -38,7 +38,6 @@ def _at(path: str, operation_id: str) -> Any:
         security=PUBLIC,
         responses={200: ok(dict[str, Any], "RFC 9728 protected resource metadata")},
         operation_id=operation_id,
-        name=operation_id,
     )(_protected_resource)
 
 

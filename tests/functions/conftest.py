@@ -88,7 +88,8 @@ def hot_and_routed(
         yield hot, routed
 
 
-def served_and_routed(tmp_path: Path, backend: Backend) -> Iterator[tuple[httpx.Client, TestClient[Any]]]:
+@pytest.fixture
+def served(tmp_path: Path, backend: Backend) -> Iterator[tuple[httpx.Client, TestClient[Any]]]:
     """`hot_and_routed` with the fast paths served by `flux7 serve` itself (granian, RSGI: functions/rsgi.py)."""
     served_cfg, routed_cfg = _hot_and_routed_configs(tmp_path, backend, "served")
     routed_app = create_app(Mesh(load_settings(routed_cfg, env={})))

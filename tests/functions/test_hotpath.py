@@ -14,7 +14,7 @@ import httpx
 import pytest
 from litestar.testing import TestClient
 
-from tests.functions.conftest import AGENT, hot_and_routed, make_config, served_and_routed
+from tests.functions.conftest import AGENT, hot_and_routed, make_config
 from tests.support.server import running_server
 from tests.upstreams.servers.http_backend import Backend
 
@@ -65,11 +65,6 @@ def _seen(r: Any) -> tuple[int, Any, dict[str, str]]:
 @pytest.fixture
 def pair(tmp_path: Path, backend: Backend) -> Iterator[tuple[TestClient[Any], TestClient[Any]]]:
     yield from hot_and_routed(tmp_path, backend, "hot")
-
-
-@pytest.fixture
-def served(tmp_path: Path, backend: Backend) -> Iterator[tuple[httpx.Client, TestClient[Any]]]:
-    yield from served_and_routed(tmp_path, backend)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from litestar.testing import TestClient
 
-from tests.functions.conftest import AGENT, hot_and_routed, served_and_routed
+from tests.functions.conftest import AGENT, hot_and_routed
 from tests.upstreams.servers.http_backend import Backend
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -173,11 +173,6 @@ def _open(client: TestClient[Any]) -> str:
 @pytest.fixture
 def pair(tmp_path: Path, backend: Backend) -> Iterator[tuple[TestClient[Any], TestClient[Any]]]:
     yield from hot_and_routed(tmp_path, backend, "mcp_hot")
-
-
-@pytest.fixture
-def served(tmp_path: Path, backend: Backend) -> Iterator[tuple[httpx.Client, TestClient[Any]]]:
-    yield from served_and_routed(tmp_path, backend)
 
 
 def _send(client: TestClient[Any], sid: str, body: bytes, headers: dict[str, str]) -> Any:
