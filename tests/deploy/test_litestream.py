@@ -118,6 +118,9 @@ def test_killed_deployment_restores_into_an_empty_directory_with_every_row_and_f
         assert edit.status_code == 200, edit.text
         counts = httpx.get(f"{server.url}/health", trust_env=False).json()["traces"]
         chained = httpx.get(f"{server.url}/traces/verify", trust_env=False).json()["chained"]
+        # The worker holds its calls' metric series up to 0.5 s (shared/metrics.py); a scrape writes them now, so
+        # none is committed after the replica has caught up.
+        assert httpx.get(f"{server.url}/metrics", trust_env=False).status_code == 200
         txid = server.caught_up()
         assert txid > 0
         server.kill9()
