@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.functions.conftest import AGENT, make_config
+from flux7.shared.serve import WORKER_STOP_SECONDS
+from tests.functions.conftest import AGENT, POLICY, make_config
+from tests.support.mesh import pets_mesh_config
 from tests.support.server import REPO, running_server, start_server, stop_server
 from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
@@ -86,6 +91,40 @@ def test_acknowledged_calls_grants_and_pending_approvals_survive_kill_9(
         # the grant still lifts human_approval after the restart
         r = call(again.url, "create_pet", {"name": "Kit"})
         assert r.status_code == 200 and r.json()["policy"] == "allow"
+        assert httpx.get(f"{again.url}/traces/verify", trust_env=False).json().get("break") is None
+
+
+def test_sigterm_stops_the_server_while_a_call_waits_for_a_human(
+    tmp_path: Path, backend: Backend, engine_configs: str
+) -> None:
+    # granian waits for every request in flight; a call held for a human (here up to 10 minutes) must not hold
+    # the stop past WORKER_STOP_SECONDS, and the approval it waits for outlives the stop.
+    cfg = pets_mesh_config(tmp_path, backend, POLICY, approval_timeout=600, admin_token=None, trace_file=True)
+    server = start_server(cfg, workers=2)
+
+    def pending() -> list[dict[str, object]]:
+        return httpx.get(f"{server.url}/approvals", params={"status": "pending"}, trust_env=False).json()
+
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            held = pool.submit(
+                httpx.post,
+                f"{server.url}/tool/create_pet",
+                json={"params": {"name": "Kit"}},
+                headers=AGENT,
+                timeout=120,  # longer than the stop may take: the server, not the client, ends the wait
+                trust_env=False,
+            )
+            [approval] = wait_until(pending, what="the call queued for a human")
+            os.killpg(server.proc.pid, signal.SIGTERM)
+            server.proc.wait(WORKER_STOP_SECONDS + 20)  # TimeoutExpired: the stop waited on the held call
+            with pytest.raises(httpx.TransportError):
+                held.result()
+    finally:
+        stop_server(server)
+    with running_server(cfg) as again:
+        still = httpx.get(f"{again.url}/approvals", params={"status": "pending"}, trust_env=False).json()
+        assert [a["id"] for a in still] == [approval["id"]]
         assert httpx.get(f"{again.url}/traces/verify", trust_env=False).json().get("break") is None
 
 
