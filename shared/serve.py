@@ -14,13 +14,7 @@ from .identity import accepted_identities, is_loopback_bind
 from .settings import Settings, load_settings
 from .webapps import current
 
-__all__ = ["WORKER_STOP_SECONDS", "check_bind", "check_cli_binaries", "serve", "startup_line"]
-
-# How long a worker has to stop after SIGTERM before granian kills it. granian waits for every request in flight,
-# and a call held for a human (approval.timeout_seconds, minutes) or a stuck worker would keep the server up past
-# systemd's or Fly's stop timeout, which then kills Litestream before it ships the last commits. A kill loses
-# nothing acknowledged: every answer is sent after its commit, and a pending approval lives in the database.
-WORKER_STOP_SECONDS = 10
+__all__ = ["check_bind", "check_cli_binaries", "serve", "startup_line"]
 
 
 def check_bind(settings: Settings, host: str) -> None:
@@ -141,7 +135,7 @@ def serve(
         ssl_key=settings.resolve_path(tls.key_file) if tls.key_file else None,
         ssl_protocol_min="tls1.2",  # type: ignore[arg-type]
         backlog=2048,
-        workers_kill_timeout=WORKER_STOP_SECONDS,
+        workers_kill_timeout=settings.stop_timeout_seconds,  # see STOP_TIMEOUT_SECONDS (shared/settings.py)
     )
     print(line, file=sys.stderr, flush=True)
     server.serve()

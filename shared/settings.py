@@ -251,10 +251,18 @@ class GovernanceSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True
     refresh_seconds: float = 60  # a read older than this folds in new traces first
 
 
+# How long a worker has to stop after SIGTERM before granian kills it. granian waits for every request in flight,
+# and a call held for a human (approval.timeout_seconds, minutes) or a stuck worker would keep the server up past
+# systemd's or Fly's stop timeout, which then kills Litestream before it ships the last commits. A kill loses
+# nothing acknowledged: every answer is sent after its commit, and a pending approval lives in the database.
+STOP_TIMEOUT_SECONDS = 10
+
+
 class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     port: int = 9090
     host: str = "127.0.0.1"
     workers: int = 1
+    stop_timeout_seconds: int = STOP_TIMEOUT_SECONDS  # after SIGTERM, then the workers still busy are killed
     storage_path: str = "flux7.db"
     # The store: "" (the SQLite file at storage_path), or a postgresql:// URL (FLUX7_DATABASE_URL overrides it).
     # A path here is the SQLite file, as storage_path.
@@ -419,6 +427,8 @@ def _validate(file: str, s: Settings) -> None:
             raise ConfigError(file, f"outbound.allow_networks[{i}]", f"not a network (CIDR): {e}") from None
     if s.otel_traces_endpoint and not s.otel_traces_endpoint.startswith(("http://", "https://")):
         raise ConfigError(file, "otel_traces_endpoint", "the whole OTLP/HTTP URL, such as http://host:4318/v1/traces")
+    if s.stop_timeout_seconds < 1:
+        raise ConfigError(file, "stop_timeout_seconds", "must be >= 1 (seconds a worker has to stop after SIGTERM)")
     for key in ("max_tools", "max_agents"):
         if getattr(s.metrics, key) < 1:
             raise ConfigError(file, f"metrics.{key}", "must be >= 1")

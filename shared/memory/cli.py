@@ -122,7 +122,7 @@ def _serve(config: MemoryConfig, listen: str, workers: int) -> int:
         log.warning("serving without authentication (no --token / MEM7_TOKEN set)")
     log.info("mem7 listening on %s:%d (data dir %s)", host, port, config.dir)
     os.environ[_WORKER_CONFIG] = msgspec.json.encode(config).decode()
-    from ..serve import WORKER_STOP_SECONDS
+    from ..settings import STOP_TIMEOUT_SECONDS
     from ..webapps import current
 
     Granian(
@@ -133,7 +133,7 @@ def _serve(config: MemoryConfig, listen: str, workers: int) -> int:
         workers=workers,
         factory=True,
         log_access=False,
-        workers_kill_timeout=WORKER_STOP_SECONDS,  # a stop bounded as flux7 serve's (shared/serve.py)
+        workers_kill_timeout=STOP_TIMEOUT_SECONDS,  # a stop bounded as flux7 serve's by default
     ).serve()
     return 0
 

@@ -54,6 +54,16 @@ def test_bad_channel_is_a_load_error(tmp_path: Path) -> None:
     assert e.value.key == "approval.channel"
 
 
+@pytest.mark.parametrize("value", ["0", "-5"])
+def test_a_stop_without_a_bound_is_a_load_error(tmp_path: Path, value: str) -> None:
+    # granian reads 0 as "wait for every request however long": a held call would keep the server up
+    assert load_settings(None, env={}).stop_timeout_seconds == 10
+    with pytest.raises(ConfigError) as e:
+        load_settings(write(tmp_path, f"stop_timeout_seconds: {value}\n"), env={})
+    assert e.value.key == "stop_timeout_seconds"
+    assert ">= 1" in e.value.fault
+
+
 def test_env_expansion_and_overrides(tmp_path: Path) -> None:
     cfg = write(
         tmp_path,

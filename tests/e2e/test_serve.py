@@ -13,7 +13,6 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from flux7.shared.serve import WORKER_STOP_SECONDS
 from tests.functions.conftest import AGENT, POLICY, make_config
 from tests.support.mesh import pets_mesh_config
 from tests.support.server import REPO, running_server, start_server, stop_server
@@ -98,8 +97,16 @@ def test_sigterm_stops_the_server_while_a_call_waits_for_a_human(
     tmp_path: Path, backend: Backend, engine_configs: str
 ) -> None:
     # granian waits for every request in flight; a call held for a human (here up to 10 minutes) must not hold
-    # the stop past WORKER_STOP_SECONDS, and the approval it waits for outlives the stop.
-    cfg = pets_mesh_config(tmp_path, backend, POLICY, approval_timeout=600, admin_token=None, trace_file=True)
+    # the stop past stop_timeout_seconds (2 here, 10 by default), and the approval it waits for outlives the stop.
+    cfg = pets_mesh_config(
+        tmp_path,
+        backend,
+        POLICY,
+        approval_timeout=600,
+        admin_token=None,
+        trace_file=True,
+        extra="stop_timeout_seconds: 2",
+    )
     server = start_server(cfg, workers=2)
 
     def pending() -> list[dict[str, object]]:
@@ -117,7 +124,8 @@ def test_sigterm_stops_the_server_while_a_call_waits_for_a_human(
             )
             [approval] = wait_until(pending, what="the call queued for a human")
             os.killpg(server.proc.pid, signal.SIGTERM)
-            server.proc.wait(WORKER_STOP_SECONDS + 20)  # TimeoutExpired: the stop waited on the held call
+            # TimeoutExpired: the stop waited on the held call, or for the default 10 s rather than the 2 set
+            server.proc.wait(8)
             with pytest.raises(httpx.TransportError):
                 held.result()
     finally:
