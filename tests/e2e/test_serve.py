@@ -109,8 +109,8 @@ def test_sigterm_stops_the_server_while_a_call_waits_for_a_human(
     )
     server = start_server(cfg, workers=2)
 
-    def pending() -> list[dict[str, object]]:
-        return httpx.get(f"{server.url}/approvals", params={"status": "pending"}, trust_env=False).json()
+    def pending(url: str) -> list[dict[str, object]]:
+        return httpx.get(f"{url}/approvals", params={"status": "pending"}, trust_env=False).json()
 
     try:
         with ThreadPoolExecutor(1) as pool:
@@ -122,7 +122,7 @@ def test_sigterm_stops_the_server_while_a_call_waits_for_a_human(
                 timeout=120,  # longer than the stop may take: the server, not the client, ends the wait
                 trust_env=False,
             )
-            [approval] = wait_until(pending, what="the call queued for a human")
+            [approval] = wait_until(lambda: pending(server.url), what="the call queued for a human")
             os.killpg(server.proc.pid, signal.SIGTERM)
             # TimeoutExpired: the stop waited on the held call, or for the default 10 s rather than the 2 set
             server.proc.wait(8)
@@ -131,8 +131,7 @@ def test_sigterm_stops_the_server_while_a_call_waits_for_a_human(
     finally:
         stop_server(server)
     with running_server(cfg) as again:
-        still = httpx.get(f"{again.url}/approvals", params={"status": "pending"}, trust_env=False).json()
-        assert [a["id"] for a in still] == [approval["id"]]
+        assert [a["id"] for a in pending(again.url)] == [approval["id"]]
         assert httpx.get(f"{again.url}/traces/verify", trust_env=False).json().get("break") is None
 
 
