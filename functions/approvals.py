@@ -15,7 +15,7 @@ from flux7.shared.decisions import resolver_kind
 from flux7.shared.errors import BadRequest
 from flux7.shared.json_depth import decode
 
-from .auth import control_plane, mesh_of, peer_of
+from .auth import actor_of, control_plane, mesh_of, principal_of, resolvers
 from .openapi import ADMIN, BODY, json_body, ok, responses
 from .schemas import (
     ApprovalSettings,
@@ -26,7 +26,7 @@ from .schemas import (
     ResolveRequest,
 )
 
-__all__ = ["ROUTES", "acting_agent", "json_object", "remote_actor"]
+__all__ = ["ROUTES", "acting_agent", "json_object", "text_field"]
 
 
 def json_object(body: bytes) -> dict[str, Any]:
@@ -42,16 +42,6 @@ def json_object(body: bytes) -> dict[str, Any]:
     return value
 
 
-def remote_actor(request: Request[Any, Any, Any]) -> str:
-    """`http:<remote addr>`, as Go writes RemoteAddr (host:port, IPv6 in brackets)."""
-    client = request.scope.get("client")
-    host = peer_of(request)
-    if not client:
-        return "http:unknown"
-    host = f"[{host}]" if ":" in host else host
-    return f"http:{host}:{client[1]}"
-
-
 def text_field(body: dict[str, Any], key: str, *, strip: bool = False) -> str:
     """An optional string field of a JSON object body ("" when absent); 400 when it is not a string."""
     value = body.get(key)
@@ -64,7 +54,7 @@ def text_field(body: dict[str, Any], key: str, *, strip: bool = False) -> str:
 
 @get(
     "/approvals",
-    guards=[control_plane],
+    guards=[resolvers],
     sync_to_thread=True,
     tags=["approvals"],
     security=ADMIN,
@@ -117,7 +107,7 @@ def get_settings(request: Request[Any, Any, Any]) -> dict[str, Any]:
 def put_settings(request: Request[Any, Any, Any], body: RawBody) -> dict[str, Any]:
     mesh = mesh_of(request)
     changes = json_object(body)
-    by = text_field(changes, "by") or remote_actor(request)
+    by = actor_of(request, text_field(changes, "by"))
     changes.pop("by", None)
     changed = mesh.approvals.settings_store.update(changes, by=by)
     if changed:
@@ -147,7 +137,7 @@ def list_decisions(request: Request[Any, Any, Any]) -> dict[str, Any]:
     decisions = []
     for a in items:
         view = a.view(queue.expose_content)
-        view["resolver_kind"] = resolver_kind(a.resolved_by)
+        view["resolver_kind"] = resolver_kind(a.resolved_by, a.resolved_note)
         view["fact_key"] = f"decision.{a.tool}.{a.id}"
         decisions.append(view)
     return {"decisions": decisions, "total": total, "limit": query.limit, "offset": query.offset}
@@ -155,7 +145,7 @@ def list_decisions(request: Request[Any, Any, Any]) -> dict[str, Any]:
 
 @get(
     "/approvals/{approval_id:str}",
-    guards=[control_plane],
+    guards=[resolvers],
     sync_to_thread=True,
     tags=["approvals"],
     security=ADMIN,
@@ -180,14 +170,9 @@ def approval_detail(request: Request[Any, Any, Any], approval_id: FromPath[str])
 
 def acting_agent(request: Request[Any, Any, Any]) -> str:
     """The agent a control-plane request acts as: "" with the admin token (an operator), else the agent its
-    bearer names (`agent:<id>`, a JWT) when the control plane is open to loopback. No agent settles its own
+    credential names (a supervisor's token or JWT, a claim in the open-loopback mode). No agent settles its own
     approval or grants itself, whichever credential it holds."""
-    identity = mesh_of(request).identity
-    authorization = request.headers.get("authorization")
-    if identity.is_admin(authorization, ""):  # no peer: true only for the admin token itself
-        return ""
-    caller = identity.caller(authorization)
-    return caller.agent_id if caller.authenticated else ""
+    return principal_of(request).agent_id
 
 
 def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, decision: str) -> dict[str, Any]:
@@ -195,11 +180,14 @@ def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, dec
     confidence = fields.get("confidence")
     if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, int | float)):
         raise BadRequest("confidence must be a number")
+    principal = principal_of(request)
+    resolved_by, note = principal.resolution(text_field(fields, "resolved_by"))
     approval = mesh_of(request).approvals.resolve(
         approval_id,
         decision,
-        resolved_by=text_field(fields, "resolved_by") or remote_actor(request),
-        resolver=acting_agent(request),
+        resolved_by=resolved_by,
+        note=note,
+        resolver=principal.agent_id,
         reasoning=text_field(fields, "reasoning"),
         confidence=float(confidence) if confidence is not None else None,
     )
@@ -208,7 +196,7 @@ def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, dec
 
 @post(
     "/approvals/{approval_id:str}/approve",
-    guards=[control_plane],
+    guards=[resolvers],
     status_code=200,
     operation_class=json_body(ResolveRequest),
     sync_to_thread=True,
@@ -222,7 +210,7 @@ def approve(request: Request[Any, Any, Any], approval_id: FromPath[str], body: R
 
 @post(
     "/approvals/{approval_id:str}/deny",
-    guards=[control_plane],
+    guards=[resolvers],
     status_code=200,
     operation_class=json_body(ResolveRequest),
     sync_to_thread=True,

@@ -8,9 +8,18 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
 from flux7.shared.errors import Unauthorized
-from flux7.shared.identity import Caller
+from flux7.shared.identity import Caller, Principal
 
-__all__ = ["caller_of", "caller_or_admin", "control_plane", "mesh_of", "peer_of"]
+__all__ = [
+    "actor_of",
+    "caller_of",
+    "caller_or_admin",
+    "control_plane",
+    "mesh_of",
+    "peer_of",
+    "principal_of",
+    "resolvers",
+]
 
 
 def mesh_of(conn: ASGIConnection[Any, Any, Any, Any]) -> Any:
@@ -43,3 +52,24 @@ def control_plane(conn: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler)
     """Litestar guard for control-plane routes (CONTRACT 1.5, DESIGN decision 6)."""
     if not mesh_of(conn).identity.is_admin(conn.headers.get("authorization"), peer_of(conn)):
         raise Unauthorized("control plane requires admin authorization")
+
+
+def principal_of(conn: ASGIConnection[Any, Any, Any, Any]) -> Principal:
+    """The control-plane principal the request's credential proves; 401 when it proves none."""
+    principal = mesh_of(conn).identity.principal(conn.headers.get("authorization"), peer_of(conn))
+    if principal is None:
+        raise Unauthorized("control plane requires admin authorization")
+    return principal
+
+
+def resolvers(conn: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """Litestar guard for the approval queue's routes: the control plane, or a supervisor proven by its own
+    agent token or JWT."""
+    principal_of(conn)
+
+
+def actor_of(conn: ASGIConnection[Any, Any, Any, Any], claimed: str = "") -> str:
+    """The actor a control-plane change is recorded under: its credential's name (`owner:admin-token`,
+    `supervisor:<id>`), never a socket address nor what the body says (`claimed` counts only in the
+    open-loopback trust mode, which has no credential)."""
+    return principal_of(conn).resolution(claimed)[0]

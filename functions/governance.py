@@ -14,7 +14,7 @@ from flux7.shared.audit import record_event
 from flux7.shared.errors import BadRequest
 from flux7.shared.json_depth import decode
 
-from .auth import control_plane, mesh_of, peer_of
+from .auth import actor_of, control_plane, mesh_of
 from .openapi import ADMIN, BODY, json_body, ok, responses
 
 # Every governance route is control plane and answers JSON (docs/governance.md has the shapes).
@@ -48,7 +48,7 @@ async def _body(request: Request[Any, Any, Any], kind: type[Any]) -> Any:
 
 
 def _by(request: Request[Any, Any, Any], given: str) -> str:
-    return given or request.headers.get("x-flux7-by", "") or f"http:{peer_of(request)}"
+    return actor_of(request, given or request.headers.get("x-flux7-by", ""))
 
 
 def _gov(request: Request[Any, Any, Any]) -> Any:

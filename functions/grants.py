@@ -10,8 +10,8 @@ from litestar.params import FromPath, RawBody
 from flux7.shared.durations import parse_duration
 from flux7.shared.errors import BadRequest
 
-from .approvals import acting_agent, json_object, remote_actor
-from .auth import control_plane, mesh_of
+from .approvals import acting_agent, json_object
+from .auth import actor_of, control_plane, mesh_of
 from .openapi import ADMIN, BODY, json_body, ok, responses
 from .schemas import GrantRequest, GrantView, Resolve
 
@@ -69,7 +69,7 @@ def create_grant(request: Request[Any, Any, Any], body: RawBody) -> Response[dic
         agent,
         tools,
         seconds,
-        granted_by=remote_actor(request),
+        granted_by=actor_of(request),
         approval_id=_str(fields, "approval_id"),
         trace_id=_str(fields, "trace_id"),
         grantor=acting_agent(request),
@@ -87,7 +87,7 @@ def create_grant(request: Request[Any, Any, Any], body: RawBody) -> Response[dic
     responses=responses({200: ok(Resolve, "`{status: revoked, id}`")}, 400, 401, 404, 503),
 )
 def revoke_grant(request: Request[Any, Any, Any], grant_id: FromPath[str]) -> dict[str, str]:
-    grant = mesh_of(request).grants.revoke(grant_id, by=remote_actor(request))
+    grant = mesh_of(request).grants.revoke(grant_id, by=actor_of(request))
     return {"status": "revoked", "id": grant.id}
 
 

@@ -7,8 +7,8 @@ from typing import Any
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, RawBody
 
-from .approvals import json_object, remote_actor, text_field
-from .auth import control_plane, mesh_of
+from .approvals import json_object, text_field
+from .auth import actor_of, control_plane, mesh_of
 from .openapi import ADMIN, BODY, json_body, ok, responses
 from .schemas import Halt, HaltCreated, HaltRequest, HaltResumed
 
@@ -47,7 +47,7 @@ def create_halt(request: Request[Any, Any, Any], body: RawBody) -> Response[dict
         text_field(fields, "scope", strip=True),
         text_field(fields, "target", strip=True),
         text_field(fields, "reason", strip=True),
-        text_field(fields, "by", strip=True) or remote_actor(request),
+        actor_of(request, text_field(fields, "by", strip=True)),
     )
     payload: dict[str, Any] = {
         "halt": result.halt.view(),
@@ -72,7 +72,7 @@ def create_halt(request: Request[Any, Any, Any], body: RawBody) -> Response[dict
 )
 def resume_halt(request: Request[Any, Any, Any], halt_id: FromPath[str], body: RawBody) -> dict[str, Any]:
     fields = json_object(body)
-    result = mesh_of(request).halts.resume(halt_id, text_field(fields, "by", strip=True) or remote_actor(request))
+    result = mesh_of(request).halts.resume(halt_id, actor_of(request, text_field(fields, "by", strip=True)))
     return {"halt": result.halt.view(), "restored_grants": result.restored_grants}
 
 

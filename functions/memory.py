@@ -223,7 +223,7 @@ async def sse(request: Request[Any, Any, Any]) -> Response[Any]:
     if isinstance(admitted, Response):
         return admitted
     service = admitted[0]
-    session, queue = await asyncio.to_thread(service.sse.open)
+    session, queue = await asyncio.to_thread(service.sse.open, request.headers.get("authorization", ""))
 
     async def events() -> AsyncIterator[bytes]:
         yield f"event: endpoint\ndata: /messages?sessionId={session}\n\n".encode()
@@ -254,8 +254,9 @@ async def messages(request: Request[Any, Any, Any]) -> Response[Any]:
         return admitted
     service, authenticated = admitted
     session = request.query_params.get("sessionId", "")
-    if not session or not await asyncio.to_thread(service.sse.exists, session):
-        return _text("unknown session\n", 400)
+    owner = request.headers.get("authorization", "")
+    if not session or not await asyncio.to_thread(service.sse.owned_by, session, owner):
+        return _text("unknown session\n", 404)  # another credential's session is as unknown as a made-up one
     answer = await _answer(request, service, authenticated)
     if answer.has_id:
         await asyncio.to_thread(service.sse.deliver, session, msgspec.json.encode(answer.body))

@@ -10,7 +10,7 @@ from litestar import Request, Response, get, post
 from flux7.shared.errors import BadRequest, NotImplementedFeature
 from flux7.shared.json_depth import decode
 
-from .auth import control_plane, mesh_of, peer_of
+from .auth import actor_of, control_plane, mesh_of
 from .openapi import ADMIN, BODY, json_body, ok, responses
 from .schemas import AcceptedPins, AcceptPins
 
@@ -62,7 +62,7 @@ async def accept_pins(request: Request[Any, Any, Any]) -> Response[bytes]:
         body = decode(raw or b"{}", type=_Accept)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         raise BadRequest(f"invalid JSON body: {e}") from None
-    by = body.by or f"http:{peer_of(request)}"
+    by = actor_of(request, body.by)
     accepted = pins.accept(mesh_of(request).registry.tools(), names=body.tools, server=body.server, by=by)
     return _json({"accepted": accepted, "by": by})
 

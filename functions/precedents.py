@@ -12,8 +12,7 @@ from litestar.params import FromPath
 from flux7.shared.errors import BadRequest, NotImplementedFeature
 from flux7.shared.json_depth import decode
 
-from .approvals import remote_actor
-from .auth import control_plane, mesh_of
+from .auth import actor_of, control_plane, mesh_of
 from .openapi import ADMIN, BODY, json_body, ok, responses
 from .schemas import ApprovalDecision, ForgetPrecedents
 
@@ -82,7 +81,7 @@ async def forget_precedents(request: Request[Any, Any, Any]) -> Response[bytes]:
         body = decode(await request.body() or b"{}", type=_Forget)
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise BadRequest("invalid JSON body") from None
-    return _json(await _precedents(request).forget(body.tool, body.agent, remote_actor(request)))
+    return _json(await _precedents(request).forget(body.tool, body.agent, actor_of(request)))
 
 
 ROUTES = [list_precedents, approval_precedents, forget_precedents]

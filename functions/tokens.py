@@ -13,8 +13,8 @@ from flux7.shared.audit import record_event
 from flux7.shared.errors import BadRequest
 from flux7.shared.tokens import AgentToken, parse_expiry
 
-from .approvals import json_object, remote_actor, text_field
-from .auth import control_plane, mesh_of
+from .approvals import json_object, text_field
+from .auth import actor_of, control_plane, mesh_of
 from .openapi import ADMIN, BODY, json_body, ok, responses
 from .schemas import TokenRequest, TokenView
 
@@ -37,7 +37,7 @@ def _str(fields: dict[str, Any], key: str) -> str:
 def _audit(request: Request[Any, Any, Any], event: str, record: AgentToken) -> None:
     """Issuing and revoking credentials are control-plane events in the trace (never the token itself)."""
     params = {"agent": record.agent_id, "id": record.id, "note": record.note}
-    record_event(mesh_of(request), tool=event, agent_id=remote_actor(request), params=params, policy_rule=event[5:])
+    record_event(mesh_of(request), tool=event, agent_id=actor_of(request), params=params, policy_rule=event[5:])
 
 
 @get(

@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .errors import ConfigError
+from .private_files import private_dir
 from .settings import Settings
 
 __all__ = ["FILE_NAME", "cli_admin_token", "effective_admin_token", "load_or_create", "token_file"]
@@ -42,7 +43,7 @@ def load_or_create(path: Path) -> str:
         return _read(path)
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     token = secrets.token_urlsafe(32)
     aside = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -32,6 +32,7 @@ from .audit import record_event, rfc3339
 from .callbacks import Notifier
 from .db import Database
 from .decision_query import DecisionQuery
+from .decisions import resolver_kind
 from .durations import format_duration
 from .errors import BadRequest, Conflict, Forbidden, NotFound
 from .globs import glob_match
@@ -68,6 +69,7 @@ class Approval(msgspec.Struct, kw_only=True):
     created_at: str  # RFC3339 UTC
     expires_at: str
     resolved_by: str = ""
+    resolved_note: str = ""  # what the resolving request said of itself; the resolver is from its credential
     resolved_at: str = ""
     reasoning: str = ""
     confidence: float | None = None
@@ -102,6 +104,10 @@ class Approval(msgspec.Struct, kw_only=True):
             out["remaining"] = format_duration(self.remaining(now))
         if self.resolved_by:
             out["resolved_by"] = self.resolved_by
+        if self.resolved_note:
+            out["resolved_note"] = self.resolved_note
+        if self.status != "pending":
+            out["resolver_kind"] = resolver_kind(self.resolved_by, self.resolved_note)
         if self.resolved_at:
             out["resolved_at"] = self.resolved_at
         if self.reasoning:
@@ -125,6 +131,7 @@ def _from_row(row: Any) -> Approval:
         created_at=rfc3339(row["created_at"]),
         expires_at=rfc3339(row["expires_at"]),
         resolved_by=row["resolved_by"],
+        resolved_note=row["resolved_note"],
         resolved_at=rfc3339(row["resolved_at"]),
         reasoning=row["reasoning"],
         confidence=row["confidence"],
@@ -398,11 +405,14 @@ class ApprovalQueue:
         *,
         resolved_by: str,
         resolver: str,
+        note: str = "",
         reasoning: str = "",
         confidence: float | None = None,
     ) -> Approval:
         """`resolver` is the agent identity the resolution arrives with ("" for the admin credential, a person
-        at the terminal, the system); the agent an approval belongs to never settles it, by any route."""
+        at the terminal, the system); the agent an approval belongs to never settles it, by any route.
+        `resolved_by` names the credential; `note` is what the request said of itself (a decision whose note
+        claims a machine resolver never counts as a human's: shared/decisions.py resolver_kind)."""
         if decision not in ("approve", "deny"):
             raise BadRequest(f"decision must be approve or deny, not {decision!r}")
         self.sweep()
@@ -413,10 +423,10 @@ class ApprovalQueue:
         now = time.time()
         with self._db.write() as conn:
             row = conn.execute(
-                "UPDATE approvals SET status = ?, resolved_by = ?, resolved_at = ?, reasoning = ?, "
+                "UPDATE approvals SET status = ?, resolved_by = ?, resolved_note = ?, resolved_at = ?, reasoning = ?, "
                 "confidence = ? "
                 "WHERE id = ? AND status = 'pending' AND expires_at > ? RETURNING *",
-                (status, resolved_by, now, reasoning, confidence, target.id, now),
+                (status, resolved_by, note, now, reasoning, confidence, target.id, now),
             ).fetchone()
             if row is not None:
                 conn.execute("UPDATE approvals_clock SET seq = seq + 1 WHERE id = 1")

@@ -20,6 +20,7 @@ from typing import Any
 
 from .errors import Unavailable
 from .paths import MIGRATIONS_DIR
+from .private_files import private_dir, private_file
 
 try:  # a recent SQLite (FTS5 trigram, RETURNING, ...) where the wheel exists
     import pysqlite3.dbapi2 as sqlite3
@@ -205,7 +206,8 @@ class SqliteDatabase(Database):
     def __init__(self, path: str | Path, *, migrate: bool = True, local_path: str | Path | None = None) -> None:
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            private_dir(Path(self.path).parent)
+            private_file(self.path)
         self._write_lock = threading.RLock()
         # Writers of every process queue on an flock first: the kernel wakes the next one the moment the lock is
         # free, where SQLite's own busy handler would sleep 1, 2, 5, 10... ms between retries.

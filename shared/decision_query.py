@@ -22,14 +22,23 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 _PARAMS = ("agent", "tool", "outcome", "resolver", "since", "until", "trace", "limit", "offset")
 
-# decisions.resolver_kind in SQL, so the resolver filter pages in the database (a test holds the two together).
-_WHO = "lower(trim(resolved_by))"
+
+def _kind_of(column: str) -> str:
+    who = f"lower(trim({column}))"
+    return (
+        f"CASE WHEN {who} = 'supervisor:mem7' THEN 'mem7' "
+        f"WHEN substr({who}, 1, 7) = 'system:' THEN 'system' "
+        f"WHEN substr({who}, 1, 11) = 'supervisor:' OR substr({who}, 1, 5) = 'auto:' "
+        f"OR substr({who}, 1, 4) = 'bot:' OR substr({who}, 1, 4) = 'mcp:' THEN 'supervisor' "
+        "ELSE 'human' END"
+    )
+
+
+# decisions.resolver_kind in SQL, so the resolver filter pages in the database (a test holds the two together):
+# the resolver's kind, unless it is a human's and the note says a machine acted through that credential.
 kind_sql = (
-    f"CASE WHEN {_WHO} = 'supervisor:mem7' THEN 'mem7' "
-    f"WHEN substr({_WHO}, 1, 7) = 'system:' THEN 'system' "
-    f"WHEN substr({_WHO}, 1, 11) = 'supervisor:' OR substr({_WHO}, 1, 5) = 'auto:' "
-    f"OR substr({_WHO}, 1, 4) = 'bot:' OR substr({_WHO}, 1, 4) = 'mcp:' THEN 'supervisor' "
-    "ELSE 'human' END"
+    f"CASE WHEN ({_kind_of('resolved_by')}) = 'human' AND resolved_note != '' THEN ({_kind_of('resolved_note')}) "
+    f"ELSE ({_kind_of('resolved_by')}) END"
 )
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from .errors import ConfigError
+from .private_files import private_dir
 
 __all__ = ["KEY_FILE", "DecisionSigner", "load_or_create_key", "signer_for"]
 
@@ -83,7 +84,7 @@ def load_or_create_key(path: Path) -> bytes:
         return _read_key(path)
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:

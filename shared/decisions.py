@@ -56,11 +56,18 @@ BUSY_RETRY_S = 0.2  # another process is delivering: look again shortly, in case
 FIRST_RETRY_S = 0.5  # after a failed delivery; doubles up to decisions.retry_max_seconds
 
 
-def resolver_kind(resolved_by: str) -> ResolverKind:
+def resolver_kind(resolved_by: str, note: str = "") -> ResolverKind:
     """How the console classifies a resolver (CONTRACT 1.13 item 4). Anything unrecognised is a human.
 
     `mcp:<agent>` is an automated supervisor agent using the MCP `approval.resolve` tool: not a human, so it never
-    builds a precedent (the tightened rule: only humans' approvals count)."""
+    builds a precedent (the tightened rule: only humans' approvals count). `note` is what the resolving request
+    said of itself: a human's credential whose request says a machine acted (sup7 holding the admin token) is
+    that machine's decision. A note only ever lowers the kind, never raises it."""
+    kind = _kind(resolved_by)
+    return _kind(note) if kind == "human" and note else kind
+
+
+def _kind(resolved_by: str) -> ResolverKind:
     who = resolved_by.strip().lower()
     if who == "supervisor:mem7":
         return "mem7"
@@ -92,6 +99,7 @@ def decision_fact(
     agent: str,
     status: str,
     resolved_by: str,
+    note: str = "",
     reasoning: str = "",
     resolved_at: float | None = None,
     signer: DecisionSigner | None = None,
@@ -107,7 +115,7 @@ def decision_fact(
     reason = " ".join(reasoning.split())  # one line: older readers count decisions line by line
     if reason:
         value += f" reason:{reason}"
-    kind = resolver_kind(resolved_by)
+    kind = resolver_kind(resolved_by, note)
     tags: tuple[str, ...] = ("decision", status, tool, f"agent:{agent}", f"by:{kind}", f"approval:{approval_id}")
     if trace_id:
         tags += (f"trace:{trace_id}",)
@@ -219,6 +227,7 @@ class DecisionWriter:
             agent=str(approval.agent_id),
             status=str(approval.status),
             resolved_by=str(getattr(approval, "resolved_by", "") or ""),
+            note=str(getattr(approval, "resolved_note", "") or ""),
             reasoning=str(getattr(approval, "reasoning", "") or ""),
             resolved_at=getattr(approval, "resolved_ts", None),
             signer=self.signer,

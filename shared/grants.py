@@ -94,9 +94,10 @@ class GrantStore:
         trace_id: str = "",
         *,
         grantor: str = "",
+        max_seconds: float | None = None,
     ) -> Grant:
         """`grantor` is the agent identity the request arrives with ("" for the admin credential): an agent may
-        not grant itself (a grant is standing approval)."""
+        not grant itself (a grant is standing approval). `max_seconds` caps the duration (the MCP tool's 24 h)."""
         agent, tools = agent.strip(), tools.strip()
         if not agent or not tools or not duration_s:
             raise BadRequest("agent, tools, and duration are required")
@@ -104,8 +105,8 @@ class GrantStore:
             raise Forbidden(f"agent {grantor!r} cannot grant itself ({agent!r} matches it)")
         if duration_s < 0:
             raise BadRequest("invalid duration: must be positive")
-        if granted_by.startswith("mcp:"):
-            duration_s = min(duration_s, MCP_MAX_SECONDS)
+        if max_seconds is not None:
+            duration_s = min(duration_s, max_seconds)
         now = time.time()
         row = (secrets.token_hex(8), agent, tools, now, now + duration_s, granted_by, approval_id, trace_id)
         with self._db.write() as conn:

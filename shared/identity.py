@@ -6,16 +6,26 @@ import hmac
 import ipaddress
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 import jwt
 import msgspec
 
 from .errors import Unauthorized
+from .globs import glob_match
 from .settings import Settings
 from .tokens import TokenStore, looks_like_agent_token
 
-__all__ = ["Caller", "IdentityResolver", "accepted_identities", "claims_allowed", "is_loopback", "is_loopback_bind"]
+__all__ = [
+    "OWNER",
+    "Caller",
+    "IdentityResolver",
+    "Principal",
+    "accepted_identities",
+    "claims_allowed",
+    "is_loopback",
+    "is_loopback_bind",
+]
 
 
 class Caller(msgspec.Struct, frozen=True):
@@ -32,6 +42,42 @@ class Caller(msgspec.Struct, frozen=True):
 
 
 ANONYMOUS = Caller(agent_id="anonymous")
+
+
+PrincipalKind = Literal["owner", "supervisor", "loopback"]
+
+
+class Principal(msgspec.Struct, frozen=True):
+    """Who acts on the control plane, as its credential proves it: the admin token is the
+    bootstrap owner, a supervisor is an agent token or JWT whose agent matches `supervisor.supervisor_agents`;
+    `loopback` is a caller believed for being local, only with `auth.open_loopback` (the reference's trust mode).
+    """
+
+    kind: PrincipalKind
+    name: str
+
+    @property
+    def actor(self) -> str:
+        """How decisions and events name this principal: `owner:admin-token`, `supervisor:<id>`,
+        `loopback:<claimed agent or anonymous>`."""
+        return f"{self.kind}:{self.name}"
+
+    @property
+    def agent_id(self) -> str:
+        """The agent identity the principal holds, which never settles its own approvals ("" for the owner)."""
+        return "" if self.kind == "owner" or self.name == "anonymous" else self.name
+
+    def resolution(self, claimed: str) -> tuple[str, str]:
+        """(resolved_by, note) for a decision this principal makes whose request body said `claimed`. The
+        resolver comes from the credential; what the body says is kept as a note. In the open-loopback trust
+        mode there is no credential, so the claim (or `loopback:<agent>`) is all there is to record."""
+        claimed = claimed.strip()
+        if self.kind == "loopback":
+            return claimed or self.actor, ""
+        return self.actor, claimed if claimed and claimed != self.actor else ""
+
+
+OWNER = Principal("owner", "admin-token")
 
 
 def is_loopback(host: str | None) -> bool:
@@ -171,8 +217,44 @@ class IdentityResolver:
     def is_admin(self, authorization: str | None, peer: str | None) -> bool:
         """Control plane: the admin token (constant time) when set; otherwise loopback peers only."""
         if self._admin_token:
-            token = (authorization or "").strip()
-            if token.lower().startswith("bearer "):
-                token = token[7:].strip()
-            return hmac.compare_digest(token.encode(), self._admin_token)
+            return self.holds_admin_token(authorization)
         return is_loopback(peer)
+
+    def holds_admin_token(self, authorization: str | None) -> bool:
+        """The request presents the admin token itself (never true in the open-loopback mode, which has none)."""
+        if not self._admin_token:
+            return False
+        token = (authorization or "").strip()
+        if token.lower().startswith("bearer "):
+            token = token[7:].strip()
+        return hmac.compare_digest(token.encode(), self._admin_token)
+
+    def is_supervisor(self, caller: Caller) -> bool:
+        """Supervisor rights (the MCP `approval.*` and `grant.*` tools, resolving approvals over REST): an agent
+        matching `supervisor.supervisor_agents` whose identity is proven by an agent token or a JWT. A claimed id
+        is believed only in the open-loopback trust mode, which believes every claim."""
+        if not (caller.verified or (self._settings.auth.open_loopback and caller.authenticated)):
+            return False
+        return any(glob_match(p, caller.agent_id) for p in self._settings.supervisor.supervisor_agents)
+
+    def principal(self, authorization: str | None, peer: str | None) -> Principal | None:
+        """The control-plane principal a request's credential proves, or None for no control-plane rights.
+        A bad credential (a revoked token, an invalid JWT) proves nothing: None, not an error."""
+        if self._admin_token:
+            if self.holds_admin_token(authorization):
+                return OWNER
+        elif is_loopback(peer):  # open loopback: every local caller, named by its claim
+            try:
+                caller = self.caller(authorization)
+            except Unauthorized:
+                return None
+            return Principal("loopback", caller.agent_id if caller.authenticated else "anonymous")
+        if not authorization:
+            return None
+        try:
+            caller = self.caller(authorization)
+        except Unauthorized:
+            return None
+        if caller.verified and self.is_supervisor(caller):
+            return Principal("supervisor", caller.agent_id)
+        return None

@@ -58,7 +58,7 @@ class PolicyFiles:
     def _path(self, name: str) -> Path:
         if name.endswith(".yaml"):
             name = name[:-5]
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise BadRequest(f"invalid policy file name {name!r}")
         return self.directory / f"{name}.yaml"
 

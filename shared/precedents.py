@@ -142,7 +142,7 @@ class LedgerView:
     """What the database says about some approval ids and couples, read once for a check or the table."""
 
     signer: DecisionSigner
-    approvals: dict[str, tuple[str, str, str, str, float]] = field(default_factory=dict)  # id -> row
+    approvals: dict[str, tuple[str, str, str, str, str, float]] = field(default_factory=dict)  # id -> row
     resets: dict[tuple[str, str], float] = field(default_factory=dict)  # (tool, agent) -> reset_at
     refused_at: dict[tuple[str, str], float] = field(default_factory=dict)  # (tool, agent) -> newest refusal
 
@@ -160,8 +160,8 @@ class LedgerView:
         approval_id = fact.key[len(prefix) :] if fact.key.startswith(prefix) else ""
         row = self.approvals.get(approval_id) if approval_id else None
         if row is not None:  # this deployment's own record decides, whatever the fact claims
-            row_agent, row_tool, status, resolved_by, resolved_at = row
-            human = resolver_kind(resolved_by) == "human"
+            row_agent, row_tool, status, resolved_by, note, resolved_at = row
+            human = resolver_kind(resolved_by, note) == "human"
             return (row_agent, row_tool, status) == (agent, tool, "approved") and human and resolved_at > since
         signed = signed_decision(fact.key, fact.tags, tool, agent, self.signer)
         return signed is not None and signed.status == "approved" and signed.kind == "human" and signed.at > since
@@ -185,12 +185,12 @@ class PrecedentLedger:
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             rows = self._db.query(
-                "SELECT id, agent_id, tool, status, resolved_by, resolved_at FROM approvals "
+                "SELECT id, agent_id, tool, status, resolved_by, resolved_note, resolved_at FROM approvals "
                 f"WHERE id IN ({', '.join('?' * len(chunk))})",
                 tuple(chunk),
             )
             for r in rows:
-                out.approvals[r[0]] = (r[1], r[2], r[3], r[4], float(r[5] or 0.0))
+                out.approvals[r[0]] = (r[1], r[2], r[3], r[4], r[5], float(r[6] or 0.0))
         where, params = ("WHERE tool = ? AND agent_id = ?", couple) if couple is not None else ("", ())
         for r in self._db.query(f"SELECT tool, agent_id, reset_at FROM precedent_resets {where}", params):
             out.resets[(r[0], r[1])] = float(r[2])
@@ -348,7 +348,7 @@ class Precedents:
         rows: list[dict[str, Any]] = []
         for a in history:
             fact = in_memory.pop(f"{prefix}{a.id}", None)
-            kind = resolver_kind(a.resolved_by)
+            kind = resolver_kind(a.resolved_by, a.resolved_note)
             row = _decision_row(a.id, a.status, a.resolved_by, kind, a.resolved_at, a.trace_id, "ledger")
             row["reasoning"] = a.reasoning
             row["in_memory"] = fact is not None

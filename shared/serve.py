@@ -11,6 +11,7 @@ import msgspec
 from .admin_token import effective_admin_token, token_file
 from .errors import ConfigError, Unavailable
 from .identity import accepted_identities, is_loopback_bind
+from .ports import PortUnavailable, check_listen
 from .settings import Settings, load_settings
 from .webapps import current
 
@@ -83,12 +84,17 @@ def serve(
         storage = os.environ.get("FLUX7_STORAGE_PATH") or None
         settings = load_settings(config, storage_path=storage)  # as the workers (functions/asgi.py) will
         bind = host or settings.host
+        port = settings.port if port is None else port
+        check_listen(bind, port)  # before anything is written (the admin token, the database)
         check_bind(settings, bind)
         check_cli_binaries(settings)
         # made here, once, before the workers start; they read the same file
         line = startup_line(settings, bind, port or settings.port)
     except ConfigError as e:
         print(f"flux7: config error: {e}", file=sys.stderr)
+        return 2
+    except PortUnavailable as e:
+        print(f"flux7: {e}", file=sys.stderr)
         return 2
     except OSError as e:
         print(f"flux7: cannot create the admin token file: {e}", file=sys.stderr)

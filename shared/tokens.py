@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import re
 import secrets
 import time
@@ -82,17 +83,25 @@ def validate_agent_id(agent_id: str) -> str:
     return agent_id
 
 
+# Ten years: a longer expiry is a mistake (or an attempt at a token that never expires; say `never` for that).
+MAX_EXPIRY_SECONDS = 10 * 365 * 86400.0
+_DAYS = re.compile(r"\d+(\.\d+)?d")
+
+
 def parse_expiry(text: str, now: float | None = None) -> float | None:
-    """`--expires`: a duration from now ("30d", "12h", "90m"); "" or "never" for no expiry."""
+    """`--expires`: a duration from now ("30d", "12h", "90m"), at most ten years; "" or "never" for no expiry."""
     s = text.strip()
     if not s or s == "never":
         return None
     try:
-        seconds = float(s[:-1]) * 86400 if s.endswith("d") else parse_duration(s)
+        # float() alone would take "infd" and "nand" (and "1e309d", which is inf): days are plain decimals only
+        seconds = float(s[:-1]) * 86400 if _DAYS.fullmatch(s) else parse_duration(s)
     except ValueError:
         raise BadRequest(f"invalid expiry {text!r}: a duration such as 30d, 12h or 90m, or never") from None
-    if seconds <= 0:
+    if not math.isfinite(seconds) or seconds <= 0:
         raise BadRequest(f"invalid expiry {text!r}: must be in the future")
+    if seconds > MAX_EXPIRY_SECONDS:
+        raise BadRequest(f"invalid expiry {text!r}: at most 3650d; say never for a token that does not expire")
     return (time.time() if now is None else now) + seconds
 
 

@@ -292,7 +292,7 @@ class Catalog:
     def _path(self, name: str) -> Path:
         if name.endswith(".yaml"):
             name = name[:-5]
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise BadRequest(f"invalid catalog file name {name!r}")
         return self._dir() / f"{name}.yaml"
 

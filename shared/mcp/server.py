@@ -12,7 +12,6 @@ from typing import Any
 
 import msgspec
 
-from ..globs import glob_match
 from ..identity import Caller
 from ..pipeline import Call, Outcome
 from ..tracecontext import from_headers
@@ -31,7 +30,7 @@ from .messages import (
 from .shapes import outcome_result, tool_entry
 from .virtual import OPERATOR_ONLY, VirtualTools
 
-__all__ = ["McpServer", "RequestContext", "is_supervisor"]
+__all__ = ["McpServer", "RequestContext"]
 
 log = logging.getLogger("flux7.mcp")
 
@@ -49,10 +48,6 @@ class RequestContext(msgspec.Struct, kw_only=True):
     mcp_session_id: str = ""  # an MCP session: Mcp-Session-Id, or the stdio session
     protocol_version: str = ""
     jsonrpc_id: str = ""
-
-
-def is_supervisor(settings: Any, agent: str) -> bool:
-    return any(glob_match(pattern, agent) for pattern in settings.supervisor.supervisor_agents)
 
 
 def _modern(result: dict[str, Any], *, cacheable: bool = False) -> dict[str, Any]:
@@ -81,7 +76,7 @@ class McpServer:
             result = await self.call_tool(params, ctx)
             return _modern(result) if ctx.modern else result
         if method == "tools/list":
-            listed: dict[str, Any] = {"tools": self.list_tools(ctx.caller.agent_id)}
+            listed: dict[str, Any] = {"tools": self.list_tools(ctx.caller)}
             return _modern(listed, cacheable=True) if ctx.modern else listed
         if method == "initialize":
             return {
@@ -121,10 +116,10 @@ class McpServer:
             out.append(tool)
         return out
 
-    def list_tools(self, agent: str) -> list[dict[str, Any]]:
+    def list_tools(self, caller: Caller) -> list[dict[str, Any]]:
         shape = self.mesh.settings.mcp.result_shape
-        entries = [tool_entry(t, shape) for t in self.visible_tools(agent)]
-        entries.extend(self.virtual.entries(agent))
+        entries = [tool_entry(t, shape) for t in self.visible_tools(caller.agent_id)]
+        entries.extend(self.virtual.entries(caller))
         return entries
 
     # -- tools/call ----------------------------------------------------------------------------------------
@@ -143,11 +138,12 @@ class McpServer:
         trace = from_headers(traceparent or ctx.traceparent, ctx.x_trace_id)
         agent = ctx.caller.agent_id
         if name in self.virtual.names:
-            if name in OPERATOR_ONLY and not is_supervisor(self.mesh.settings, agent):
+            if name in OPERATOR_ONLY and not self.mesh.identity.is_supervisor(ctx.caller):
                 raise McpError(
                     METHOD_NOT_FOUND,
                     f"{name} is operator-only — not callable by this agent. Only agents matching "
-                    "supervisor.supervisor_agents may use it; ask an operator to resolve approvals.",
+                    "supervisor.supervisor_agents and proven by their own token (flux7 token issue) or a JWT may "
+                    "use it; ask an operator to resolve approvals.",
                 )
             halts = getattr(self.mesh, "halts", None)
             halt = halts.active_for(agent, ctx.session_id) if halts is not None else None

@@ -118,10 +118,16 @@ class StdioServer:
     """One stdio session: the agent is fixed (`--mcp-agent`), the session id is `--mcp-session-id` or minted."""
 
     def __init__(
-        self, server: McpServer, agent: str, session_id: str = "", ready: asyncio.Future[Any] | None = None
+        self,
+        server: McpServer,
+        agent: str,
+        session_id: str = "",
+        ready: asyncio.Future[Any] | None = None,
+        caller: Caller | None = None,
     ) -> None:
         self.server = server
-        self.caller = Caller(agent_id=agent or "claude", authenticated=True)
+        # `--mcp-agent` is a claim; an agent token (MESH_AGENT_TOKEN) proves the identity instead.
+        self.caller = caller or Caller(agent_id=agent or "claude", authenticated=True)
         self.session_id = session_id or secrets.token_hex(16)
         self.protocol_version = ""  # negotiated by initialize (handshake era), for the OpenTelemetry spans
         self._ready = ready  # the mesh's start (upstream connections): tools wait for it, the handshake does not
@@ -279,7 +285,8 @@ def _report_http_end(task: asyncio.Task[Any], port: int) -> None:
         log.warning("the HTTP API on port %s is not available: %s", port, task.exception())
 
 
-async def _standalone(settings: Settings, port: int, agent: str, session_id: str) -> int:
+async def _standalone(settings: Settings, port: int, agent: str, session_id: str, token: str = "") -> int:
+    from ..errors import Unauthorized
     from ..mesh import Mesh
 
     # The HTTP edge is composed here, at the entry point, as `serve` does with its factory string.
@@ -287,6 +294,14 @@ async def _standalone(settings: Settings, port: int, agent: str, session_id: str
 
     create_app = current().mesh_app  # the composition root's (functions/entry.py): the core never imports the edge
     mesh = Mesh(settings)
+    caller: Caller | None = None
+    if token:
+        try:
+            caller = mesh.identity.require(mesh.identity.caller(f"Bearer {token}"))
+        except Unauthorized as e:
+            print(f"mesh7 --mcp: MESH_AGENT_TOKEN refused: {e.message}", file=sys.stderr)
+            await mesh.stop()
+            return 2
     # The handshake is answered at once; upstreams connect meanwhile (tools/* wait for them, up to the
     # registry's start timeout), so an agent never times out waiting for `initialize`.
     started = asyncio.ensure_future(mesh.start())
@@ -300,7 +315,7 @@ async def _standalone(settings: Settings, port: int, agent: str, session_id: str
     http.add_done_callback(lambda t: _report_http_end(t, port))
     try:
         channel = LineChannel(sys.stdin.buffer, sys.stdout.buffer)
-        await StdioServer(mesh.mcp, agent, session_id, ready=started).run(channel)
+        await StdioServer(mesh.mcp, agent, session_id, ready=started, caller=caller).run(channel)
     finally:
         if not started.done():  # stdin ended before the upstreams connected
             started.cancel()
@@ -354,4 +369,4 @@ def main(config: str | None, port: int | None, agent: str = "claude", session_id
     except ConfigError as e:
         print(f"mesh7 --mcp: config error: {e}", file=sys.stderr)
         return 2
-    return asyncio.run(_standalone(settings, port, agent, session_id))
+    return asyncio.run(_standalone(settings, port, agent, session_id, os.environ.get("MESH_AGENT_TOKEN", "")))

@@ -16,6 +16,7 @@ import msgspec
 from ..durations import parse_duration
 from ..errors import Flux7Error
 from ..globs import glob_match
+from ..grants import MCP_MAX_SECONDS
 from ..identity import Caller
 from ..pipeline import Call
 from ..tracecontext import TraceContext, new_span_id
@@ -105,6 +106,12 @@ def _arg(arguments: dict[str, Any], key: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+def _actor(caller: Caller) -> str:
+    """A supervisor's decisions are recorded under its proven id; a claim believed in the open-loopback trust
+    mode keeps the reference's `mcp:<agent>`."""
+    return f"supervisor:{caller.agent_id}" if caller.verified else f"mcp:{caller.agent_id}"
+
+
 class VirtualTools:
     names = NAMES
 
@@ -112,11 +119,9 @@ class VirtualTools:
         self.mesh = mesh
         self.server = server
 
-    def entries(self, agent: str) -> list[dict[str, Any]]:
-        from .server import is_supervisor
-
+    def entries(self, caller: Caller) -> list[dict[str, Any]]:
         out = [dict(t) for t in _EVERYONE]
-        if is_supervisor(self.mesh.settings, agent):
+        if self.mesh.identity.is_supervisor(caller):
             out.extend(dict(t) for t in _SUPERVISORS)
         return out
 
@@ -141,9 +146,9 @@ class VirtualTools:
     ) -> dict[str, Any]:
         try:
             if name == "grant.list":
-                return self._grant_list(ctx.caller.agent_id)
+                return self._grant_list(ctx.caller)
             if name == "mesh.catalog":
-                return texts.text_result(texts.go_indent(self.catalog(ctx.caller.agent_id, _arg(arguments, "source"))))
+                return texts.text_result(texts.go_indent(self.catalog(ctx.caller, _arg(arguments, "source"))))
             if name == "approval.pending":
                 return self._pending()
             if name == "approval.resolve":
@@ -154,19 +159,18 @@ class VirtualTools:
         except Flux7Error as e:  # a refused control action is the tool's failure, not a protocol error
             return texts.text_result(e.message, is_error=True)
 
-    def _grant_list(self, agent: str) -> dict[str, Any]:
-        from .server import is_supervisor
-
+    def _grant_list(self, caller: Caller) -> dict[str, Any]:
         grants = self.mesh.grants.active()
-        if not is_supervisor(self.mesh.settings, agent):  # others see only what applies to them
-            grants = [g for g in grants if glob_match(g.agent, agent)]
+        if not self.mesh.identity.is_supervisor(caller):  # others see only what applies to them
+            grants = [g for g in grants if glob_match(g.agent, caller.agent_id)]
         return texts.text_result(texts.go_indent([g.view() for g in grants]))
 
-    def catalog(self, agent: str, source: str = "") -> dict[str, Any]:
+    def catalog(self, caller: Caller, source: str = "") -> dict[str, Any]:
         """`{summary, groups:{key:{source, runtime?, count, tools:[{name, description, action}]}}}`."""
         mesh = self.mesh
         transports = {m.name: m.transport for m in mesh.settings.mcp_servers}
         groups: dict[str, dict[str, Any]] = {}
+        agent = caller.agent_id
         for tool in self.server.visible_tools(agent):
             if tool.source == "mcp":
                 key, runtime = tool.mcp_server or "mcp", transports.get(tool.mcp_server, "")
@@ -181,7 +185,7 @@ class VirtualTools:
             action = mesh.pipeline.evaluate(agent, tool.name, {}, tool).action
             group["tools"].append({"name": tool.name, "description": tool.description, "action": action})
         virtual = groups.setdefault("mesh", {"source": "virtual", "count": 0, "tools": []})
-        for entry in self.entries(agent):
+        for entry in self.entries(caller):
             virtual["tools"].append({"name": entry["name"], "description": entry["description"], "action": "allow"})
         if source:
             groups = {k: g for k, g in groups.items() if g["source"] == source}
@@ -214,7 +218,7 @@ class VirtualTools:
             return texts.text_result("decision must be approve or deny", is_error=True)
         approvals = self.mesh.approvals
         agent = ctx.caller.agent_id
-        resolved = approvals.resolve(key, decision, resolved_by=f"mcp:{agent}", resolver=agent)
+        resolved = approvals.resolve(key, decision, resolved_by=_actor(ctx.caller), resolver=agent)
         short = resolved.id[:8]
         if decision == "deny":
             return texts.text_result(f"Denied (id: {short}) for {resolved.tool}.")
@@ -252,10 +256,11 @@ class VirtualTools:
             agent or ctx.caller.agent_id,
             tools,
             seconds,
-            f"mcp:{ctx.caller.agent_id}",
+            _actor(ctx.caller),
             approval_id=approval_id,
             trace_id=trace_id or trace.trace_id,
             grantor=ctx.caller.agent_id,
+            max_seconds=MCP_MAX_SECONDS,
         )
         return texts.text_result(texts.go_indent(grant.view()))
 
@@ -263,5 +268,5 @@ class VirtualTools:
         key = _arg(arguments, "id")
         if not key:
             return texts.text_result("id is required", is_error=True)
-        grant = self.mesh.grants.revoke(key, by=f"mcp:{ctx.caller.agent_id}")
+        grant = self.mesh.grants.revoke(key, by=_actor(ctx.caller))
         return texts.text_result(f"Grant {grant.id} revoked.")

@@ -116,7 +116,13 @@ def _serve(config: MemoryConfig, listen: str, workers: int) -> int:
     from granian import Granian
     from granian.constants import Interfaces
 
+    from ..ports import PortUnavailable, check_listen
+
     host, port = listen_address(listen)
+    try:
+        check_listen(host, port)  # before the workspace and index are created
+    except PortUnavailable as e:
+        raise ConfigError("(arguments)", "--listen", str(e)) from None
     _service(config).close()  # fail here, in the foreground, on a bad workspace or scopes file
     if not config.token:
         log.warning("serving without authentication (no --token / MEM7_TOKEN set)")

@@ -55,7 +55,11 @@ class Caller(msgspec.Struct, frozen=True):
 # Arguments as the reference reads them: a value of the wrong JSON type counts as absent.
 def _str(args: dict[str, Any], key: str) -> str:
     v = args.get(key)
-    return v if isinstance(v, str) else ""
+    if not isinstance(v, str):
+        return ""
+    if "\x00" in v:  # no path, key or text column takes one (PostgreSQL refuses it, open() raises)
+        raise ToolError(f"{key} must not contain a NUL byte")
+    return v
 
 
 def _num(args: dict[str, Any], key: str) -> float | None:
@@ -70,7 +74,10 @@ def _positive(args: dict[str, Any], key: str, default: int) -> int:
 
 def _tags(args: dict[str, Any], key: str = "tags") -> list[str]:
     v = args.get(key)
-    return [t for t in v if isinstance(t, str)] if isinstance(v, list) else []
+    tags = [t for t in v if isinstance(t, str)] if isinstance(v, list) else []
+    if any("\x00" in t for t in tags):
+        raise ToolError(f"{key} must not contain a NUL byte")
+    return tags
 
 
 def _moment(args: dict[str, Any], key: str) -> int | None:
@@ -148,7 +155,7 @@ class MemoryService:
     def caller(self, meta: dict[str, Any] | None, *, authenticated: bool) -> Caller:
         meta = meta if isinstance(meta, dict) else {}
         trace = ""
-        m = _TRACEPARENT.match(str(meta.get("traceparent") or ""))
+        m = _TRACEPARENT.fullmatch(str(meta.get("traceparent") or ""))
         if m and m.group(1) != "0" * 32:
             trace = m.group(1)
         identity = meta.get(IDENTITY_META) if authenticated else None

@@ -1,5 +1,7 @@
 """Sessions of the deprecated SSE transport (CONTRACT 2.1), valid on every worker.
 
+A session belongs to the credential that opened it: a POST /messages presenting another (or none where the
+opener presented one) is answered as for an unknown session, so nobody answers into another caller's stream.
 The stream lives in one worker; a POST /messages may land on another. Sessions are rows in SQLite, answers
 for a stream held here go straight to its queue, and answers for a stream held elsewhere wait in an outbox
 table that the holding worker drains.
@@ -8,6 +10,8 @@ table that the holding worker drains.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import secrets
 import time
 
@@ -21,11 +25,15 @@ class SseSessions:
         self.db = db
         self._local: dict[str, asyncio.Queue[bytes]] = {}
 
-    def open(self) -> tuple[str, asyncio.Queue[bytes]]:
+    def open(self, authorization: str) -> tuple[str, asyncio.Queue[bytes]]:
+        """A new session, owned by the request's `Authorization` header (kept as a digest, never the secret)."""
         session = secrets.token_hex(16)
         queue: asyncio.Queue[bytes] = asyncio.Queue()
         self._local[session] = queue
-        self.db.execute("INSERT INTO memory_sse_sessions (id, created_at) VALUES (?, ?)", (session, int(time.time())))
+        self.db.execute(
+            "INSERT INTO memory_sse_sessions (id, created_at, owner) VALUES (?, ?, ?)",
+            (session, int(time.time()), _owner(authorization)),
+        )
         return session, queue
 
     def close(self, session: str) -> None:
@@ -34,10 +42,10 @@ class SseSessions:
             conn.execute("DELETE FROM memory_sse_sessions WHERE id = ?", (session,))
             conn.execute("DELETE FROM memory_sse_outbox WHERE session = ?", (session,))
 
-    def exists(self, session: str) -> bool:
-        if session in self._local:
-            return True
-        return self.db.query_one("SELECT 1 FROM memory_sse_sessions WHERE id = ?", (session,)) is not None
+    def owned_by(self, session: str, authorization: str) -> bool:
+        """The session exists and was opened with this same credential."""
+        row = self.db.query_one("SELECT owner FROM memory_sse_sessions WHERE id = ?", (session,))
+        return row is not None and hmac.compare_digest(str(row[0]), _owner(authorization))
 
     def deliver(self, session: str, payload: bytes) -> None:
         queue = self._local.get(session)
@@ -55,3 +63,7 @@ class SseSessions:
                 "DELETE FROM memory_sse_outbox WHERE session = ? RETURNING id, payload", (session,)
             ).fetchall()
         return [bytes(r[1]) for r in sorted(rows, key=lambda r: r[0])]
+
+
+def _owner(authorization: str) -> str:
+    return hashlib.sha256(authorization.strip().encode()).hexdigest()

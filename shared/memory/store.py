@@ -24,6 +24,7 @@ import msgspec
 
 from flux7.shared.db import Database
 from flux7.shared.errors import BadRequest, Conflict, Flux7Error
+from flux7.shared.private_files import PRIVATE_FILE, private_dir, write_private
 
 from .chain import ChainReport, chain_order, seal, verify_chain
 from .index import FactIndex
@@ -108,7 +109,7 @@ class MemoryStore:
         """Bring index and workspace together: import a workspace the database has never seen, re-create
         files the database has but the disk lost (a restore), adopt what a crashed writer appended, and
         create MEMORY.md on a new workspace."""
-        (self.workspace / "memory").mkdir(parents=True, exist_ok=True)
+        private_dir(self.workspace / "memory")
         known = {r[0] for r in self.db.query("SELECT name FROM memory_files")}
         on_disk = list_workspace_files(self.workspace)
         if not known and on_disk:
@@ -132,8 +133,7 @@ class MemoryStore:
         if known is not None or path.exists():
             return
         try:
-            with path.open("xb") as fh:
-                fh.write(LONG_TERM_HEADER)
+            write_private(path, LONG_TERM_HEADER, exclusive=True)
         except OSError as exc:
             raise WorkspaceError(f"failed to create {LONG_TERM_FILE}: {exc.strerror or exc}") from exc
         self._journal(conn, LONG_TERM_FILE, 0, LONG_TERM_HEADER, None)
@@ -259,8 +259,8 @@ class MemoryStore:
         size, lines = self._file_state(conn, name)
         path = self.workspace / name
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            private_dir(path.parent)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
             try:
                 view = memoryview(block)
                 while view:
@@ -320,8 +320,8 @@ class MemoryStore:
             return False
         path = self.workspace / name
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            private_dir(path.parent)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
             try:
                 view = memoryview(data)
                 while view:
@@ -383,8 +383,8 @@ class MemoryStore:
         rest = t.data[consumed:]
         if rest and parsed.torn and torn_aside:
             aside = self.workspace / "recovered" / f"{Path(t.name).stem}.{t.size + consumed}.torn"
-            aside.parent.mkdir(parents=True, exist_ok=True)
-            aside.write_bytes(rest)
+            private_dir(aside.parent)
+            write_private(aside, rest)
             os.truncate(self.workspace / t.name, t.size + consumed)
             log.warning("set aside a torn entry at the end of %s into %s", t.name, aside)
         elif rest:
@@ -447,9 +447,9 @@ class MemoryStore:
                     continue
                 if not force:
                     raise Conflict(f"{path} exists and differs from the journal (use --force to overwrite)")
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path.parent)
             tmp = path.with_suffix(".md.tmp")
-            tmp.write_bytes(data)
+            write_private(tmp, data)
             os.replace(tmp, path)
             written.append(name)
             if progress:

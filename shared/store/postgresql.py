@@ -254,7 +254,7 @@ class PostgresDatabase(Database):
                 if trace is not None:
                     trace("BEGIN")
                 if row_lock:
-                    if not _ROW_LOCK_TABLE.match(row_lock):
+                    if not _ROW_LOCK_TABLE.fullmatch(row_lock):
                         raise ValueError(f"row_lock: not a table name: {row_lock!r}")
                     lock = f"SELECT 1 FROM {row_lock} WHERE id = 1 FOR UPDATE"
                     if trace is not None:

@@ -1,7 +1,8 @@
 """`sup7 -c sup7.yaml start|status [-v]` (also `flux7 supervisor …`; `-c` and `-v` go before or after the command).
 
-The only place sup7 reads the environment: MESH_ADMIN_TOKEN (the mesh's control-plane token; without it and
-mesh.admin_token, a loopback mesh's generated token file, see shared/admin_token.py), MEM7_TOKEN
+The only place sup7 reads the environment: MESH_AGENT_TOKEN (sup7's own agent token, preferred), MESH_ADMIN_TOKEN
+(the mesh's control-plane token, used without an agent token; without either, a loopback mesh's generated token
+file, see shared/admin_token.py), MEM7_TOKEN
 (when memory.token is empty), ANTHROPIC_API_KEY and OPENAI_API_KEY (when a provider has no api_key)."""
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ _KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 def with_environment(config: Sup7Config, env: Mapping[str, str]) -> Sup7Config:
     replace = msgspec.structs.replace
     mesh = config.mesh
+    if env.get("MESH_AGENT_TOKEN"):
+        mesh = replace(mesh, token=env["MESH_AGENT_TOKEN"])
     if env.get("MESH_ADMIN_TOKEN"):
         mesh = replace(mesh, admin_token=env["MESH_ADMIN_TOKEN"])
-    if not mesh.admin_token:  # a local mesh's generated token, from its file (shared/admin_token.py)
+    if not mesh.token and not mesh.admin_token:  # a local mesh's generated token (shared/admin_token.py)
         from ..admin_token import cli_admin_token
 
         mesh = replace(mesh, admin_token=cli_admin_token(mesh.url, env))
@@ -98,7 +101,9 @@ async def _start(config: Sup7Config) -> int:
 async def _status(config: Sup7Config, verbose: bool) -> int:
     from .mesh_api import MeshApi, MeshUnavailable
 
-    mesh = MeshApi(config.mesh.url, config.mesh.agent_id, admin_token=config.mesh.admin_token, timeout=5)
+    mesh = MeshApi(
+        config.mesh.url, config.mesh.agent_id, token=config.mesh.token, admin_token=config.mesh.admin_token, timeout=5
+    )
     try:
         healthy = await mesh.is_healthy()
         report: dict[str, object] = {"mesh": {"url": config.mesh.url, "reachable": healthy}}

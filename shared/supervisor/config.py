@@ -54,7 +54,11 @@ class _Config(msgspec.Struct, frozen=True, kw_only=True):
 class MeshConfig(_Config, frozen=True):
     url: str = "http://localhost:9090"
     agent_id: str = "supervisor"
-    # flux7 addition: the mesh's control-plane token (sup7 0.1 had none); MESH_ADMIN_TOKEN overrides it.
+    # flux7 additions (sup7 0.1 had neither). `token`: sup7's own agent token (`flux7 token issue <agent_id>`,
+    # the agent listed in the mesh's supervisor.supervisor_agents), so its decisions are recorded as
+    # `supervisor:<agent_id>` by credential; MESH_AGENT_TOKEN overrides it. `admin_token`: the mesh's
+    # control-plane token, used only without an agent token; MESH_ADMIN_TOKEN overrides it.
+    token: str = ""
     admin_token: str = ""
     timeout: float = 10.0
 

@@ -68,6 +68,7 @@ class Supervisor:
         self.mesh = mesh or MeshApi(
             config.mesh.url,
             config.mesh.agent_id,
+            token=config.mesh.token,
             admin_token=config.mesh.admin_token,
             timeout=config.mesh.timeout,
         )

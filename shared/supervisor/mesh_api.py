@@ -1,7 +1,9 @@
 """sup7's view of the mesh: the supervisor protocol of CONTRACT 1.13 over HTTP.
 
-It sends what the mesh7 SDK sends (`Bearer agent:<agent_id>`), or `Bearer <admin token>` when one is
-configured, since a mesh with an admin token refuses its control plane to anyone else."""
+It authenticates with its own agent token when it has one (the mesh records its decisions as
+`supervisor:<agent_id>` from that credential), else with the admin token (its decisions are then the owner
+credential's, noted as the supervisor's and never counted as a human's), else as the mesh7 SDK does
+(`Bearer agent:<agent_id>`, believed only by a mesh in the open-loopback trust mode)."""
 
 from __future__ import annotations
 
@@ -22,11 +24,12 @@ class MeshApi:
         url: str,
         agent_id: str,
         *,
+        token: str = "",
         admin_token: str = "",
         timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        token = admin_token or f"agent:{agent_id}"
+        token = token or admin_token or f"agent:{agent_id}"
         self.url = url.rstrip("/")
         self._client = httpx.AsyncClient(
             base_url=self.url,

@@ -20,6 +20,8 @@ from typing import Any
 
 import msgspec
 
+from ..private_files import PRIVATE_FILE, private_dir
+
 __all__ = [
     "ALG_HMAC",
     "ALG_SHA256",
@@ -261,7 +263,7 @@ class JsonlAppender:
         self.path = Path(path)
         self.old_path = Path(f"{self.path}.old")
         self.max_bytes = max_bytes
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         self._fd = -1
         self._ident = (0, 0)  # (st_dev, st_ino) of the file open as _fd
         self._closer: weakref.finalize[Any, Any] | None = None  # closes _fd when the appender is dropped
@@ -293,7 +295,7 @@ class JsonlAppender:
             st = None
         if st is None or self._fd < 0 or (st.st_dev, st.st_ino) != self._ident:
             self.close()
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
             st = os.fstat(fd)
             self._fd, self._ident = fd, (st.st_dev, st.st_ino)
             self._closer = weakref.finalize(self, os.close, fd)
@@ -309,7 +311,7 @@ class JsonlAppender:
     def rotate(self) -> None:
         self.close()
         os.replace(self.path, self.old_path)
-        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))  # the new file exists at once, as in Go
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE))  # the new file exists at once, as in Go
         log.info("trace file rotated to %s", self.old_path)
 
     def files(self) -> list[Path]:

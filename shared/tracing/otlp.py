@@ -31,6 +31,7 @@ import httpx
 import msgspec
 
 from .. import __version__
+from ..private_files import PRIVATE_FILE, private_dir
 from ..tracecontext import client_span_id
 from .entry import TraceEntry, parse_timestamp
 
@@ -68,7 +69,7 @@ def _is_hex(s: str, n: int) -> bool:
 def span_id_for(trace_id: str) -> str:
     """A span id derived from a trace id (its first 16 hex), so a call is addressable as a parent from its
     trace id alone; random when the trace id is malformed."""
-    return trace_id[:16].lower() if len(trace_id) >= 16 and _HEX.match(trace_id) else secrets.token_hex(8)
+    return trace_id[:16].lower() if len(trace_id) >= 16 and _HEX.fullmatch(trace_id) else secrets.token_hex(8)
 
 
 class Span(msgspec.Struct, kw_only=True):
@@ -475,8 +476,8 @@ class OtlpExporter:
                 stream.flush()
             return
         try:
-            Path(self.endpoint).parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.endpoint, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            private_dir(Path(self.endpoint).parent)
+            fd = os.open(self.endpoint, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
             try:
                 os.write(fd, data)  # one write per export: O_APPEND keeps lines whole across workers
             finally:

@@ -16,6 +16,7 @@ from ..db import Database
 from ..group_commit import GroupCommit, SummedUpserts, multi_row_sql
 from ..metrics import _ADD as METRIC_ADD
 from ..metrics import _SET as METRIC_SET
+from ..private_files import private_dir
 from .chain import JsonlAppender, Verifier, last_envelope, seal
 from .entry import TraceEntry, decode_entry, encode_entry, format_timestamp, normalise, normalised
 
@@ -422,7 +423,7 @@ class TraceStore:
     def export_jsonl(self, path: str | Path) -> int:
         """Write every stored line to a JSONL file (atomically): the trace file as a restore re-creates it."""
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(target.parent)
         tmp = target.with_name(target.name + ".tmp")
         n = 0
         with open(tmp, "wb") as f:

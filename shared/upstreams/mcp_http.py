@@ -46,7 +46,7 @@ class _Closed(HttpError):
 
 def is_token(name: str) -> bool:
     """An RFC 9110 token: what a header name may be."""
-    return _TOKEN.match(name) is not None
+    return _TOKEN.fullmatch(name) is not None
 
 
 def valid_headers(headers: Mapping[str, str]) -> list[tuple[str, str]]:

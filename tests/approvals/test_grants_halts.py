@@ -33,10 +33,12 @@ def test_an_expired_grant_covers_nothing(mesh: Mesh) -> None:
 
 
 def test_grants_made_over_mcp_last_at_most_a_day(mesh: Mesh) -> None:
-    g = mesh.grants.create("bot", "*", 7 * 86400, granted_by="mcp:sup", approval_id="a1", trace_id="t1")
+    g = mesh.grants.create(
+        "bot", "*", 7 * 86400, granted_by="supervisor:sup", approval_id="a1", trace_id="t1", max_seconds=MCP_MAX_SECONDS
+    )
     assert g.expires_ts - g.created_ts == pytest.approx(MCP_MAX_SECONDS, abs=1)
     assert g.view()["approval_id"] == "a1" and g.view()["trace_id"] == "t1"
-    h = mesh.grants.create("bot", "*", 7 * 86400, granted_by="http:1.2.3.4:5")
+    h = mesh.grants.create("bot", "*", 7 * 86400, granted_by="owner:admin-token")
     assert h.expires_ts - h.created_ts == pytest.approx(7 * 86400, abs=1)
 
 

@@ -71,7 +71,13 @@ async def test_supervisor_protocol_list_detail_resolve(mesh_of: Callable[..., Me
     assert res.status_code == 200 and res.json()["approval_id"] == approval_id
     assert res.json()["result"]["stdout"] == "hi\n"
     trace = (await c.get("/traces", params={"trace": res.json()["trace_id"]})).json()[0]
-    assert trace["approved_by"] == "supervisor:sup7"
+    # the resolver is the credential (the admin token); what the body said is a note, and it makes the decision
+    # a supervisor's, never a human's
+    assert trace["approved_by"] == "owner:admin-token"
+    settled = (await c.get(f"/approvals/{approval_id}")).json()
+    assert (settled["resolved_by"], settled["resolved_note"]) == ("owner:admin-token", "supervisor:sup7")
+    [decision] = (await c.get("/approvals/decisions")).json()["decisions"]
+    assert decision["resolver_kind"] == "supervisor"
     assert trace["supervisor_reasoning"] == "echo is harmless" and trace["supervisor_confidence"] == 0.95
     again = await c.post(f"/approvals/{approval_id}/deny")
     assert (again.status_code, again.json()) == (409, {"error": "approval already resolved"})
@@ -81,11 +87,11 @@ async def test_a_denied_approval_answers_403_with_the_resolver(mesh_of: Callable
     c = await client_of(mesh_of(**echo_settings()))
     call = asyncio.create_task(c.post("/tool/echo.run", json={"args": ["x"]}, headers=AGENT))
     (approval_id,) = await pending_ids(c)
-    r = await c.post(f"/approvals/{approval_id}/deny", content=b"")  # no body: the resolver is the peer
+    r = await c.post(f"/approvals/{approval_id}/deny", json={"resolved_by": "alice"})  # a note, not the resolver
     assert r.status_code == 200
     res = await asyncio.wait_for(call, 10)
     assert res.status_code == 403
-    assert res.json()["error"] == "approval denied by http:127.0.0.1:40000"
+    assert res.json()["error"] == "approval denied by owner:admin-token"
 
 
 async def test_an_approval_timeout_answers_408(mesh_of: Callable[..., Mesh], client_of: Any) -> None:
@@ -99,12 +105,12 @@ async def test_an_approval_timeout_answers_408(mesh_of: Callable[..., Mesh], cli
 async def test_a_grant_lifts_approval_and_a_stop_blocks_before_it(mesh_of: Callable[..., Mesh], client_of: Any) -> None:
     c = await client_of(mesh_of(**echo_settings()))
     r = await c.post("/grants", json={"agent": "bot", "tools": "echo.*", "duration": "10m"})
-    assert r.status_code == 201 and r.json()["granted_by"] == "http:127.0.0.1:40000"
+    assert r.status_code == 201 and r.json()["granted_by"] == "owner:admin-token"
     res = await c.post("/tool/echo.run", json={"args": ["go"]}, headers=AGENT)
     assert res.status_code == 200 and res.json()["policy"] == "allow"
     stop = await c.post("/halts", json={"scope": "agent", "target": "bot", "reason": "drill", "by": "ops"})
     assert stop.status_code == 201
-    assert stop.json()["revoked_grants"] == 1 and stop.json()["halt"]["created_by"] == "ops"
+    assert stop.json()["revoked_grants"] == 1 and stop.json()["halt"]["created_by"] == "owner:admin-token"
     blocked = await c.post("/tool/echo.run", json={"args": ["go"]}, headers=AGENT)
     assert blocked.status_code == 403 and blocked.json()["policy"] == "halted"
     assert "drill" in blocked.json()["error"]
@@ -119,8 +125,8 @@ async def test_a_grant_lifts_approval_and_a_stop_blocks_before_it(mesh_of: Calla
     assert [h["id"] for h in (await c.get("/halts", params={"status": "all"})).json()] == [halt_id]
     assert (await c.post("/tool/echo.run", json={"args": ["go"]}, headers=AGENT)).status_code == 200
     assert (await c.post("/halts/0000000000000000/resume")).status_code == 404
-    tools = [t["tool"] for t in (await c.get("/traces", params={"agent": "ops"})).json()]
-    assert tools == ["mesh.resume", "mesh.halt"]
+    tools = [t["tool"] for t in (await c.get("/traces", params={"agent": "owner:admin-token"})).json()]
+    assert tools == ["mesh.resume", "mesh.halt", "mesh.grant"]
 
 
 async def test_a_rate_limited_call_answers_429(mesh_of: Callable[..., Mesh], client_of: Any) -> None:

@@ -106,6 +106,12 @@ def test_expiry_parsing() -> None:
             parse_expiry(bad)
 
 
+@pytest.mark.parametrize("never_ending", ["1e309d", "infd", "nand", "inf", "1e400h", "99999d", "87601h"])
+def test_an_expiry_that_is_not_finite_or_absurd_is_refused_not_a_token_that_never_expires(never_ending: str) -> None:
+    with pytest.raises(BadRequest, match="invalid expiry"):
+        parse_expiry(never_ending)
+
+
 def test_identity_resolution_with_tokens(db: Database, tmp_path: Path) -> None:
     store = TokenStore(db)
     token = store.issue("claude").token

@@ -42,11 +42,24 @@ RESOLVERS = ("alice", "http:127.0.0.1:5", "supervisor:mem7", " Supervisor:MEM7 "
 RESOLVERS += ("bot:y", "mcp:claude", "system:timeout", "System:halt", "", "systemd", "mcp", "supervisor")
 
 
+NOTES = ("", "supervisor:sup7", "cli:root", "system:timeout", "mcp:bot")
+
+
 @pytest.mark.parametrize("resolved_by", RESOLVERS)
-def test_the_resolver_filter_classifies_in_sql_as_the_core_does(resolved_by: str) -> None:
+@pytest.mark.parametrize("note", NOTES)
+def test_the_resolver_filter_classifies_in_sql_as_the_core_does(resolved_by: str, note: str) -> None:
     conn = sqlite3.connect(":memory:")
-    [(kind,)] = conn.execute(f"SELECT {kind_sql} FROM (SELECT ? AS resolved_by)", (resolved_by,)).fetchall()
-    assert kind == resolver_kind(resolved_by)
+    [(kind,)] = conn.execute(
+        f"SELECT {kind_sql} FROM (SELECT ? AS resolved_by, ? AS resolved_note)", (resolved_by, note)
+    ).fetchall()
+    assert kind == resolver_kind(resolved_by, note)
+
+
+def test_a_note_lowers_a_human_credential_to_the_machine_it_names_and_never_raises_one() -> None:
+    assert resolver_kind("owner:admin-token", "supervisor:sup7") == "supervisor"
+    assert resolver_kind("owner:admin-token", "cli:alice") == "human"
+    assert resolver_kind("supervisor:sup7", "alice") == "supervisor"
+    assert resolver_kind("system:timeout", "alice") == "system"
 
 
 @pytest.mark.usefixtures("engine_configs")

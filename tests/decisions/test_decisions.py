@@ -100,7 +100,7 @@ async def test_every_resolution_is_written_to_memory_with_who_settled_it(tmp_pat
             )
             assert abs(signed.at - row[0]) < 0.001
         recalled = await memory.call_tool("memory_recall", {"key": f"decision.create_pet.{first}"})
-        assert "approved by alice \u2014 agent:claude tool:create_pet reason:fine" in recalled
+        assert "approved by owner:admin-token \u2014 agent:claude tool:create_pet reason:fine" in recalled
         assert (mesh.decisions.attempted, mesh.decisions.succeeded, mesh.decisions.failed) == (2, 2, 0)
         metrics = (await client.get("/metrics", headers=ADMIN)).text
         assert "agent_mesh_mem7_writes_attempted_total 2" in metrics

@@ -94,7 +94,7 @@ def test_three_human_approvals_pass_the_fourth_read_a_write_never_and_a_refusal_
             write = start_call(pool, server, WRITE, {"name": "Kit"})
             denied = resolve_next(server, "deny")
             r = write.result(30)
-            assert r.status_code == 403 and r.json()["error"] == "approval denied by alice"
+            assert r.status_code == 403 and r.json()["error"] == "approval denied by owner:admin-token"
             assert r.json()["approval_id"] == denied
 
             # one refusal, from a supervisor, of the read tool blocks it from now on

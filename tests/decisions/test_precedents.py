@@ -386,6 +386,6 @@ async def test_forget_with_memory_down_still_resets_the_couple(tmp_path: Path, b
         assert r.status_code == 503
         assert "the reset is recorded" in r.json()["error"]
         [reset] = mesh.db.query("SELECT tool, agent_id, reset_by FROM precedent_resets")
-        assert (reset[0], reset[1]) == (READ, "claude") and reset[2].startswith("http:")
+        assert (reset[0], reset[1]) == (READ, "claude") and reset[2] == "owner:admin-token"
         # the couple's facts still waiting for memory are dropped with it; nothing decided before counts again
         assert mesh.db.query("SELECT key FROM decision_outbox") == []

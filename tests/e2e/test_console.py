@@ -147,8 +147,8 @@ def test_a_pending_approval_shows_in_the_console_and_approving_it_there_releases
     assert body["policy"] == "human_approval" and body["approval_id"] == approval
     assert body["result"] == {"created": {"name": "Kit"}}
     t = trace(server, body["trace_id"])
-    # The console sends no resolved_by, so the mesh names the browser's address: a human resolver (CONTRACT 1.13).
-    assert t["approval_status"] == "approved" and t["approved_by"].startswith("http:127.0.0.1:")
+    # The resolver is the credential the console holds: the admin token, a human resolver.
+    assert t["approval_status"] == "approved" and t["approved_by"] == "owner:admin-token"
     assert t["supervisor_reasoning"] == "looks fine to me"
     a = get(server, f"/approvals/{approval}")
     assert a["status"] == "approved" and a["reasoning"] == "looks fine to me"
@@ -177,7 +177,7 @@ def test_an_emergency_stop_from_the_console_bans_every_page_and_calls_until_resu
     for text in report["banners"].values():
         assert "Emergency stop in force" in text and "runaway loop in e2e" in text
     [halt] = get(server, "/halts")
-    assert halt["scope"] == "all" and halt["created_by"] == "console"
+    assert halt["scope"] == "all" and halt["created_by"] == "owner:admin-token"
     stopped = call(server, "list_pets", {})
     assert stopped.status_code == 403 and stopped.json()["policy"] == "halted", stopped.text
     assert "halted" in stopped.json()["error"]

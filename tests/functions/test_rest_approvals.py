@@ -39,7 +39,7 @@ async def test_a_call_needing_approval_blocks_until_approved_then_forwards(tmp_p
         assert body["policy"] == "human_approval" and body["approval_id"] == approval
         assert body["result"] == {"created": {"name": "Kit"}}
         [t] = (await client.get("/traces", params={"trace": body["trace_id"]}, headers=ADMIN)).json()
-        assert t["approval_status"] == "approved" and t["approved_by"] == "ann" and t["status_code"] == 201
+        assert t["approval_status"] == "approved" and t["approved_by"] == "owner:admin-token" and t["status_code"] == 201
 
 
 async def test_a_denied_approval_returns_403_naming_the_resolver(tmp_path: Path, backend: Backend) -> None:
@@ -50,7 +50,7 @@ async def test_a_denied_approval_returns_403_naming_the_resolver(tmp_path: Path,
         await client.post(f"/approvals/{approval}/deny", json={"resolved_by": "bob"}, headers=ADMIN)
         resp = await asyncio.wait_for(call, 10)
         assert resp.status_code == 403
-        assert resp.json()["error"] == "approval denied by bob" and resp.json()["approval_id"] == approval
+        assert resp.json()["error"] == "approval denied by owner:admin-token" and resp.json()["approval_id"] == approval
         assert not [r for r in backend.requests if r.method == "POST"]
 
 

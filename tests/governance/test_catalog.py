@@ -52,7 +52,7 @@ async def test_lifecycle_transitions_record_who_when_why_and_refuse_bad_moves(tm
     async with mesh_client(governed_mesh(tmp_path, backend)) as client:
         r = await _transition(client, "claude", "suspended", "leaked a key")
         assert r.status_code == 200, r.text
-        assert (r.json()["from"], r.json()["state"], r.json()["by"]) == ("active", "suspended", "bob")
+        assert (r.json()["from"], r.json()["state"], r.json()["by"]) == ("active", "suspended", "owner:admin-token")
         assert (await _transition(client, "claude", "proposed")).status_code == 409  # not a lifecycle move
         assert (await _transition(client, "claude", "paused")).status_code == 400
         missing = await client.post(
@@ -67,9 +67,9 @@ async def test_lifecycle_transitions_record_who_when_why_and_refuse_bad_moves(tm
         assert history["state"] == "retired"
         moves = [(h["from"], h["to"], h["by"], h["reason"]) for h in history["history"]]
         assert moves == [
-            ("active", "suspended", "bob", "leaked a key"),
-            ("suspended", "active", "bob", "key rotated"),
-            ("active", "retired", "bob", "replaced"),
+            ("active", "suspended", "owner:admin-token", "leaked a key"),
+            ("suspended", "active", "owner:admin-token", "key rotated"),
+            ("active", "retired", "owner:admin-token", "replaced"),
         ]
         assert all(h["at"] > 0 for h in history["history"])
         # each transition is in the audit trail too

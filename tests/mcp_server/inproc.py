@@ -9,8 +9,10 @@ from typing import Any
 
 import httpx
 
+from flux7.shared.db import database_for
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
+from flux7.shared.tokens import TokenStore
 from tests.support import mesh as support
 
 ADMIN_TOKEN = "admin-s3cret"
@@ -34,13 +36,25 @@ def bearer(agent: str) -> dict[str, str]:
     return {"Authorization": f"Bearer agent:{agent}"}
 
 
+def issue_token(config: Path, agent: str) -> str:
+    """An agent token (`flux7 token issue <agent>`) in the config's database: a proven identity."""
+    db = database_for(load_settings(config))
+    try:
+        return TokenStore(db).issue(agent).token
+    finally:
+        db.close()
+
+
 class Rpc:
     """JSON-RPC over one handshake-era session (or stateless when `modern`)."""
 
-    def __init__(self, client: httpx.AsyncClient, agent: str = "claude", *, modern: bool = False) -> None:
+    def __init__(
+        self, client: httpx.AsyncClient, agent: str = "claude", *, modern: bool = False, token: str = ""
+    ) -> None:
         self.client = client
         self.agent = agent
         self.modern = modern
+        self.token = token  # an agent token instead of the `agent:<id>` claim
         self.session = ""
         self._id = 0
 
@@ -53,7 +67,7 @@ class Rpc:
         return self
 
     def headers(self, method: str, params: dict[str, Any] | None) -> dict[str, str]:
-        h = bearer(self.agent) if self.agent else {}
+        h = {"Authorization": f"Bearer {self.token}"} if self.token else bearer(self.agent) if self.agent else {}
         if self.session:
             h["Mcp-Session-Id"] = self.session
         if self.modern:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.mcp_server.conftest import approval_id_in, write_config
-from tests.mcp_server.inproc import ADMIN, ADMIN_TOKEN, Rpc, mesh_client
+from tests.mcp_server.inproc import ADMIN, ADMIN_TOKEN, Rpc, issue_token, mesh_client
 from tests.support.waiting import eventually
 
 AUTH = f"auth: {{admin_token: {ADMIN_TOKEN}}}\n"
@@ -102,9 +102,10 @@ async def test_hide_denied_tools_drops_what_the_agent_can_only_be_denied(tmp_pat
 async def test_supervisor_mode_blocks_the_call_until_a_supervisor_approves(tmp_path: Path) -> None:
     supervisor = "{enabled: true, auto_approve: false, supervisor_agents: [boss]}"
     config = write_config(tmp_path, mcp=False, extra=AUTH, supervisor=supervisor)
+    token = issue_token(config, "boss")
     async with mesh_client(config) as client:
         agent = await Rpc(client).open()
-        boss = await Rpc(client, "boss").open()
+        boss = await Rpc(client, token=token).open()
         blocked = asyncio.create_task(agent.text("secret.run", {"args": ["after approval"]}))
 
         async def listed() -> list[dict[str, object]]:
@@ -119,9 +120,10 @@ async def test_supervisor_mode_blocks_the_call_until_a_supervisor_approves(tmp_p
 
 
 async def test_approval_resolve_replays_a_non_blocking_request_once(config: Path) -> None:
+    token = issue_token(config, "boss")
     async with mesh_client(config) as client:
         agent = await Rpc(client).open()
-        boss = await Rpc(client, "boss", modern=True).open()
+        boss = await Rpc(client, modern=True, token=token).open()
         approval = approval_id_in(await agent.text("secret.run", {"args": ["replayed"]}))
         replay = json.loads(await boss.text("approval.resolve", {"id": approval, "decision": "approve"}))
         assert replay["stdout"] == "replayed\n"
@@ -130,12 +132,13 @@ async def test_approval_resolve_replays_a_non_blocking_request_once(config: Path
 
 
 async def test_grant_create_is_capped_at_24h_and_grant_revoke_ends_it(config: Path) -> None:
+    token = issue_token(config, "boss")
     async with mesh_client(config) as client:
-        boss = await Rpc(client, "boss").open()
+        boss = await Rpc(client, token=token).open()
         created = json.loads(
             await boss.text("grant.create", {"agent": "claude", "tools": "secret.*", "duration": "48h"})
         )
-        assert created["granted_by"] == "mcp:boss" and created["agent"] == "claude"
+        assert created["granted_by"] == "supervisor:boss" and created["agent"] == "claude"
         assert created["remaining"] in ("24h0m0s", "23h59m59s")
         agent = await Rpc(client).open()
         listed = json.loads(await agent.text("grant.list"))
@@ -172,8 +175,9 @@ async def test_a_supervisor_agent_cannot_resolve_its_own_approval_or_grant_itsel
     """issue 13: `approval.resolve` and `grant.create` are a supervisor's, but never over its own calls."""
     supervisor = '{auto_approve: false, supervisor_agents: ["claude", "boss"]}'  # claude's secret.run waits
     config = write_config(tmp_path, mcp=False, extra=AUTH, supervisor=supervisor)
+    tokens = {agent: issue_token(config, agent) for agent in ("claude", "boss")}
     async with mesh_client(config) as client:
-        claude = await Rpc(client).open()
+        claude = await Rpc(client, token=tokens["claude"]).open()
         approval = approval_id_in(await claude.text("secret.run", {"args": ["mine"]}))
         for decision in ("approve", "deny"):
             own = await claude.call("approval.resolve", {"id": approval, "decision": decision})
@@ -185,6 +189,6 @@ async def test_a_supervisor_agent_cannot_resolve_its_own_approval_or_grant_itsel
         assert (await client.get("/grants", headers=ADMIN)).json() == []
         detail = (await client.get(f"/approvals/{approval}", headers=ADMIN)).json()
         assert detail["status"] == "pending"
-        boss = await Rpc(client, "boss").open()
+        boss = await Rpc(client, token=tokens["boss"]).open()
         replay = json.loads(await boss.text("approval.resolve", {"id": approval, "decision": "approve"}))
         assert replay["stdout"] == "mine\n"

@@ -52,6 +52,9 @@ def _every_mesh_shares_the_engine(engine_configs: str) -> str:
 
 
 def write_mesh_config(tmp_path: Path, backend: Backend, extra: str = "") -> Path:
+    """sup7's agent (`supervisor`) is a supervisor agent of this mesh: its own token proves it (World.supervisor)."""
+    if "supervisor:" not in extra:
+        extra = "supervisor: {supervisor_agents: [supervisor]}\n" + extra
     return pets_mesh_config(tmp_path, backend, POLICY, extra=extra)
 
 
@@ -75,9 +78,12 @@ class World:
     client: httpx.AsyncClient
     transport: httpx.ASGITransport
 
-    def supervisor(self, config: Any, **kw: Any) -> Supervisor:
+    def supervisor(self, config: Any, *, own_token: bool = True, **kw: Any) -> Supervisor:
+        """sup7 as it runs in production: with its own agent token (`flux7 token issue <agent_id>`) unless the
+        config names one or `own_token` is False, so its decisions are recorded as `supervisor:<agent_id>`."""
         m = config.mesh
-        api = MeshApi(m.url, m.agent_id, admin_token=m.admin_token, transport=self.transport)
+        token = m.token or (self.mesh.tokens.issue(m.agent_id).token if own_token else "")
+        api = MeshApi(m.url, m.agent_id, token=token, admin_token=m.admin_token, transport=self.transport)
         sup = Supervisor(config, mesh=api, **kw)
         sup.open_log()
         return sup

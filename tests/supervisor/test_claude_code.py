@@ -30,7 +30,7 @@ from flux7.shared.supervisor.loop import Supervisor
 from flux7.shared.supervisor.mcp_server import McpEndpoint
 from tests.supervisor import llm_servers
 from tests.supervisor.conftest import ADMIN, AGENT, World, sup7_config, world, write_mesh_config
-from tests.supervisor.test_e2e import mesh_config
+from tests.supervisor.test_e2e import issue_token, mesh_config
 from tests.support.http import free_port
 from tests.support.server import REPO, running_server
 from tests.support.waiting import eventually
@@ -92,7 +92,11 @@ async def session(tmp_path: Path, backend: Backend, evaluator: dict[str, Any] | 
         evaluator=evaluator or {"provider": "claude-code", "callback_timeout": "30s"},
         mcp_server={"enabled": True, "transport": "http", "port": port},
     )
-    async with world(write_mesh_config(tmp_path, backend, extra="supervisor: {expose_content: false}")) as w:
+    async with world(
+        write_mesh_config(
+            tmp_path, backend, extra="supervisor: {expose_content: false, supervisor_agents: [supervisor]}"
+        )
+    ) as w:
         sup = w.supervisor(cfg)
         endpoint = McpEndpoint(sup.desk, cfg.mcp_server)
         endpoint.start()
@@ -261,7 +265,7 @@ async def test_an_approval_a_human_settles_meanwhile_leaves_sup7_pending(tmp_pat
         assert late.is_error is True
         assert not s.log.exists() or item["id"] not in s.log.read_text()  # sup7 decided nothing
         a = (await s.w.client.get(f"/approvals/{item['id']}", headers=ADMIN)).json()
-        assert a["resolved_by"] == "alice"
+        assert (a["resolved_by"], a["resolved_note"]) == ("owner:admin-token", "alice")
 
 
 async def test_in_a_chain_a_silent_session_hands_over_to_the_next_provider(tmp_path: Path, backend: Backend) -> None:
@@ -289,12 +293,14 @@ async def test_a_call_flagged_for_injection_never_reaches_the_session(tmp_path: 
 
 
 def test_over_stdio_the_session_spawns_sup7_and_approves_a_call(tmp_path: Path, backend: Backend) -> None:
-    with running_server(mesh_config(tmp_path, backend)) as server, ThreadPoolExecutor(1) as pool:
+    config = mesh_config(tmp_path, backend)
+    token = issue_token(config, "l1")  # sup7's own credential, from its config file (mesh.token)
+    with running_server(config) as server, ThreadPoolExecutor(1) as pool:
         cfg = tmp_path / "sup7.yaml"
         cfg.write_text(
             yaml.safe_dump(
                 {
-                    "mesh": {"url": server.url, "agent_id": "l1"},
+                    "mesh": {"url": server.url, "agent_id": "l1", "token": token},
                     "evaluator": {"provider": "claude-code", "callback_timeout": "60s"},
                     "mcp_server": {"enabled": True, "transport": "stdio"},
                     "poll": {"interval": "100ms"},

@@ -30,7 +30,22 @@ SUP_ADMIN = {"Authorization": "Bearer sup-t0k"}
 
 
 def mesh_config(tmp_path: Path, backend: Backend) -> Path:
-    return pets_mesh_config(tmp_path, backend, POLICY, approval_timeout=60, memory="{hybrid: false}")
+    extra = "supervisor: {supervisor_agents: [l1]}"
+    return pets_mesh_config(tmp_path, backend, POLICY, approval_timeout=60, memory="{hybrid: false}", extra=extra)
+
+
+def issue_token(config: Path, agent: str) -> str:
+    """`flux7 token issue <agent>` as an operator runs it: the token on the first line of its output."""
+    out = subprocess.run(
+        [sys.executable, "-m", "flux7.functions.entry", "token", "issue", agent, "--config", str(config)],
+        cwd=config.parent,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return out.stdout.splitlines()[0].strip()
 
 
 def sup7_yaml(tmp_path: Path, mesh_url: str, llm_url: str, admin_port: int) -> Path:
@@ -51,9 +66,12 @@ def sup7_yaml(tmp_path: Path, mesh_url: str, llm_url: str, admin_port: int) -> P
 
 
 @contextmanager
-def sup7(config: Path) -> Iterator[subprocess.Popen[bytes]]:
+def sup7(config: Path, token: str = "") -> Iterator[subprocess.Popen[bytes]]:
+    """sup7 with its own agent token (MESH_AGENT_TOKEN) when given, else with the mesh's admin token."""
     log = (config.parent / "sup7.log").open("wb")
     env = {**os.environ, "PYTHONPATH": str(REPO), "MESH_ADMIN_TOKEN": "adm1n"}
+    if token:
+        env["MESH_AGENT_TOKEN"] = token
     proc = subprocess.Popen(
         [sys.executable, "-m", "flux7.shared.supervisor.cli", "-c", str(config), "start"],
         cwd=config.parent,
@@ -93,17 +111,18 @@ def test_sup7_approves_by_rule_escalates_to_a_human_and_asks_the_llm(tmp_path: P
     llm = "DECISION: APPROVE | CONFIDENCE: 0.93 | REASONING: a new pet is routine"
     admin_port = free_port()
     admin = f"http://127.0.0.1:{admin_port}"
+    config = mesh_config(tmp_path, backend)
     with (
         llm_servers.ollama(llm) as (llm_url, llm_seen),
-        running_server(mesh_config(tmp_path, backend)) as server,
-        sup7(sup7_yaml(tmp_path, server.url, llm_url, admin_port)) as proc,
+        running_server(config) as server,
+        sup7(sup7_yaml(tmp_path, server.url, llm_url, admin_port), issue_token(config, "l1")) as proc,
         ThreadPoolExecutor(4) as pool,
     ):
         # 1. a rule approves: the blocked REST call returns 200
         r = start_call(pool, server, "create_pet", {"name": "Kit", "path": "/home/u/proj/kit.json"}).result(30)
         assert r.status_code == 200 and r.json()["policy"] == "human_approval", r.text
         a = httpx.get(f"{server.url}/approvals/{r.json()['approval_id']}", headers=ADMIN, trust_env=False).json()
-        assert a["resolved_by"] == "supervisor:l1"
+        assert a["resolved_by"] == "supervisor:l1" and "resolved_note" not in a  # by its own credential
         assert a["reasoning"] == "rule 'project-files' matched; path=/home/u/proj/kit.json; inside the project"
 
         # 2. a sensitive path escalates; a human's denial returns 403 naming the human
@@ -115,7 +134,7 @@ def test_sup7_approves_by_rule_escalates_to_a_human_and_asks_the_llm(tmp_path: P
             f"{server.url}/approvals/{p['id']}/deny", json={"resolved_by": "alice"}, headers=ADMIN, trust_env=False
         )
         denied = call.result(30)
-        assert denied.status_code == 403 and denied.json()["error"] == "approval denied by alice"
+        assert denied.status_code == 403 and denied.json()["error"] == "approval denied by owner:admin-token"
 
         # 3. no rule but the catch-all: the LLM decides
         r = start_call(pool, server, "create_pet", {"name": "Rex"}).result(30)

@@ -74,7 +74,7 @@ async def test_a_sensitive_path_escalates_and_a_humans_denial_returns_403(tmp_pa
         assert a["status"] == "pending" and not pending.done()
         await w.client.post(f"/approvals/{d.approval_id}/deny", json={"resolved_by": "alice"}, headers=ADMIN)
         resp = await asyncio.wait_for(pending, 10)
-        assert resp.status_code == 403 and resp.json()["error"] == "approval denied by alice"
+        assert resp.status_code == 403 and resp.json()["error"] == "approval denied by owner:admin-token"
         await sup.aclose()
 
 
@@ -206,7 +206,7 @@ async def test_without_the_admin_token_the_mesh_is_unreachable_and_nothing_is_de
     tmp_path: Path, backend: Backend
 ) -> None:
     async with world(write_mesh_config(tmp_path, backend)) as w:
-        sup = w.supervisor(sup7_config(tmp_path, mesh={"admin_token": ""}))
+        sup = w.supervisor(sup7_config(tmp_path, mesh={"admin_token": ""}), own_token=False)
         pending = call(w.client, "create_pet", {"name": "Kit", "path": "/home/u/proj/a"})
 
         async def submitted() -> bool:
