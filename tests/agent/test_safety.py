@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from flux7.shared.agent import safety
-from flux7.shared.agent.builtin_tools import BUILTINS, ShellLimits, validation_error
+from flux7.shared.agent.builtin_tools import BUILTINS, ToolContext, validation_error
+from flux7.shared.agent.commands import reads_only
 
 
 @pytest.mark.parametrize(
@@ -31,7 +32,9 @@ from flux7.shared.agent.builtin_tools import BUILTINS, ShellLimits, validation_e
 def test_dangerous_commands_are_refused_in_every_mode(tmp_path: Path, command: str, why: str) -> None:
     assert why in safety.dangerous(command)
     for mode in safety.MODES:
-        verdict = safety.check("shell", {"command": command}, mutating=True, mode=mode, cwd=tmp_path, home=tmp_path)
+        verdict = safety.check(
+            "shell", {"command": command}, mutating=True, mode=mode, cwd=tmp_path, home=tmp_path, sandboxed=True
+        )
         assert verdict.action == "refuse" and why in verdict.reason, mode
 
 
@@ -49,11 +52,17 @@ def test_ordinary_commands_are_not_taken_for_dangerous_ones(command: str) -> Non
     assert safety.dangerous(command) == ""
 
 
-def test_the_whitelist_is_single_read_only_commands() -> None:
-    assert all(safety.is_safe_command(c) for c in ["ls -la", "git status", "git diff HEAD~1", "cat a.txt", "pwd"])
+def test_commands_that_only_read_are_parsed_reads_inside_the_folder(tmp_path: Path) -> None:
+    def reads(command: str) -> bool:
+        return reads_only(command, cwd=tmp_path, home=tmp_path / "home")
+
+    assert all(
+        reads(c)
+        for c in ["ls -la", "git status", "git diff HEAD~1", "cat a.txt", "pwd", "git log | head -5", "ls && cat a"]
+    )
     assert not any(
-        safety.is_safe_command(c)
-        for c in ["git push", "ls; rm x", "cat a > b", "echo $(whoami)", "python x.py", "git", "ls | sh"]
+        reads(c)
+        for c in ["git push", "ls; rm x", "cat a > b", "echo $(whoami)", "python x.py", "git", "ls | sh", "ls &"]
     )
 
 
@@ -62,7 +71,9 @@ def test_each_mode_decides_reads_edits_commands_and_paths_outside(tmp_path: Path
 
     def verdict(mode: str, tool: str, **args: str) -> str:
         mutating = BUILTINS[tool].mutating
-        return safety.check(tool, args, mutating=mutating, mode=mode, cwd=tmp_path / "w", home=home).action
+        return safety.check(
+            tool, args, mutating=mutating, mode=mode, cwd=tmp_path / "w", home=home, sandboxed=True
+        ).action
 
     table = {
         # mode: (read, edit inside, shell, whitelisted shell, read outside)
@@ -99,7 +110,7 @@ def test_arguments_are_checked_against_the_schema() -> None:
 
 
 async def test_the_tools_on_real_files(tmp_path: Path) -> None:
-    limits = ShellLimits(timeout=5, output_limit=1000)
+    limits = ToolContext(timeout=5, output_limit=1000)
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "a.py").write_text("x = 1\ny = 2\nx = 3\n")
     (tmp_path / "pkg" / "skip.log").write_text("x = 9\n")
