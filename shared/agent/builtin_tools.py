@@ -28,7 +28,7 @@ import pathspec
 from jsonschema import Draft202012Validator
 
 from .sandbox import Sandbox
-from .web import WebAccess, fetch
+from .web import MESH_ITSELF, WebAccess, fetch
 
 __all__ = [
     "BUILTINS",
@@ -323,8 +323,12 @@ async def _web_fetch(a: dict[str, Any], _cwd: Path, ctx: ToolContext) -> ToolRun
     try:
         status, kind, text, _ = await asyncio.to_thread(fetch, ctx.web, url)
     except OutboundRefused as e:
-        why = f"refused: {url}: {e.message} (web_fetch reaches only public addresses; web_fetch.allow opens others)"
-        return ToolRun(why, is_error=True)
+        hint = (
+            ""
+            if e.message.endswith(MESH_ITSELF)
+            else " (web_fetch reaches public addresses; web_fetch.allow opens others)"
+        )
+        return ToolRun(f"refused: {url}: {e.message}{hint}", is_error=True)
     except httpx.HTTPError as e:
         return ToolRun(f"error: {url}: {e.__class__.__name__}: {e}", is_error=True)
     shown = f"HTTP {status} {kind}".strip()

@@ -310,12 +310,28 @@ def _destroys(command: str, ex: _Expander, depth: int) -> str:
         return ""
     inner = _Expander(ex.env, ex.home, ex.cwd, ex.assigned | _assigned(trees))
     for tree in trees:
-        for node in _walk(tree):
+        for node in _walk(tree):  # in the order they run, near enough: `cd` moves the commands after it
             if node.kind == "command":
                 why = _destroys_command(node, inner, depth)
                 if why:
                     return why
+                inner.cwd = _cd(node, inner) or inner.cwd
     return ""
+
+
+def _cd(node: Any, ex: _Expander) -> Path | None:
+    """Where a `cd` command goes (None for another command, or a place that cannot be known)."""
+    words = _command_words(node)
+    if not words or words[0].word != "cd":
+        return None
+    args = [w for w in words[1:] if not w.word.startswith("-")]
+    if not args:
+        return ex.home
+    try:
+        target = ex.words(args[0])
+    except _Unknown:
+        return None
+    return (ex.cwd / target[0]).resolve() if target else None
 
 
 def destroys(command: str, *, cwd: Path, home: Path, env: Mapping[str, str]) -> str:

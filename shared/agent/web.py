@@ -16,8 +16,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["AllowEntry", "WebAccess", "fetch", "parse_allow"]
+__all__ = ["MESH_ITSELF", "AllowEntry", "WebAccess", "fetch", "parse_allow"]
 
+MESH_ITSELF = "is the mesh itself, which web_fetch never fetches"
 MAX_BYTES = 2_000_000
 MAX_REDIRECTS = 5
 _TAGS = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.S | re.I)
@@ -84,7 +85,7 @@ def _hop(access: WebAccess, url: str) -> tuple[str, int, list[str]]:
     parsed = parse_url(url)
     host, port = parsed.host.lower(), parsed.port or (443 if parsed.scheme == "https" else 80)
     if access.mesh_url and (host, port) == _origin(access.mesh_url):
-        raise OutboundRefused(f"{host}:{port} is the mesh itself")
+        raise OutboundRefused(f"{host}:{port} {MESH_ITSELF}")
     if access._hosts_allowed(host, port):
         return host, port, ["0.0.0.0/0", "::/0"]  # allowed by name: any address it resolves to
     return host, port, access._networks()
