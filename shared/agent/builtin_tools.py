@@ -27,6 +27,7 @@ from typing import Any
 import pathspec
 from jsonschema import Draft202012Validator
 
+from .commands import under
 from .sandbox import Sandbox
 from .web import MESH_ITSELF, WebAccess, fetch
 
@@ -206,7 +207,7 @@ def _opens(path: Path, roots: tuple[Path, ...], hidden: tuple[Path, ...]) -> boo
         resolved = path.resolve()
     except (OSError, RuntimeError):
         return False
-    return any(resolved.is_relative_to(r) for r in roots) and not any(resolved.is_relative_to(h) for h in hidden)
+    return any(under(resolved, r) for r in roots) and not any(under(resolved, h) for h in hidden)
 
 
 def _files(base: Path, roots: tuple[Path, ...] = (), hidden: tuple[Path, ...] = ()) -> Iterator[Path]:

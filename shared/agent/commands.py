@@ -28,7 +28,7 @@ from typing import Any
 import bashlex
 import bashlex.errors
 
-__all__ = ["destroys", "inside", "reads_only"]
+__all__ = ["destroys", "inside", "reads_only", "under"]
 
 # Commands that only read, and the options that make them write, delete or change something.
 _READERS: dict[str, frozenset[str]] = {
@@ -207,10 +207,7 @@ def _targets(ex: _Expander, nodes: Sequence[Any]) -> Iterator[tuple[str, bool]]:
             words = ex.words(node)
         except _Unknown:
             continue
-        raw = node.word
-        for word in words:
-            yield word, False
-        for text in _braces(raw):
+        for text in _braces(node.word):  # a glob first: `rm -rf ~/*` is about the home directory, not one file
             if _GLOB.search(text):
                 base = _glob_base(ex._tilde(text))
                 try:
@@ -218,6 +215,8 @@ def _targets(ex: _Expander, nodes: Sequence[Any]) -> Iterator[tuple[str, bool]]:
                 except _Unknown:
                     continue
                 yield base or ".", True
+        for word in words:
+            yield word, False
 
 
 def _command_words(node: Any) -> list[Any]:
@@ -261,12 +260,12 @@ def _destroys_command(node: Any, ex: _Expander, depth: int) -> str:
         return _destroys(text, ex, depth + 1) if text else ""
     if name == "rm":
         flags = [a.word for a in args if a.word.startswith("-") and a.word != "-"]
-        if "--no-preserve-root" in flags:
-            return "rm --no-preserve-root"
         recursive = any(f in ("--recursive",) or (not f.startswith("--") and set(f[1:]) & {"r", "R"}) for f in flags)
-        if not recursive:
-            return ""
-        return _first_doomed(ex, [a for a in args if not a.word.startswith("-")], "recursive delete of")
+        doomed = _first_doomed(ex, [a for a in args if not a.word.startswith("-")], "recursive delete of")
+        unguarded = "--no-preserve-root" in flags
+        if recursive and doomed:
+            return doomed + (" (with --no-preserve-root)" if unguarded else "")
+        return "rm --no-preserve-root" if unguarded else ""
     if name in ("chmod", "chown", "chgrp"):
         recursive = any(a.word in ("-R", "--recursive") or re.fullmatch(r"-[a-zA-Z]*R[a-zA-Z]*", a.word) for a in args)
         if not recursive:
@@ -343,12 +342,16 @@ def destroys(command: str, *, cwd: Path, home: Path, env: Mapping[str, str]) -> 
 # --- reads_only ---------------------------------------------------------------------------------------------------
 
 
+def under(path: Path, base: Path) -> bool:
+    """`path.is_relative_to(base)` for resolved paths, as string prefixes: it runs for every file a walk opens."""
+    text, root = str(path), str(base)
+    return text == root or text.startswith(root if root.endswith("/") else root + "/")
+
+
 def inside(path: Path, cwd: Path, hidden: Sequence[Path]) -> bool:
     """Whether `path` (absolute) resolves inside the working folder and outside every hidden path."""
     resolved = path.resolve()
-    if not resolved.is_relative_to(cwd.resolve()):
-        return False
-    return not any(resolved.is_relative_to(h) for h in hidden)
+    return under(resolved, cwd.resolve()) and not any(under(resolved, h) for h in hidden)
 
 
 def _refused(option: str, refused: frozenset[str]) -> bool:

@@ -3,14 +3,14 @@
 Fast and offline. It answers `refuse` (a dangerous pattern: never runs, never reaches the mesh), `ask` (the user
 confirms at the terminal) or `allow`, from the tool, its arguments, the working directory and the approval mode:
 
-| mode          | reads | edits in the cwd | shell (not whitelisted) | a path outside the cwd |
-|---------------|-------|------------------|-------------------------|------------------------|
-| `read-only`   | run   | refused          | refused                 | refused                |
-| `always-ask`  | ask   | ask              | ask                     | ask                    |
-| `on-request`  | run   | ask              | ask                     | ask                    |
-| `auto-edit`   | run   | run              | ask                     | ask                    |
-| `auto`        | run   | run              | run                     | ask                    |
-| `yolo`        | run   | run              | run                     | run                    |
+| mode          | reads | edits in the cwd | shell (not only reading) | a path outside the cwd |
+|---------------|-------|------------------|--------------------------|------------------------|
+| `read-only`   | run   | refused          | refused                  | refused                |
+| `always-ask`  | ask   | ask              | ask                      | ask                    |
+| `on-request`  | run   | ask              | ask                      | ask                    |
+| `auto-edit`   | run   | run              | ask                      | ask                    |
+| `auto`        | run   | run              | run                      | ask                    |
+| `yolo`        | run   | run              | run                      | run                    |
 
 Refused in every mode, yolo included: a dangerous pattern (below), a command that deletes `/`, a system folder
 or the home directory once expanded (shared/agent/commands.py: `rm -rf "$HOME"`, `find ~ -delete`), and any path
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .commands import destroys, reads_only
+from .commands import destroys, reads_only, under
 
 __all__ = ["MODES", "PROTECTED", "Verdict", "check", "check_mesh_tool", "dangerous", "escapes"]
 
@@ -82,24 +82,11 @@ def dangerous(command: str) -> str:
 
 def escapes(path: str, cwd: Path) -> bool:
     """Whether `path` (relative to cwd, `~` expanded) resolves outside the working directory."""
-    resolved = (cwd / os.path.expanduser(path)).resolve()
-    return not resolved.is_relative_to(cwd.resolve())
+    return not under(_resolved(path, cwd), cwd.resolve())
 
 
-def _under_ssh(path: str, cwd: Path, home: Path) -> bool:
-    resolved = (cwd / os.path.expanduser(path)).resolve()
-    return resolved.is_relative_to((home / ".ssh").resolve())
-
-
-def _hidden(path: str, cwd: Path, hidden: Sequence[Path]) -> bool:
-    resolved = (cwd / os.path.expanduser(path)).resolve()
-    return any(resolved.is_relative_to(h) for h in hidden)
-
-
-def _protected(path: str, cwd: Path) -> bool:
-    resolved = (cwd / os.path.expanduser(path)).resolve()
-    root = cwd.resolve()
-    return any(resolved.is_relative_to(root / p) for p in PROTECTED)
+def _resolved(path: str, cwd: Path) -> Path:
+    return (cwd / os.path.expanduser(path)).resolve()
 
 
 def check(
@@ -119,14 +106,17 @@ def check(
     whether a shell command will run in the OS sandbox (without one, every command asks)."""
     paths = [str(arguments[k]) for k in ("path", "cwd") if isinstance(arguments.get(k), str)]
     command = str(arguments.get("command") or "") if tool == "shell" else ""
-    if command and (why := dangerous(command) or destroys(command, cwd=cwd, home=home, env=env or {})):
+    if command and (why := destroys(command, cwd=cwd, home=home, env=env or {}) or dangerous(command)):
         return Verdict("refuse", f"dangerous command refused by the local safety layer: {why}")
-    secret = next((p for p in paths if _hidden(p, cwd, hidden)), None)
+    root = cwd.resolve()
+    resolved = [(p, _resolved(p, cwd)) for p in paths]
+    secret = next((p for p, r in resolved if any(under(r, h) for h in hidden)), None)
     if secret is not None:
         return Verdict("refuse", f"{secret} is hidden from the agent (a secret, or the mesh's data)")
-    if mutating and any(_under_ssh(p, cwd, home) for p in paths):
+    ssh = (home / ".ssh").resolve()
+    if mutating and any(under(r, ssh) for _, r in resolved):
         return Verdict("refuse", "writes under ~/.ssh are refused by the local safety layer")
-    outside = [p for p in paths if escapes(p, cwd)]
+    outside = [p for p, r in resolved if not under(r, root)]
     safe_read = not mutating or (tool == "shell" and reads_only(command, cwd=cwd, home=home, hidden=hidden))
     if mode == "read-only":
         if not safe_read:
@@ -138,7 +128,7 @@ def check(
         return Verdict("allow", "a read")
     if tool == "shell" and not sandboxed:
         return Verdict("ask", "no sandbox: every shell command asks")
-    if mutating and tool != "shell" and any(_protected(p, cwd) for p in paths):
+    if mutating and tool != "shell" and any(under(r, root / p) for _, r in resolved for p in PROTECTED):
         return Verdict("ask", "it changes what runs code later (.flux7/, .git/hooks, .git/config): every mode asks")
     if mode == "yolo":
         return Verdict("allow", "yolo mode")
