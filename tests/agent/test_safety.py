@@ -9,6 +9,7 @@ import pytest
 from flux7.shared.agent import safety
 from flux7.shared.agent.builtin_tools import BUILTINS, ToolContext, validation_error
 from flux7.shared.agent.commands import reads_only
+from flux7.shared.agent.sandbox import command_env
 
 
 @pytest.mark.parametrize(
@@ -263,3 +264,19 @@ def test_hidden_paths_are_refused_and_edits_of_what_runs_later_ask_in_every_mode
                 "write_file", {"path": path}, mutating=True, mode=mode, cwd=work, home=tmp_path, hidden=hidden
             )
             assert edit.action == ("refuse" if mode == "read-only" else "ask"), (mode, path)
+
+
+def test_a_command_s_environment_has_no_credentials_but_those_the_user_passes() -> None:
+    env = {
+        "PATH": "/usr/bin",
+        "HOME": "/home/me",
+        "MESH_ADMIN_TOKEN": "adm",
+        "FLUX7_ADMIN_TOKEN": "adm",
+        "OPENAI_API_KEY": "sk-1",
+        "AWS_SECRET_ACCESS_KEY": "aws",
+        "GITHUB_TOKEN": "ghp",
+        "MY_LLM": "sk-odd-name",  # api_key_env named it: known by its value
+        "SSH_AUTH_SOCK": "/run/user/1/ssh",
+    }
+    kept = command_env(env, secrets=("sk-odd-name", ""), keep=("GITHUB_TOKEN",))
+    assert kept == {"PATH": "/usr/bin", "HOME": "/home/me", "GITHUB_TOKEN": "ghp"}
