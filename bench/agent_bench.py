@@ -5,7 +5,10 @@
 2. per governed built-in call: the mesh's `/decide` round trip, and `/decide` plus the outcome report, against a
    real `flux7 serve` (1 worker, policy allow, traces written durably);
 3. a whole governed `read_file` call through the agent's two gates (validation, hooks none, the local safety
-   layer, `/decide`, the read, the report), measured as the run's time minus the same run's model turns.
+   layer with this machine's hidden paths, `/decide`, the read, the report), measured as the run's time minus the
+   same run's model turns;
+4. the local safety layer alone, per call: a `read_file` and a `shell` command (parsed with bashlex);
+5. the sandbox's start, per shell command (not per built-in call): `/bin/sh -c true` bare and through bwrap.
 
 The provider is the streaming fake of the tests (tests/agent/llm_stream_servers.py) on loopback."""
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -24,10 +28,13 @@ sys.path.insert(0, str(ROOT))
 
 from bench._common import save, summary  # noqa: E402
 from bench.rest_overhead_bench import start_mesh, stop  # noqa: E402
+from flux7.shared.agent import safety  # noqa: E402
 from flux7.shared.agent.agent import Agent, Workspace  # noqa: E402
+from flux7.shared.agent.builtin_tools import ToolContext  # noqa: E402
 from flux7.shared.agent.conversation import Message  # noqa: E402
 from flux7.shared.agent.llm import TextDelta, make_chat  # noqa: E402
 from flux7.shared.agent.mesh_tools import MeshTools  # noqa: E402
+from flux7.shared.agent.sandbox import Sandbox, find_bwrap, hidden_paths  # noqa: E402
 from flux7.shared.agent.sessions import Session, SessionStore  # noqa: E402
 from tests.agent.llm_stream_servers import last_tool_results, openai_stream  # noqa: E402
 
@@ -96,6 +103,13 @@ async def decide_round_trips(mesh_url: str, n: int) -> tuple[list[float], list[f
     return decide, both
 
 
+def workspace(work: Path) -> Workspace:
+    """The agent's workspace as `flux7 agent` builds it: this machine's hidden paths, the sandbox."""
+    home = Path(os.environ.get("HOME") or Path.home())
+    hidden, _ = hidden_paths(home, work, os.environ)
+    return Workspace(work, home, mode="auto", tools=ToolContext(hidden=hidden), sandbox=Sandbox(find_bwrap(), hidden))
+
+
 async def governed_calls(url: str, mesh_url: str, work: Path, n: int) -> list[float]:
     """A run with one read_file call, minus the same run's two model turns timed from the events."""
     chat = make_chat("openai", "fake", url=url, api_key="sk-test")
@@ -103,7 +117,7 @@ async def governed_calls(url: str, mesh_url: str, work: Path, n: int) -> list[fl
     out: list[float] = []
     try:
         for _ in range(n):
-            agent = Agent(chat, mesh, workspace=Workspace(work, work, mode="auto"))
+            agent = Agent(chat, mesh, workspace=workspace(work))
             agent.tools = []
             started = done = 0.0
             async for event in agent.run("read"):
@@ -119,6 +133,51 @@ async def governed_calls(url: str, mesh_url: str, work: Path, n: int) -> list[fl
     return out
 
 
+def local_gate(work: Path, n: int) -> tuple[list[float], list[float]]:
+    """The local safety layer's verdict alone (milliseconds): a read_file, and a shell command it parses."""
+    ws = workspace(work)
+    timed: tuple[list[float], list[float]] = ([], [])
+    calls = [
+        ("read_file", {"path": "notes.txt"}, False),
+        ("shell", {"command": "git log --oneline -5 | head -3 && cat notes.txt"}, True),
+    ]
+    for _ in range(n):
+        for out, (tool, args, mutating) in zip(timed, calls, strict=True):
+            t0 = time.perf_counter()
+            safety.check(
+                tool,
+                args,
+                mutating=mutating,
+                mode="auto",
+                cwd=work,
+                home=ws.home,
+                hidden=ws.tools.hidden,
+                env=os.environ,
+                sandboxed=True,
+            )
+            out.append((time.perf_counter() - t0) * 1000)
+    return timed
+
+
+async def sandbox_start(work: Path, n: int) -> tuple[list[float], list[float]]:
+    """`/bin/sh -c true`, bare and in the sandbox (milliseconds, process start to exit)."""
+    ws = workspace(work)
+    assert ws.sandbox is not None and not await ws.sandbox.probe(), "the sandbox does not start here"
+    bare: list[float] = []
+    boxed: list[float] = []
+    command = ["/bin/sh", "-c", "true"]
+    for _ in range(n):
+        for out, argv in (
+            (bare, command),
+            (boxed, ws.sandbox.argv(command, root=work, where=work, writable=True, network=False)),
+        ):
+            t0 = time.perf_counter()
+            proc = await asyncio.create_subprocess_exec(*argv, cwd=work)
+            await proc.wait()
+            out.append((time.perf_counter() - t0) * 1000)
+    return bare, boxed
+
+
 async def run(mesh_url: str, work: Path, n: int) -> dict[str, Any]:
     with openai_stream(script) as llm:
         await first_token_direct(llm.url, 20)  # warm both paths
@@ -130,6 +189,8 @@ async def run(mesh_url: str, work: Path, n: int) -> dict[str, Any]:
             through += await first_token_agent(llm.url, mesh_url, work, 10)
         decide, both = await decide_round_trips(mesh_url, n)
         calls = await governed_calls(llm.url, mesh_url, work, max(20, n // 4))
+    gate_read, gate_shell = local_gate(work, n)
+    bare, boxed = await sandbox_start(work, max(20, n // 4))
     d, a = summary(direct), summary(through)
     return {
         "first_token_direct_ms": d,
@@ -138,6 +199,11 @@ async def run(mesh_url: str, work: Path, n: int) -> dict[str, Any]:
         "decide_ms": summary(decide),
         "decide_and_report_ms": summary(both),
         "governed_read_file_call_ms": summary(calls),
+        "local_gate_read_file_ms": summary(gate_read),
+        "local_gate_shell_ms": summary(gate_shell),
+        "shell_bare_start_ms": summary(bare),
+        "shell_sandboxed_start_ms": summary(boxed),
+        "sandbox_start_overhead_p50_ms": summary(boxed)["p50"] - summary(bare)["p50"],
     }
 
 
@@ -166,6 +232,12 @@ def main() -> None:
         f"/decide p50 {r['decide_ms']['p50']:.2f} ms (p95 {r['decide_ms']['p95']:.2f}); /decide + outcome p50 "
         f"{r['decide_and_report_ms']['p50']:.2f} ms; a whole governed read_file call p50 "
         f"{r['governed_read_file_call_ms']['p50']:.2f} ms"
+    )
+    print(
+        f"local gate: read_file p50 {r['local_gate_read_file_ms']['p50']:.3f} ms, a parsed shell command p50 "
+        f"{r['local_gate_shell_ms']['p50']:.3f} ms; a shell command's start: bare p50 "
+        f"{r['shell_bare_start_ms']['p50']:.2f} ms, sandboxed p50 {r['shell_sandboxed_start_ms']['p50']:.2f} ms "
+        f"(+{r['sandbox_start_overhead_p50_ms']:.2f} ms per command)"
     )
     path = save("agent", {"unit": "milliseconds", "iterations": n, **results, "target_p50_ms": 5})
     print(f"saved {path}")

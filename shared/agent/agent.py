@@ -11,6 +11,10 @@ layer (shared/agent/safety.py: refuse, ask the user, or allow), then the mesh (`
 grants, limits, approvals); it runs only when both allow, and what it did is reported back to the mesh so the
 trace shows one call. A mesh tool goes through `POST /tool/{name}` as before. A tool name the model made up, or
 arguments that do not fit the tool's schema, are answered with an error result without calling anything.
+
+A shell command runs in the OS sandbox (shared/agent/sandbox.py), started once to see whether it can; where it
+cannot, the run says so once and every command asks. A mesh that refuses the agent's credential stops the agent
+(`stopped` says why): nothing runs ungoverned because a token was revoked.
 """
 
 from __future__ import annotations
@@ -31,17 +35,19 @@ from .builtin_tools import (
     SUBAGENT_DEFAULT_TOOLS,
     SUBAGENT_PROMPT,
     Builtin,
-    ShellLimits,
+    ToolContext,
     ToolRun,
     validation_error,
 )
+from .commands import reads_only
 from .context import Compaction, ContextEngine
 from .conversation import Message, ToolCall, ToolResult, ToolSpec
 from .events import AgentEvent
 from .hooks import Hooks
 from .llm import Chat, Finished, LLMError, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStart
 from .loop_detector import LoopDetector
-from .mesh_tools import Decision, MeshTool, MeshTools, MeshUnavailable, ToolOutcome
+from .mesh_tools import Decision, MeshCredentialRefused, MeshTool, MeshTools, MeshUnavailable, ToolOutcome
+from .sandbox import Sandbox
 from .sessions import Session, SessionError, SessionStore
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "Agent", "Confirm", "Workspace"]
@@ -63,7 +69,28 @@ class Workspace:
     mode: str = "on-request"
     offline: bool = False  # the user chose to run without the mesh: calls are not governed nor traced
     confirm: Confirm = _nobody
-    shell: ShellLimits = field(default_factory=ShellLimits)
+    tools: ToolContext = field(default_factory=ToolContext)
+    sandbox: Sandbox | None = None  # the shell's sandbox; None: there is none, every command asks
+    network: bool = False  # sandbox.network: sandboxed commands may use the network (not in read-only mode)
+    # why the sandbox cannot start ("" when it can; None: not tried yet)
+    _sandbox_error: str | None = field(default=None, init=False, repr=False)
+
+    async def sandboxed(self) -> tuple[bool, str]:
+        """Whether shell commands run in the sandbox, and, the first time they cannot, the sentence saying so."""
+        if self._sandbox_error is not None:
+            return not self._sandbox_error, ""
+        self._sandbox_error = await self.sandbox.probe() if self.sandbox is not None else "no sandbox configured"
+        if not self._sandbox_error:
+            return True, ""
+        return False, f"no sandbox for shell commands ({self._sandbox_error}): every shell command asks first"
+
+    def context(self, *, sandboxed: bool, confirmed: bool) -> ToolContext:
+        """The context one call runs with: the sandbox when it starts, the folder read-only in read-only mode,
+        the network for a command the user confirmed, in yolo mode, or with sandbox.network."""
+        writable = self.mode != "read-only"
+        network = writable and (confirmed or self.mode == "yolo" or self.network)
+        sandbox = self.sandbox if sandboxed else None
+        return dataclasses.replace(self.tools, sandbox=sandbox, writable=writable, network=network)
 
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -109,6 +136,7 @@ class Agent:
         self._builtin_specs: dict[str, Builtin] = dict(BUILTINS) if workspace is not None else {}
         if workspace is not None:  # custom tools run here, like the built-ins, through the same gates
             self._builtin_specs.update({t.name: t for t in custom_tools})
+        self.stopped = ""  # why the agent cannot go on (the mesh refused its credential); "" while it can
         self._unsaved = ""  # why the last save failed, until it is said
         self._reports: set[asyncio.Future[bool]] = set()  # outcome reports still on their way to the mesh
         self._writing: asyncio.Future[None] | None = None  # the session's last save, until it is written
@@ -219,9 +247,16 @@ class Agent:
 
     async def _run(self, prompt: str) -> AsyncIterator[AgentEvent]:
         yield AgentEvent("agent_start", text=prompt)
+        if self.stopped:
+            yield AgentEvent("agent_error", text=self.stopped, is_error=True)
+            return
         if self.tools is None:
             try:
                 await self.refresh_tools()
+            except MeshCredentialRefused as e:
+                self.stopped = _credential_stop(e)
+                yield AgentEvent("agent_error", text=self.stopped, is_error=True)
+                return
             except MeshUnavailable as e:
                 if self.workspace is None:
                     yield AgentEvent("agent_error", text=f"cannot list the mesh's tools: {e}", is_error=True)
@@ -285,9 +320,18 @@ class Agent:
                 yield AgentEvent("agent_end", usage=dict(self.usage))
                 return
             results: list[ToolResult] = []
-            for call in calls:
-                async for event in self._run_call(call, results):
-                    yield event
+            try:
+                for call in calls:
+                    async for event in self._run_call(call, results):
+                        yield event
+            except MeshCredentialRefused as e:
+                self.stopped = _credential_stop(e)
+                done = {r.call_id for r in results}
+                results += [ToolResult(c.id, "not run: the agent stopped", True) for c in calls if c.id not in done]
+                self.messages.append(Message("tool", results=results))
+                self._save()
+                yield AgentEvent("agent_error", text=self.stopped, is_error=True)
+                return
             self.messages.append(Message("tool", results=results))
             self._save()
         stopped = f"stopped after {self.max_turns} model turns"
@@ -410,12 +454,27 @@ class Agent:
             yield finish(f"refused by a before_tool hook: {blocked}", "refused", "hook", error=True)
             return
         # Gate 1: the local safety layer. A refusal never reaches the mesh.
+        is_shell = tool.mesh_name == "shell" and tool.run is BUILTINS["shell"].run
+        sandboxed = False
+        if is_shell:
+            sandboxed, said = await ws.sandboxed()
+            if said:
+                yield AgentEvent("notice", text=said)
         verdict = safety.check(
-            tool.mesh_name, arguments, mutating=tool.mutating, mode=ws.mode, cwd=ws.cwd, home=ws.home
+            tool.mesh_name,
+            arguments,
+            mutating=tool.mutating,
+            mode=ws.mode,
+            cwd=ws.cwd,
+            home=ws.home,
+            hidden=ws.tools.hidden,
+            env=ws.tools.env,
+            sandboxed=sandboxed,
         )
         if verdict.action == "refuse":
             yield finish(f"refused: {verdict.reason}. Do not retry; tell the user.", "refused", "local", error=True)
             return
+        confirmed = False
         if verdict.action == "ask":
             yield AgentEvent(
                 "tool_call_confirm", tool=tool.mesh_name, call_id=call.id, arguments=arguments, text=verdict.reason
@@ -424,6 +483,7 @@ class Agent:
                 why = f"refused: the user did not confirm it ({verdict.reason}). Ask the user how to proceed."
                 yield finish(why, "refused", "local", error=True)
                 return
+            confirmed = True
         if ws.offline and tool.needs_mesh:
             why = f"refused: {tool.mesh_name} runs only when the mesh allows it, and the agent is offline"
             yield finish(why + ". Tell the user.", "refused", "local", error=True)
@@ -439,7 +499,9 @@ class Agent:
                     yield AgentEvent("tool_call_waiting", tool=tool.mesh_name, call_id=call.id, approval_id=approval)
                 decision = await pending
             except MeshUnavailable as e:
-                changes = tool.mutating and not safety.is_safe_command(str(arguments.get("command") or ""))
+                command = str(arguments.get("command") or "")
+                reads = is_shell and reads_only(command, cwd=ws.cwd, home=ws.home, hidden=ws.tools.hidden)
+                changes = tool.mutating and not reads
                 if changes or tool.needs_mesh:
                     what = "it" if tool.needs_mesh else "nothing that changes things"
                     why = f"refused: the mesh cannot be asked ({e}); {what} runs without it"
@@ -468,7 +530,7 @@ class Agent:
                 yield event
             run = outcome[0]
         else:
-            run = await tool.run(arguments, ws.cwd, ws.shell)
+            run = await tool.run(arguments, ws.cwd, ws.context(sandboxed=sandboxed, confirmed=confirmed))
         elapsed_ms = (time.perf_counter() - started) * 1000
         if decision is not None and decision.trace_id:
             # Sent beside the next model turn rather than before it; the run waits for it before it ends.
@@ -536,6 +598,8 @@ class Agent:
                         self.usage[k] = self.usage.get(k, 0) + v
         finally:
             await mesh.aclose()
+        if child.stopped:  # the mesh refused the credential: the parent stops too
+            raise MeshCredentialRefused(child.stopped)
         if error:
             outcome.append(ToolRun(f"error: the sub-agent {name} stopped: {error}", is_error=True))
         else:
@@ -575,6 +639,16 @@ def _hook_payload(event: AgentEvent) -> dict[str, Any]:
     if event.type == "agent_end":
         return {"usage": event.usage}
     return {"error": event.text}
+
+
+def _credential_stop(e: MeshCredentialRefused) -> str:
+    text = str(e)
+    if text.startswith("the mesh refused"):
+        return text  # a sub-agent's, said already
+    return (
+        f"the mesh refused the agent's credential ({text}): stopping, nothing runs ungoverned. Check the token "
+        "(--token, MESH_AGENT_TOKEN) or the agent id, and start again"
+    )
 
 
 def _compacted(c: Compaction) -> str:

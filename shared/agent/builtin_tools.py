@@ -2,7 +2,13 @@
 
 Each has a JSON Schema the model sees and `jsonschema` checks the arguments against before anything runs, and a
 `mutating` flag the safety layer reads. Running one returns a `ToolRun`: the text the model reads, whether it
-failed, and what the mesh is told afterwards (exit code, output size).
+failed, and what the mesh is told afterwards (exit code, output size). A `ToolContext` carries the rest: the
+shell's limits, sandbox and environment, what is hidden, web_fetch's outbound allow-list.
+
+`grep` and `glob` open only files that resolve inside the working folder (or the folder searched) and outside
+every hidden path: a symlink in a cloned repository cannot lead them out. `shell` runs in the OS sandbox
+(shared/agent/sandbox.py) when the context has one; `web_fetch` goes through the outbound guard
+(shared/agent/web.py).
 """
 
 from __future__ import annotations
@@ -13,15 +19,27 @@ import difflib
 import os
 import re
 import signal
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pathspec
 from jsonschema import Draft202012Validator
 
-__all__ = ["BUILTINS", "SUBAGENT_DEFAULT_TOOLS", "SUBAGENT_PROMPT", "Builtin", "ToolRun", "validation_error"]
+from .commands import under
+from .sandbox import Sandbox
+from .web import MESH_ITSELF, WebAccess, fetch
+
+__all__ = [
+    "BUILTINS",
+    "SUBAGENT_DEFAULT_TOOLS",
+    "SUBAGENT_PROMPT",
+    "Builtin",
+    "ToolContext",
+    "ToolRun",
+    "validation_error",
+]
 
 SUBAGENT_DEFAULT_TOOLS = ("read_file", "list_dir", "glob", "grep")
 SUBAGENT_PROMPT = (
@@ -44,12 +62,20 @@ class ToolRun:
 
 
 @dataclass(frozen=True)
-class ShellLimits:
-    timeout: float = 120.0
-    output_limit: int = _MAX_OUTPUT
+class ToolContext:
+    """What running a tool needs besides its arguments and the working folder."""
+
+    timeout: float = 120.0  # the shell's longest run, seconds
+    output_limit: int = _MAX_OUTPUT  # characters of a command's output the model reads
+    hidden: tuple[Path, ...] = ()  # resolved paths no tool opens (secrets, the mesh's data)
+    env: Mapping[str, str] | None = None  # a shell command's environment (None: this process's)
+    sandbox: Sandbox | None = None  # the shell's sandbox; None runs commands bare (only ever after a yes)
+    writable: bool = True  # the working folder is writable in the sandbox (not in read-only mode)
+    network: bool = False  # the sandboxed command may use the network
+    web: WebAccess = field(default_factory=WebAccess)
 
 
-Runner = Callable[[dict[str, Any], Path, ShellLimits], Awaitable[ToolRun]]
+Runner = Callable[[dict[str, Any], Path, ToolContext], Awaitable[ToolRun]]
 
 
 @dataclass(frozen=True)
@@ -108,10 +134,10 @@ def _diff(path: str, before: str, after: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def _guarded(fn: Callable[[dict[str, Any], Path], ToolRun]) -> Runner:
-    async def run(arguments: dict[str, Any], cwd: Path, _: ShellLimits) -> ToolRun:
+def _guarded(fn: Callable[[dict[str, Any], Path, ToolContext], ToolRun]) -> Runner:
+    async def run(arguments: dict[str, Any], cwd: Path, ctx: ToolContext) -> ToolRun:
         try:
-            return await asyncio.to_thread(fn, arguments, cwd)
+            return await asyncio.to_thread(fn, arguments, cwd, ctx)
         except ToolFailed as e:
             return ToolRun(f"error: {e}", is_error=True)
         except OSError as e:
@@ -120,7 +146,7 @@ def _guarded(fn: Callable[[dict[str, Any], Path], ToolRun]) -> Runner:
     return run
 
 
-def _read_file(a: dict[str, Any], cwd: Path) -> ToolRun:
+def _read_file(a: dict[str, Any], cwd: Path, _ctx: ToolContext) -> ToolRun:
     lines = _read_text(_resolve(cwd, a["path"])).splitlines()
     first = int(a.get("start_line") or 1)
     last = int(a.get("end_line") or len(lines))
@@ -130,7 +156,7 @@ def _read_file(a: dict[str, Any], cwd: Path) -> ToolRun:
     return ToolRun(_clip("\n".join(shown)))
 
 
-def _write_file(a: dict[str, Any], cwd: Path) -> ToolRun:
+def _write_file(a: dict[str, Any], cwd: Path, _ctx: ToolContext) -> ToolRun:
     path = _resolve(cwd, a["path"])
     before = _read_text(path) if path.exists() else ""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,7 +166,7 @@ def _write_file(a: dict[str, Any], cwd: Path) -> ToolRun:
     return ToolRun(f"wrote {size} bytes to {a['path']}", diff=diff)
 
 
-def _edit_file(a: dict[str, Any], cwd: Path) -> ToolRun:
+def _edit_file(a: dict[str, Any], cwd: Path, _ctx: ToolContext) -> ToolRun:
     path = _resolve(cwd, a["path"])
     text = _read_text(path)
     old, new = a["old_text"], a["new_text"]
@@ -157,7 +183,7 @@ def _edit_file(a: dict[str, Any], cwd: Path) -> ToolRun:
     return ToolRun(f"edited {a['path']} ({count if a.get('replace_all') else 1} replacement)\n{diff}", diff=diff)
 
 
-def _list_dir(a: dict[str, Any], cwd: Path) -> ToolRun:
+def _list_dir(a: dict[str, Any], cwd: Path, _ctx: ToolContext) -> ToolRun:
     path = _resolve(cwd, a.get("path") or ".")
     if not path.is_dir():
         raise ToolFailed(f"{a.get('path') or '.'} is not a directory")
@@ -174,8 +200,20 @@ def _ignored(root: Path) -> pathspec.GitIgnoreSpec:
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
-def _files(base: Path) -> Iterator[Path]:
-    """Files under `base`, skipping what .gitignore files (at base and below) ignore."""
+def _opens(path: Path, roots: tuple[Path, ...], hidden: tuple[Path, ...]) -> bool:
+    """Whether a walk may open `path`: it resolves inside one of `roots` and outside every hidden path (a symlink
+    does not lead out)."""
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return any(under(resolved, r) for r in roots) and not any(under(resolved, h) for h in hidden)
+
+
+def _files(base: Path, roots: tuple[Path, ...] = (), hidden: tuple[Path, ...] = ()) -> Iterator[Path]:
+    """Files under `base` that a walk may open (`_opens`), skipping what .gitignore files (at base and below)
+    ignore."""
+    roots = roots or (base.resolve(),)
     specs: list[tuple[Path, pathspec.GitIgnoreSpec]] = []
     for here, dirs, files in os.walk(base):
         folder = Path(here)
@@ -190,37 +228,45 @@ def _files(base: Path) -> Iterator[Path]:
                         return False
             return True
 
-        dirs[:] = sorted(d for d in dirs if kept(folder / d, True))
+        dirs[:] = sorted(d for d in dirs if kept(folder / d, True) and _opens(folder / d, roots, hidden))
         for name in sorted(files):
-            if kept(folder / name, False):
+            if kept(folder / name, False) and _opens(folder / name, roots, hidden):
                 yield folder / name
 
 
-def _glob(a: dict[str, Any], cwd: Path) -> ToolRun:
+def _roots(cwd: Path, base: Path) -> tuple[Path, ...]:
+    """Where a walk's files may resolve: the working folder, and the folder searched (a path outside the working
+    folder passed the local gate already)."""
+    return (cwd.resolve(), base.resolve())
+
+
+def _glob(a: dict[str, Any], cwd: Path, ctx: ToolContext) -> ToolRun:
     base = _resolve(cwd, a.get("path") or ".")
     spec = pathspec.GitIgnoreSpec.from_lines([a["pattern"]])
-    found = [p.relative_to(base).as_posix() for p in _files(base) if spec.match_file(p.relative_to(base).as_posix())]
+    walk = _files(base, _roots(cwd, base), ctx.hidden)
+    found = [p.relative_to(base).as_posix() for p in walk if spec.match_file(p.relative_to(base).as_posix())]
     more = f"\n[... {len(found) - _MAX_MATCHES} more]" if len(found) > _MAX_MATCHES else ""
     return ToolRun("\n".join(found[:_MAX_MATCHES]) + more if found else "no files match")
 
 
-def _grep(a: dict[str, Any], cwd: Path) -> ToolRun:
+def _grep(a: dict[str, Any], cwd: Path, ctx: ToolContext) -> ToolRun:
     try:
         pattern = re.compile(a["pattern"], re.IGNORECASE if a.get("ignore_case") else 0)
     except re.error as e:
         raise ToolFailed(f"not a regular expression: {e}") from e
     base = _resolve(cwd, a.get("path") or ".")
     only = pathspec.GitIgnoreSpec.from_lines([a["glob"]]) if a.get("glob") else None
-    candidates = [base] if base.is_file() else list(_files(base))
+    candidates = [base] if base.is_file() else list(_files(base, _roots(cwd, base), ctx.hidden))
     hits: list[str] = []
     for path in candidates:
         shown = path.relative_to(cwd).as_posix() if path.is_relative_to(cwd) else str(path)
         if only is not None and not only.match_file(path.name) and not only.match_file(shown):
             continue
         try:
-            if path.stat().st_size > _MAX_FILE:
+            real = path.resolve()  # the file checked is the file opened, not a link that may move meanwhile
+            if not _opens(real, _roots(cwd, base), ctx.hidden) or real.stat().st_size > _MAX_FILE:
                 continue
-            text = path.read_text(encoding="utf-8")
+            text = real.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue  # binary or unreadable: not searched
         for n, line in enumerate(text.splitlines(), 1):
@@ -234,16 +280,21 @@ def _grep(a: dict[str, Any], cwd: Path) -> ToolRun:
     return ToolRun(_clip("\n".join(hits[:_MAX_MATCHES]) + more))
 
 
-async def _shell(a: dict[str, Any], cwd: Path, limits: ShellLimits) -> ToolRun:
+async def _shell(a: dict[str, Any], cwd: Path, ctx: ToolContext) -> ToolRun:
     where = _resolve(cwd, a.get("cwd") or ".")
     if not where.is_dir():
         return ToolRun(f"error: {a.get('cwd')} is not a directory", is_error=True)
-    timeout = min(float(a.get("timeout") or limits.timeout), limits.timeout)
+    timeout = min(float(a.get("timeout") or ctx.timeout), ctx.timeout)
+    argv = ["/bin/sh", "-c", a["command"]]
+    env = dict(ctx.env) if ctx.env is not None else None
+    if ctx.sandbox is not None:
+        argv = ctx.sandbox.argv(argv, root=cwd.resolve(), where=where, writable=ctx.writable, network=ctx.network)
+        if env is not None:
+            env["TMPDIR"] = "/tmp"  # the sandbox's own, empty and writable
     proc = await asyncio.create_subprocess_exec(
-        "/bin/sh",
-        "-c",
-        a["command"],
+        *argv,
         cwd=where,
+        env=env,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
@@ -258,43 +309,34 @@ async def _shell(a: dict[str, Any], cwd: Path, limits: ShellLimits) -> ToolRun:
         text = f"error: the command timed out after {timeout:g} s and was killed"
         return ToolRun(text, is_error=True, exit_code=proc.returncode)
     code = proc.returncode if proc.returncode is not None else -1
-    text = _clip(out.decode("utf-8", "replace"), limits.output_limit)
+    text = _clip(out.decode("utf-8", "replace"), ctx.output_limit)
     return ToolRun(f"exit code {code}\n{text}", is_error=code != 0, exit_code=code)
 
 
-_MAX_FETCH = 2_000_000  # bytes web_fetch reads of a page
-_TAGS = re.compile(r"<(script|style)\b.*?</\1>|<[^>]+>", re.S | re.I)
-
-
-async def _web_fetch(a: dict[str, Any], _cwd: Path, limits: ShellLimits) -> ToolRun:
-    import html
-
+async def _web_fetch(a: dict[str, Any], _cwd: Path, ctx: ToolContext) -> ToolRun:
     import httpx
+
+    from ..errors import OutboundRefused
 
     url = a["url"]
     if not url.startswith(("http://", "https://")):
         return ToolRun("error: only http and https URLs are fetched", is_error=True)
     try:
-        async with (
-            httpx.AsyncClient(timeout=httpx.Timeout(30.0), follow_redirects=True, max_redirects=5) as client,
-            client.stream("GET", url, headers={"User-Agent": "flux7-agent"}) as resp,
-        ):
-            body = b""
-            async for chunk in resp.aiter_bytes():
-                body += chunk
-                if len(body) > _MAX_FETCH:
-                    break
+        status, kind, text, _ = await asyncio.to_thread(fetch, ctx.web, url)
+    except OutboundRefused as e:
+        hint = (
+            ""
+            if e.message.endswith(MESH_ITSELF)
+            else " (web_fetch reaches public addresses; web_fetch.allow opens others)"
+        )
+        return ToolRun(f"refused: {url}: {e.message}{hint}", is_error=True)
     except httpx.HTTPError as e:
         return ToolRun(f"error: {url}: {e.__class__.__name__}: {e}", is_error=True)
-    text = body[:_MAX_FETCH].decode(resp.encoding or "utf-8", "replace")
-    if "html" in resp.headers.get("content-type", ""):
-        text = html.unescape(_TAGS.sub(" ", text))
-        text = "\n".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
-    status = f"HTTP {resp.status_code} {resp.headers.get('content-type', '')}".strip()
-    return ToolRun(f"{status}\n{_clip(text, limits.output_limit)}", is_error=resp.status_code >= 400)
+    shown = f"HTTP {status} {kind}".strip()
+    return ToolRun(f"{shown}\n{_clip(text, ctx.output_limit)}", is_error=status >= 400)
 
 
-async def _no_direct_run(_a: dict[str, Any], _cwd: Path, _limits: ShellLimits) -> ToolRun:
+async def _no_direct_run(_a: dict[str, Any], _cwd: Path, _ctx: ToolContext) -> ToolRun:
     return ToolRun("error: task runs through the agent", is_error=True)  # the agent runs sub-agents itself
 
 

@@ -3,9 +3,12 @@
     flux7 agent --model claude-sonnet-4-5 [--mesh http://127.0.0.1:9090] [--mode on-request] [-p "..."]
 
 Settings are layered (shared/agent/config.py): `~/.config/flux7/agent.toml`, the project's `.flux7/agent.toml`,
-the environment (read here and nowhere below), then these flags. This module only parses the command line; the
-agent (shared/agent/repl.py) is imported after, so `--help` answers at once. Exit status: 0 when the agent
-answered, 1 when it stopped on an error, 2 for bad usage or configuration.
+the environment (read here and nowhere below), then these flags. The project's settings that run code, send data
+away, read outside the folder or loosen the safety mode apply only once the user trusts the folder
+(shared/agent/trust.py): `--trust`, or a yes at the prompt the REPL shows at a terminal; otherwise they are
+named and left out. This module only parses the command line; the agent (shared/agent/repl.py) is imported
+after, so `--help` answers at once. Exit status: 0 when the agent answered, 1 when it stopped on an error (a
+refused credential included), 2 for bad usage or configuration.
 """
 
 from __future__ import annotations
@@ -47,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="write every event as a JSON line on stdout (for scripts)")
     p.add_argument("--plain", action="store_true", help="plain text even on a terminal (no colours, no markdown)")
     p.add_argument("--system", default=None, help="a file whose text replaces the default system prompt")
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="trust this folder: its .flux7 settings (hooks, MCP servers, tools, URLs, mode) apply; remembered",
+    )
     return p
 
 
@@ -74,15 +82,33 @@ def main(argv: list[str] | None = None) -> int:
     from .config import ConfigError, load_config
     from .repl import run
     from .sessions import SessionError
+    from .trust import remember
 
     env = os.environ
     home = Path(env.get("HOME") or Path.home())
     cwd = Path.cwd().resolve()
     try:
-        config = load_config(_flags(args), env, cwd=cwd, home=home)
+        config = load_config(_flags(args), env, cwd=cwd, home=home, trust=args.trust)
+        if config.ignored and args.prompt is None and not args.json and sys.stdin.isatty() and _ask_trust(config):
+            args.trust = True
+            config = load_config(_flags(args), env, cwd=cwd, home=home, trust=True)
+        if args.trust and not config.trust_remembered:
+            remember(config.user_file, config.workspace)
+            print(f"note: trusted {config.workspace} (remembered in {config.user_file})", file=sys.stderr)
     except ConfigError as e:
         print(f"flux7 agent: config error: {e}", file=sys.stderr)
         return 2
+    except (ValueError, OSError) as e:
+        print(f"flux7 agent: cannot remember the folder's trust: {e}", file=sys.stderr)
+        return 2
+    if config.ignored:
+        how = "-p runs without them" if args.prompt is not None else "the agent runs without them"
+        print(
+            f"note: {config.workspace} is not trusted, so its project settings that run code, send data elsewhere, "
+            f"read outside the folder or loosen the safety mode are ignored ({how}): {'; '.join(config.ignored)}. "
+            "Trust the folder with --trust.",
+            file=sys.stderr,
+        )
     try:
         return asyncio.run(run(args, config, env, cwd, home))
     except ConfigError as e:
@@ -93,6 +119,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _ask_trust(config: Any) -> bool:
+    """At a terminal: show what the folder's settings would do and ask once whether to trust it."""
+    where = config.project_file or config.workspace / ".flux7"
+    print(f"{where} is in a folder you have not trusted. It asks for:", file=sys.stderr)
+    for item in config.ignored:
+        print(f"  - {item}", file=sys.stderr)
+    question = f"Trust {config.workspace}? Its settings then apply, now and later ({config.user_file}). [y/N] "
+    try:
+        answer = input(question)  # input() writes the question where the terminal shows it
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
 
 if __name__ == "__main__":

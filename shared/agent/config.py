@@ -2,9 +2,11 @@
 
 Layers, later overriding earlier: built-in defaults, the user's `~/.config/flux7/agent.toml` (`$XDG_CONFIG_HOME`
 when set), the project's `.flux7/agent.toml` (found from the working directory up to the repository root), the
-environment, then the command line. Every problem is a `ConfigError` whose message is one line naming the file
-(or variable, or flag) and the key. `AGENT.md` files (the user's, the repository root's, the working directory's)
-become part of the system prompt.
+environment, then the command line. The project's layer is applied whole only in a folder its user trusts
+(shared/agent/trust.py); elsewhere what could run code, send data away, read outside the folder or loosen the
+safety mode is left out and listed in `AgentConfig.ignored`. Every problem is a `ConfigError` whose message is
+one line naming the file (or variable, or flag) and the key. `AGENT.md` files (the user's, the repository root's,
+the working directory's) become part of the system prompt.
 """
 
 from __future__ import annotations
@@ -18,8 +20,20 @@ from typing import Any
 
 from .llm import DEFAULT_URLS
 from .safety import MODES
+from .trust import trusted_folders, untrusted_reason
+from .web import parse_allow
 
-__all__ = ["KEY_ENV", "AgentConfig", "ConfigError", "HookConfig", "McpServerConfig", "agent_md_files", "load_config"]
+__all__ = [
+    "KEY_ENV",
+    "AgentConfig",
+    "ConfigError",
+    "HookConfig",
+    "McpServerConfig",
+    "agent_md_files",
+    "load_config",
+    "user_config_file",
+    "workspace_root",
+]
 
 _HOOK_EVENTS = ("session_start", "user_prompt", "before_tool", "after_tool", "agent_end", "error")
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
@@ -70,6 +84,21 @@ class AgentConfig:
     hooks: tuple[HookConfig, ...] = ()
     origins: dict[str, str] = field(default_factory=dict)  # key -> "default" | a file | "env NAME" | "flag --x"
     files: tuple[Path, ...] = ()  # the TOML files read, in order
+    # Workspace trust (shared/agent/trust.py): the folder trust is keyed by, whether it is trusted, and what of
+    # the project's settings an untrusted folder left out (each "key (why)").
+    workspace: Path = Path(".")
+    trusted: bool = False
+    trust_remembered: bool = False  # the user's config names the workspace as trusted
+    ignored: tuple[str, ...] = ()
+    project_file: Path | None = None
+    user_file: Path = Path(".")
+    # The shell's sandbox (shared/agent/sandbox.py) and web_fetch's outbound allow-list.
+    sandbox_bwrap: str = ""
+    sandbox_network: bool = False
+    sandbox_hide: tuple[Path, ...] = ()
+    sandbox_writable: tuple[Path, ...] = ()
+    sandbox_pass_env: tuple[str, ...] = ()
+    web_allow: tuple[str, ...] = ()
 
 
 # key -> (type check, default). Dotted keys are TOML tables: `mesh.url` is `[mesh] url = ...`.
@@ -90,9 +119,16 @@ _SCALARS: dict[str, tuple[type | tuple[type, ...], Any]] = {
     "sessions.dir": (str, ""),
     "context.window": (int, 128_000),
     "context.compact_at": ((int, float), 0.8),
-    "tools.trust_project": (bool, False),
+    "tools.trust_project": (bool, True),
+    "sandbox.bwrap": (str, ""),
+    "sandbox.network": (bool, False),
+    "sandbox.hide": (list, ()),
+    "sandbox.writable": (list, ()),
+    "sandbox.pass_env": (list, ()),
+    "web_fetch.allow": (list, ()),
 }
 _LISTS = ("mcp_servers", "hooks")
+_USER_ONLY = ("tools.trust_project", "projects")  # a project cannot trust itself
 
 _ENV = {
     "FLUX7_LLM_PROVIDER": "provider",
@@ -107,6 +143,10 @@ _ENV = {
 def user_config_dir(env: Mapping[str, str], home: Path) -> Path:
     base = env.get("XDG_CONFIG_HOME") or str(home / ".config")
     return Path(base) / "flux7"
+
+
+def user_config_file(env: Mapping[str, str], home: Path) -> Path:
+    return user_config_dir(env, home) / "agent.toml"
 
 
 def repo_root(cwd: Path) -> Path | None:
@@ -134,6 +174,13 @@ def project_config(cwd: Path) -> Path | None:
     return folder / "agent.toml" if folder is not None and (folder / "agent.toml").is_file() else None
 
 
+def workspace_root(cwd: Path) -> Path:
+    """The folder workspace trust is keyed by: the one holding the project's `.flux7/`, else the repository
+    root, else the working directory (resolved)."""
+    project = project_dir(cwd)
+    return (project.parent if project is not None else repo_root(cwd) or cwd).resolve()
+
+
 def agent_md_files(cwd: Path, env: Mapping[str, str], home: Path) -> list[Path]:
     """The AGENT.md files that apply here, most general first: the user's, the repository root's, cwd's."""
     found: list[Path] = []
@@ -149,7 +196,7 @@ def _flatten(table: Mapping[str, Any], where: str, prefix: str = "") -> dict[str
     flat: dict[str, Any] = {}
     for key, value in table.items():
         dotted = f"{prefix}{key}"
-        if dotted in _LISTS:
+        if dotted in _LISTS or dotted == "projects":
             flat[dotted] = value
         elif isinstance(value, dict) and f"{dotted}." in {k[: len(dotted) + 1] for k in _SCALARS}:
             flat.update(_flatten(value, where, f"{dotted}."))
@@ -172,6 +219,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 def _check_type(key: str, value: Any, where: str) -> None:
     kind = _SCALARS[key][0]
+    if kind is list:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ConfigError(f"{where}: {key} must be an array of non-empty strings (got {value!r})")
+        return
     if isinstance(value, bool) and kind is not bool:
         raise ConfigError(f"{where}: {key} must be {_kind_name(kind)}, not a boolean")
     if not isinstance(value, kind):
@@ -237,25 +288,48 @@ def _hooks(value: Any, where: str) -> tuple[HookConfig, ...]:
     return tuple(hooks)
 
 
-def load_config(flags: Mapping[str, Any], env: Mapping[str, str], *, cwd: Path, home: Path) -> AgentConfig:
+def load_config(
+    flags: Mapping[str, Any], env: Mapping[str, str], *, cwd: Path, home: Path, trust: bool = False
+) -> AgentConfig:
     """Every layer merged and validated. `flags` holds the command line's values (None: not given), keyed like
-    the TOML keys (`mesh.url`); `token` and `session` are flag/env only."""
+    the TOML keys (`mesh.url`); `token` and `session` are flag/env only. `trust` trusts the folder whatever the
+    user's config says (`--trust`, or a yes at the prompt); otherwise the user's `[projects]` decide."""
     values: dict[str, Any] = {k: default for k, (_, default) in _SCALARS.items()}
     origins = dict.fromkeys(values, "default")
     lists: dict[str, tuple[Any, str]] = {}
     files: list[Path] = []
-    user_file = user_config_dir(env, home) / "agent.toml"
-    for path in [user_file if user_file.is_file() else None, project_config(cwd)]:
-        if path is None:
+    user_file = user_config_file(env, home)
+    project_file = project_config(cwd)
+    workspace = workspace_root(cwd)
+    user_table = _read_toml(user_file) if user_file.is_file() else {}
+    project_table = _read_toml(project_file) if project_file is not None else {}
+    try:
+        trusted_here = trusted_folders(user_table.get("projects", {}), str(user_file))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    trusted = trust or str(workspace) in trusted_here
+    ignored: list[str] = []
+    for path, table in [(user_file, user_table), (project_file, project_table)]:
+        if path is None or (path == user_file and not user_file.is_file()):
             continue
         files.append(path)
-        for key, value in _read_toml(path).items():
-            if key == "tools.trust_project" and path != user_file:
-                raise ConfigError(f"{path}: tools.trust_project can only be set in the user's own {user_file}")
+        from_project = path != user_file
+        for key, value in table.items():
+            if from_project and key in _USER_ONLY:
+                raise ConfigError(f"{path}: {key} can only be set in the user's own {user_file}")
+            if key == "projects":
+                continue
+            if key in _LISTS:
+                (_mcp_servers if key == "mcp_servers" else _hooks)(value, str(path))  # validated either way
+            else:
+                _check_type(key, value, str(path))
+            why = untrusted_reason(key, value, values, cwd, workspace) if from_project and not trusted else ""
+            if why:
+                ignored.append(f"{key} ({why})")
+                continue
             if key in _LISTS:
                 lists[key] = (value, str(path))
                 continue
-            _check_type(key, value, str(path))
             values[key], origins[key] = value, str(path)
     for name, key in _ENV.items():
         if env.get(name):
@@ -316,8 +390,29 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str], *, cwd: Path, 
     token = str(flags.get("token") or env.get("MESH_AGENT_TOKEN") or "")
     folders = [user_config_dir(env, home) / "tools"]
     project = project_dir(cwd)
-    if values["tools.trust_project"] and project is not None:
-        folders.append(project / "tools")
+    if project is not None and (project / "tools").is_dir():
+        if not trusted:
+            if any((project / "tools").glob("*.py")):
+                ignored.append(f"{project / 'tools'} (custom tools: importing them runs their code)")
+        elif values["tools.trust_project"]:
+            folders.append(project / "tools")
+    web_allow = tuple(values["web_fetch.allow"])
+    for entry in web_allow:
+        try:
+            parse_allow(entry)
+        except ValueError:
+            raise ConfigError(
+                f"{at('web_fetch.allow')}: web_fetch.allow entries are host, host:port or an address range "
+                f"(10.0.0.0/8), not {entry!r}"
+            ) from None
+    paths: dict[str, tuple[Path, ...]] = {}
+    for key in ("sandbox.hide", "sandbox.writable"):
+        for entry in values[key]:
+            if not entry.startswith(("/", "~")):
+                raise ConfigError(f"{at(key)}: {key} entries must be absolute paths or start with ~ (got {entry!r})")
+        paths[key] = tuple(
+            (home / e[2:] if e == "~" or e.startswith("~/") else Path(e).expanduser()) for e in values[key]
+        )
     return AgentConfig(
         provider=provider,
         model=values["model"],
@@ -341,4 +436,16 @@ def load_config(flags: Mapping[str, Any], env: Mapping[str, str], *, cwd: Path, 
         hooks=hooks,
         origins=origins,
         files=tuple(files),
+        workspace=workspace,
+        trusted=trusted,
+        trust_remembered=str(workspace) in trusted_here,
+        ignored=tuple(ignored),
+        project_file=project_file,
+        user_file=user_file,
+        sandbox_bwrap=values["sandbox.bwrap"],
+        sandbox_network=bool(values["sandbox.network"]),
+        sandbox_hide=paths["sandbox.hide"],
+        sandbox_writable=paths["sandbox.writable"],
+        sandbox_pass_env=tuple(values["sandbox.pass_env"]),
+        web_allow=web_allow,
     )

@@ -30,7 +30,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from .builtin_tools import BUILTINS, Builtin, ShellLimits, ToolRun
+from .builtin_tools import BUILTINS, Builtin, ToolContext, ToolRun
 from .config import ConfigError
 
 __all__ = ["load_custom_tools"]
@@ -39,8 +39,8 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 _MAX_RESULT = 30_000
 
 
-def _runner(fn: Callable[..., Any]) -> Callable[[dict[str, Any], Path, ShellLimits], Any]:
-    async def run(arguments: dict[str, Any], cwd: Path, _: ShellLimits) -> ToolRun:
+def _runner(fn: Callable[..., Any]) -> Callable[[dict[str, Any], Path, ToolContext], Any]:
+    async def run(arguments: dict[str, Any], cwd: Path, _: ToolContext) -> ToolRun:
         try:
             if inspect.iscoroutinefunction(fn):
                 result = await fn(arguments, cwd)

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .builtin_tools import Builtin, ShellLimits, ToolRun
+from .builtin_tools import Builtin, ToolContext, ToolRun
 from .config import McpServerConfig
 
 __all__ = ["McpServers"]
@@ -74,7 +74,7 @@ class McpServers:
 
 
 def _caller(client: Any, name: str) -> Any:
-    async def run(arguments: dict[str, Any], _cwd: Path, _limits: ShellLimits) -> ToolRun:
+    async def run(arguments: dict[str, Any], _cwd: Path, _limits: ToolContext) -> ToolRun:
         try:
             result = await client.call_tool(name, arguments)
         except Exception as e:  # a JSON-RPC error or a broken transport: the call's error result

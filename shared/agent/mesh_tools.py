@@ -8,6 +8,10 @@ Every call carries the agent's identity (`Bearer agent:<id>`, or a token) and it
 mesh applies its policy, grants, limits and approvals to it and traces it like any other agent's call. What the
 mesh answers becomes the tool result the model reads: the backend's result on 200, otherwise a short sentence
 saying who refused and why (a denial is a result, not a crash: the model can tell the user).
+
+A mesh that refuses the agent's credential (401, or a 403 whose body is not a decision: a revoked or expired
+token, an identity it may not claim) is not a mesh that is down: `MeshCredentialRefused` is raised, and the agent
+stops instead of running reads ungoverned.
 """
 
 from __future__ import annotations
@@ -22,7 +26,15 @@ import httpx
 from .. import __version__
 from .conversation import ToolSpec
 
-__all__ = ["Decision", "MeshTool", "MeshTools", "MeshUnavailable", "ToolOutcome", "schema_of"]
+__all__ = [
+    "Decision",
+    "MeshCredentialRefused",
+    "MeshTool",
+    "MeshTools",
+    "MeshUnavailable",
+    "ToolOutcome",
+    "schema_of",
+]
 
 _JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -33,6 +45,25 @@ _MAX_PAGES = 50
 
 class MeshUnavailable(Exception):
     """The mesh did not answer, or answered what this client cannot read."""
+
+
+class MeshCredentialRefused(Exception):
+    """The mesh answered and refused who the agent says it is: nothing may run until the user fixes it."""
+
+
+def _credential_refusal(url: str, resp: httpx.Response) -> MeshCredentialRefused | None:
+    """The refusal in `resp` when it refuses the credential rather than decides a call: a 401, or a 403 whose
+    body carries no decision (a policy's denial has an action or a policy, and a trace id)."""
+    if resp.status_code not in (401, 403):
+        return None
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    if resp.status_code == 403 and isinstance(body, dict) and ({"action", "policy", "trace_id"} & set(body)):
+        return None
+    why = str(body.get("error") or "") if isinstance(body, dict) else resp.text[:200]
+    return MeshCredentialRefused(f"{url}: HTTP {resp.status_code}: {why or 'refused'}")
 
 
 @dataclass(frozen=True)
@@ -127,6 +158,8 @@ class MeshTools:
             resp = await self._client.get("/tools")
         except httpx.HTTPError as e:
             raise MeshUnavailable(f"{self.url}/tools: {e.__class__.__name__}: {e}") from e
+        if (refused := _credential_refusal(f"{self.url}/tools", resp)) is not None:
+            raise refused
         if resp.status_code != 200:
             raise MeshUnavailable(f"{self.url}/tools: HTTP {resp.status_code}: {resp.text[:200]}")
         try:
@@ -225,6 +258,8 @@ class MeshTools:
         body = {"tool": name, "arguments": arguments, "wait": True}
         try:
             resp = await self._client.post("/decide", json=body)
+            if (refused := _credential_refusal(f"{self.url}/decide", resp)) is not None:
+                raise refused
             answer = resp.json()
         except httpx.HTTPError as e:
             raise MeshUnavailable(f"{self.url}/decide: {e.__class__.__name__}: {e}") from e
@@ -261,11 +296,14 @@ class MeshTools:
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """One governed call. Never raises for what the mesh decides; a mesh that does not answer is an error
-        result too, so the model hears about it and nothing runs around the mesh."""
+        result too, so the model hears about it and nothing runs around the mesh. A refused credential raises
+        MeshCredentialRefused."""
         try:
             resp = await self._client.post(f"/tool/{name}", json={"params": arguments})
         except httpx.HTTPError as e:
             return ToolOutcome(f"error: the mesh did not answer ({e.__class__.__name__})", True, "error", 0)
+        if (refused := _credential_refusal(f"{self.url}/tool/{name}", resp)) is not None:
+            raise refused
         try:
             body = resp.json()
         except ValueError:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from .agent import DEFAULT_SYSTEM_PROMPT, Agent, Confirm, Workspace
-from .builtin_tools import ShellLimits
+from .builtin_tools import ToolContext
 from .config import KEY_ENV, AgentConfig, ConfigError, agent_md_files
 from .context import ContextEngine
 from .custom_tools import load_custom_tools
@@ -28,9 +28,11 @@ from .events import AgentEvent
 from .hooks import Hooks
 from .llm import DEFAULT_URLS, LLMError, make_chat
 from .mcp_servers import McpServers
-from .mesh_tools import MeshTools, MeshUnavailable
+from .mesh_tools import MeshCredentialRefused, MeshTools, MeshUnavailable
 from .safety import MODES
+from .sandbox import Sandbox, command_env, find_bwrap, hidden_paths
 from .sessions import Session, SessionError, SessionStore
+from .web import WebAccess
 
 __all__ = ["run", "system_prompt"]
 
@@ -318,6 +320,8 @@ async def _repl(agent: Agent, config: AgentConfig, store: SessionStore, render: 
             render.err.write(f"unknown command {word} (/help lists them)\n")
         else:
             await _one(agent, line, render)
+            if agent.stopped:  # the mesh refused the credential: nothing more runs in this session
+                return 1
         render.out.flush()
 
 
@@ -360,12 +364,29 @@ async def run(args: argparse.Namespace, config: AgentConfig, env: Mapping[str, s
     else:
         render = Renderer(sys.stdout, sys.stderr)
     interactive = args.prompt is None or sys.stdin.isatty()
+    # What no tool may open and no sandboxed command may see: the user's secrets, the mesh's data, the agent's
+    # own sessions, sandbox.hide.
+    hidden, unhidden = hidden_paths(
+        home,
+        cwd,
+        env,
+        extra=(*config.sandbox_hide, config.sessions_dir.parent),
+        roots=(config.workspace,),
+    )
     workspace = Workspace(
         cwd=cwd,
         home=home,
         mode=config.approval_mode,
         offline=config.offline,
-        shell=ShellLimits(config.shell_timeout, config.shell_output_limit),
+        tools=ToolContext(
+            timeout=config.shell_timeout,
+            output_limit=config.shell_output_limit,
+            hidden=hidden,
+            env=command_env(env, secrets=(config.api_key, config.token), keep=config.sandbox_pass_env),
+            web=WebAccess.from_config(config.web_allow, config.mesh_url),
+        ),
+        sandbox=Sandbox(find_bwrap(config.sandbox_bwrap), hidden, config.sandbox_writable),
+        network=config.sandbox_network,
     )
     if interactive:
         workspace.confirm = _terminal_confirm(sys.stderr)
@@ -386,6 +407,8 @@ async def run(args: argparse.Namespace, config: AgentConfig, env: Mapping[str, s
     )
     if config.offline or args.prompt is None:
         render.err.write(_banner(config, session, resumed))
+    for problem in unhidden:
+        render.show(AgentEvent("notice", text=problem))
     if custom:
         render.show(AgentEvent("notice", text=f"custom tools: {', '.join(t.name for t in custom)}"))
     store.save(session)
@@ -403,6 +426,9 @@ async def run(args: argparse.Namespace, config: AgentConfig, env: Mapping[str, s
         if args.prompt is not None:
             return 0 if await _one(agent, args.prompt, render) else 1
         return await _repl(agent, config, store, render, env)
+    except MeshCredentialRefused as e:  # a mesh tool's call, refused before the run could say so
+        render.show(AgentEvent("agent_error", text=str(e), is_error=True))
+        return 1
     finally:
         await agent.flush()
         await servers.aclose()

@@ -3,30 +3,38 @@
 Fast and offline. It answers `refuse` (a dangerous pattern: never runs, never reaches the mesh), `ask` (the user
 confirms at the terminal) or `allow`, from the tool, its arguments, the working directory and the approval mode:
 
-| mode          | reads | edits in the cwd | shell (not whitelisted) | a path outside the cwd |
-|---------------|-------|------------------|-------------------------|------------------------|
-| `read-only`   | run   | refused          | refused                 | refused                |
-| `always-ask`  | ask   | ask              | ask                     | ask                    |
-| `on-request`  | run   | ask              | ask                     | ask                    |
-| `auto-edit`   | run   | run              | ask                     | ask                    |
-| `auto`        | run   | run              | run                     | ask                    |
-| `yolo`        | run   | run              | run                     | run                    |
+| mode          | reads | edits in the cwd | shell (not only reading) | a path outside the cwd |
+|---------------|-------|------------------|--------------------------|------------------------|
+| `read-only`   | run   | refused          | refused                  | refused                |
+| `always-ask`  | ask   | ask              | ask                      | ask                    |
+| `on-request`  | run   | ask              | ask                      | ask                    |
+| `auto-edit`   | run   | run              | ask                      | ask                    |
+| `auto`        | run   | run              | run                      | ask                    |
+| `yolo`        | run   | run              | run                      | run                    |
 
-Dangerous patterns are refused in every mode, yolo included; whitelisted shell commands run like reads. A mesh
-tool (`check_mesh_tool`) is the mesh's to decide: locally, `read-only` refuses one the mesh does not classify as
-a read, `always-ask` asks, and every other mode lets it through to the mesh.
+Refused in every mode, yolo included: a dangerous pattern (below), a command that deletes `/`, a system folder
+or the home directory once expanded (shared/agent/commands.py: `rm -rf "$HOME"`, `find ~ -delete`), and any path
+argument inside a hidden location (the user's secrets, the mesh's data; shared/agent/sandbox.py). Shell commands
+that only read inside the working folder (parsed, shared/agent/commands.py) run like reads. Every shell command
+runs in the OS sandbox; where it cannot start, every shell command asks (read-only: refused unless it only reads).
+An edit of what runs code later (`.flux7/`, `.git/hooks`, `.git/config`) asks in every mode but read-only.
+
+A mesh tool (`check_mesh_tool`) is the mesh's to decide: locally, `read-only` refuses one the mesh does not
+classify as a read, `always-ask` asks, and every other mode lets it through to the mesh.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["MODES", "Verdict", "check", "check_mesh_tool", "dangerous", "escapes", "is_safe_command"]
+from .commands import destroys, reads_only, under
+
+__all__ = ["MODES", "PROTECTED", "Verdict", "check", "check_mesh_tool", "dangerous", "escapes"]
 
 MODES = ("read-only", "always-ask", "on-request", "auto-edit", "auto", "yolo")
 Mode = Literal["read-only", "always-ask", "on-request", "auto-edit", "auto", "yolo"]
@@ -51,10 +59,8 @@ _DANGEROUS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(>|\btee\b|\bcp\b|\bmv\b|\brm\b|\bchmod\b)[^|;&]*(~|\$HOME|/root|/home/[^/\s]+)/\.ssh\b"), "~/.ssh"),
 ]
 
-# Commands that only read: auto-approved in every mode (as long as nothing chains, pipes or redirects them).
-_SAFE_COMMANDS = {"ls", "cat", "pwd", "echo", "head", "tail", "wc", "which", "whoami", "date", "file", "stat", "tree"}
-_SAFE_GIT = {"status", "diff", "log", "show", "branch", "blame", "rev-parse", "ls-files"}
-_SHELL_SYNTAX = re.compile(r"[;&|<>`$()\n]")
+# Inside the working folder: what the agent or git runs later, outside any sandbox.
+PROTECTED = (".flux7", ".git/hooks", ".git/config")
 
 Action = Literal["allow", "ask", "refuse"]
 
@@ -74,48 +80,56 @@ def dangerous(command: str) -> str:
     return ""
 
 
-def is_safe_command(command: str) -> bool:
-    """A single read-only command from the whitelist, with no shell syntax around it."""
-    if _SHELL_SYNTAX.search(command):
-        return False
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return False
-    if not words:
-        return False
-    if words[0] == "git":
-        return len(words) > 1 and words[1] in _SAFE_GIT
-    return words[0] in _SAFE_COMMANDS
-
-
 def escapes(path: str, cwd: Path) -> bool:
     """Whether `path` (relative to cwd, `~` expanded) resolves outside the working directory."""
-    resolved = (cwd / os.path.expanduser(path)).resolve()
-    return not resolved.is_relative_to(cwd.resolve())
+    return not under(_resolved(path, cwd), cwd.resolve())
 
 
-def _under_ssh(path: str, cwd: Path, home: Path) -> bool:
-    resolved = (cwd / os.path.expanduser(path)).resolve()
-    return resolved.is_relative_to((home / ".ssh").resolve())
+def _resolved(path: str, cwd: Path) -> Path:
+    return (cwd / os.path.expanduser(path)).resolve()
 
 
-def check(tool: str, arguments: dict[str, Any], *, mutating: bool, mode: str, cwd: Path, home: Path) -> Verdict:
-    """The local gate's verdict on one built-in call whose arguments already passed their schema."""
+def check(
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    mutating: bool,
+    mode: str,
+    cwd: Path,
+    home: Path,
+    hidden: Sequence[Path] = (),
+    env: Mapping[str, str] | None = None,
+    sandboxed: bool = False,
+) -> Verdict:
+    """The local gate's verdict on one built-in call whose arguments already passed their schema. `hidden`: what
+    the agent must not see; `env`: the environment a shell command runs with (for expanding it); `sandboxed`:
+    whether a shell command will run in the OS sandbox (without one, every command asks)."""
     paths = [str(arguments[k]) for k in ("path", "cwd") if isinstance(arguments.get(k), str)]
     command = str(arguments.get("command") or "") if tool == "shell" else ""
-    if command and (why := dangerous(command)):
+    if command and (why := destroys(command, cwd=cwd, home=home, env=env or {}) or dangerous(command)):
         return Verdict("refuse", f"dangerous command refused by the local safety layer: {why}")
-    if mutating and any(_under_ssh(p, cwd, home) for p in paths):
+    root = cwd.resolve()
+    resolved = [(p, _resolved(p, cwd)) for p in paths]
+    secret = next((p for p, r in resolved if any(under(r, h) for h in hidden)), None)
+    if secret is not None:
+        return Verdict("refuse", f"{secret} is hidden from the agent (a secret, or the mesh's data)")
+    ssh = (home / ".ssh").resolve()
+    if mutating and any(under(r, ssh) for _, r in resolved):
         return Verdict("refuse", "writes under ~/.ssh are refused by the local safety layer")
-    outside = [p for p in paths if escapes(p, cwd)]
-    safe_read = not mutating or (tool == "shell" and is_safe_command(command))
+    outside = [p for p, r in resolved if not under(r, root)]
+    safe_read = not mutating or (tool == "shell" and reads_only(command, cwd=cwd, home=home, hidden=hidden))
     if mode == "read-only":
         if not safe_read:
             return Verdict("refuse", f"{tool} changes things and the approval mode is read-only")
         if outside:
             return Verdict("refuse", f"{outside[0]} is outside the working directory (read-only mode)")
+        if tool == "shell" and not sandboxed:
+            return Verdict("ask", "no sandbox: every shell command asks")
         return Verdict("allow", "a read")
+    if tool == "shell" and not sandboxed:
+        return Verdict("ask", "no sandbox: every shell command asks")
+    if mutating and tool != "shell" and any(under(r, root / p) for _, r in resolved for p in PROTECTED):
+        return Verdict("ask", "it changes what runs code later (.flux7/, .git/hooks, .git/config): every mode asks")
     if mode == "yolo":
         return Verdict("allow", "yolo mode")
     if outside:
@@ -123,7 +137,7 @@ def check(tool: str, arguments: dict[str, Any], *, mutating: bool, mode: str, cw
     if mode == "always-ask":
         return Verdict("ask", "always-ask mode")
     if safe_read:
-        return Verdict("allow", "a read" if not mutating else "a whitelisted command")
+        return Verdict("allow", "a read" if not mutating else "a command that only reads")
     if mode == "auto" or (mode == "auto-edit" and tool != "shell"):
         return Verdict("allow", f"{mode} mode")
     return Verdict("ask", f"{tool} changes things ({mode} mode asks)")

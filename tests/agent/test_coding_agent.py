@@ -350,7 +350,8 @@ def test_configuration_layers_and_one_line_errors(mesh: Server, tmp_path: Path) 
     (work / "AGENT.md").write_text("Tests live in tests/.")
     env = {"FLUX7_LLM_PROVIDER": "openai", "OPENAI_API_KEY": "sk-test"}
     with openai_stream(turns(tool("list_dir"), [])) as llm:
-        ok = agent_cli(["--mesh", mesh.url, "-p", "hi", "--session", "cfg-1"], llm.url, home, cwd=work, extra_env=env)
+        args = ["--mesh", mesh.url, "-p", "hi", "--session", "cfg-1", "--trust"]  # the project's agent_id needs trust
+        ok = agent_cli(args, llm.url, home, cwd=work, extra_env=env)
         assert ok.returncode == 0, ok.stderr
         body = llm.bodies[0]
         assert body["model"] == "project-model" and body["temperature"] == 0.5  # project over user, user over default
@@ -426,7 +427,7 @@ def test_hooks_see_each_event_and_a_before_tool_hook_blocks_a_call(mesh: Server,
     script = turns(tool("shell", command="./deploy.sh prod"), tool("shell", command="echo built"), [])
     with openai_stream(script) as llm:
         done = agent_cli(
-            ["--mesh", mesh.url, "-p", "ship it", "--mode", "auto", "--session", "hooks-1"],
+            ["--mesh", mesh.url, "-p", "ship it", "--mode", "auto", "--session", "hooks-1", "--trust"],
             llm.url,
             tmp_path / "home",
             cwd=work,
@@ -474,6 +475,8 @@ async def run(arguments, cwd):
 
 
 def test_custom_tools_from_the_user_and_a_trusted_project_pass_both_gates(mesh: Server, tmp_path: Path) -> None:
+    """The project's tools load only in a folder the user trusted (and not when the user's own
+    `tools.trust_project = false` says never)."""
     work = project(tmp_path)
     home = tmp_path / "home"
     (home / ".config" / "flux7" / "tools").mkdir(parents=True)
@@ -486,24 +489,36 @@ def test_custom_tools_from_the_user_and_a_trusted_project_pass_both_gates(mesh: 
         return [t["function"]["name"] for t in body["tools"]]
 
     with openai_stream(script) as llm:
+        (home / ".config" / "flux7" / "agent.toml").write_text("[tools]\ntrust_project = true\n")
         untrusted = run_agent(mesh, tmp_path, llm.url, ["-p", "count", "--session", "custom-1"], work)
         assert untrusted.returncode == 0, untrusted.stderr
         assert "word_count" in offered(llm.bodies[0]) and "stamp" not in offered(llm.bodies[0])  # not trusted
-        (home / ".config" / "flux7" / "agent.toml").write_text("[tools]\ntrust_project = true\n")
-        trusted = run_agent(mesh, tmp_path, llm.url, ["-p", "count", "--session", "custom-2", "--mode", "auto"], work)
+        assert f"{work / '.flux7' / 'tools'} (custom tools: importing them runs their code)" in untrusted.stderr
+        args = ["-p", "count", "--session", "custom-2", "--mode", "auto", "--trust"]
+        trusted = run_agent(mesh, tmp_path, llm.url, args, work)
         assert trusted.returncode == 0, trusted.stderr
         assert "note: custom tools: word_count, stamp" in trusted.stderr
         assert last_tool_results(llm.bodies[-2]) == ["6"] and last_tool_results(llm.bodies[-1]) == ["stamped"]
         assert (work / "STAMP").read_text() == "v1"
+        # The user's own config can say never, even in a trusted folder.
+        user_toml = home / ".config" / "flux7" / "agent.toml"
+        user_toml.write_text(user_toml.read_text().replace("trust_project = true", "trust_project = false"))
+        never = run_agent(mesh, tmp_path, llm.url, ["-p", "count", "--session", "custom-3"], work)
+        assert never.returncode == 0, never.stderr
+        assert "stamp" not in offered(llm.bodies[-1]) and "custom tools: word_count\n" in never.stderr
         # A project cannot trust itself, and a broken tool stops the agent at start with one line.
         (work / ".flux7" / "agent.toml").write_text("[tools]\ntrust_project = true\n")
         self_trusted = run_agent(mesh, tmp_path, llm.url, ["-p", "x"], work)
+        (work / ".flux7" / "agent.toml").write_text(f'[projects."{work}"]\ntrust_level = "trusted"\n')
+        self_trusted_too = run_agent(mesh, tmp_path, llm.url, ["-p", "x"], work)
         (work / ".flux7" / "agent.toml").unlink()
+        user_toml.write_text(user_toml.read_text().replace("trust_project = false", "trust_project = true"))
         broken_tool = "DESCRIPTION = 'no run'\nPARAMETERS = {'type': 'object'}\n"
         (work / ".flux7" / "tools" / "broken.py").write_text(broken_tool)
         broken = run_agent(mesh, tmp_path, llm.url, ["-p", "x"], work)
     assert self_trusted.returncode == 2
     assert "tools.trust_project can only be set in the user's own" in self_trusted.stderr
+    assert self_trusted_too.returncode == 2 and "projects can only be set in the user's own" in self_trusted_too.stderr
     assert broken.returncode == 2
     assert broken.stderr.strip() == (
         f"flux7 agent: config error: custom tool {work / '.flux7/tools/broken.py'}: it must define run(arguments, cwd)"
@@ -567,7 +582,7 @@ def test_an_mcp_server_from_the_config_is_governed_call_by_call(mesh: Server, tm
         [],
     )
     with openai_stream(script) as llm:
-        args = ["-p", "use echo", "--session", "mcp-1", "--mode", "auto-edit"]
+        args = ["-p", "use echo", "--session", "mcp-1", "--mode", "auto-edit", "--trust"]
         done = run_agent(mesh, tmp_path, llm.url, args, work)
     assert done.returncode == 0, done.stderr
     assert "note: MCP tools: echo.echo, echo.read_file, echo.write_file" in done.stderr
@@ -606,6 +621,10 @@ def test_web_fetch_runs_only_on_the_mesh_s_allow(mesh: Server, tmp_path: Path) -
     page = ThreadingHTTPServer(("127.0.0.1", 0), Page)
     threading.Thread(target=page.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     url = f"http://127.0.0.1:{page.server_address[1]}/docs"
+    # A loopback page: web_fetch reaches it only because the user's config allows its address and port.
+    (tmp_path / "home" / ".config" / "flux7").mkdir(parents=True)
+    allow = f'[web_fetch]\nallow = ["127.0.0.1:{page.server_address[1]}"]\n'
+    (tmp_path / "home" / ".config" / "flux7" / "agent.toml").write_text(allow)
     try:
         with openai_stream(turns(tool("web_fetch", url=url), [])) as llm:
             done = run_agent(mesh, tmp_path, llm.url, ["-p", "read the docs", "--session", "web-1"], work)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flux7.shared.agent.mesh_tools import MeshTools, schema_of
+import pytest
+
+from flux7.shared.agent.mesh_tools import MeshCredentialRefused, MeshTools, schema_of
 from tests.agent.conftest import in_process_mesh, write_mesh_config
 from tests.mcp_server.conftest import echo_server
 from tests.support.http import serve_json
@@ -131,3 +133,18 @@ async def test_schemas_come_verbatim_from_mcp_upstreams_and_hidden_tools_are_not
     assert "echo.echo" in listed and "list_pets" in listed
     assert not any(name.startswith("approval.") for name in listed)  # the MCP-only virtual tools are not tools here
     assert not outcome.is_error and '"tags": ["a", "b"]' in outcome.content
+
+
+async def test_a_refused_credential_is_told_apart_from_a_policy_s_denial(tmp_path: Path, backend: Backend) -> None:
+    async with in_process_mesh(write_mesh_config(tmp_path, backend)) as world:
+        revoked = MeshTools("http://mesh", "coder", token="f7a_revoked-or-never-issued", transport=world.transport)
+        for attempt in (revoked.list(), revoked.decide("list_pets", {}), revoked.call("list_pets", {})):
+            with pytest.raises(MeshCredentialRefused, match="HTTP 401: authentication required"):
+                await attempt
+        await revoked.aclose()
+        tools = world.tools()
+        denied = await tools.decide("delete_pet", {"petId": "1"})  # a 403 that is a decision, not a refusal
+        assert (denied.action, denied.status) == ("deny", 403) and denied.trace_id
+        called = await tools.call("delete_pet", {"petId": "1"})
+        assert called.is_error and called.content.startswith("refused by policy:")
+        await tools.aclose()

@@ -106,3 +106,34 @@ def test_the_repl_at_a_terminal_asks_and_runs_what_the_user_confirms(tmp_path: P
     assert "← allow · trace" in term.screen and "tokens: this prompt 24 in / 14 out" in term.screen
     assert last_tool_results(llm.bodies[1]) == ["exit code 0\n"]
     assert [(r["tool"], r["policy"], r["exit_code"]) for r in rows] == [("shell", "allow", 0)]
+
+
+def test_the_repl_asks_once_whether_to_trust_a_folder_whose_settings_run_commands(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    hook = '[[hooks]]\nevent = "session_start"\ncommand = "touch hooked.txt"\n'
+    folders = {answer: tmp_path / f"cloned-{answer}" for answer in ("n", "y")}
+    for folder in folders.values():
+        (folder / ".flux7").mkdir(parents=True)
+        (folder / ".flux7" / "agent.toml").write_text(hook)
+    with openai_stream(turns([("text", "Hello.")])) as llm:
+        env = {**agent_env(llm.url, home, openai_env()), "TERM": "xterm-256color"}
+        argv = [sys.executable, "-m", "flux7.functions.entry", "agent", "--mesh", "http://127.0.0.1:9"]
+        for answer, folder in folders.items():
+            term = Terminal(argv, env, folder)
+            try:
+                at = term.wait_for("[y/N] ")
+                assert "is in a folder you have not trusted" in term.screen
+                assert "hooks (runs commands)" in term.screen and not (folder / "hooked.txt").exists()
+                term.type(f"{answer}\n")
+                at = term.wait_for("flux7> ", at)
+                term.type("/exit\n")
+                term.proc.wait(30)
+            finally:
+                term.close()
+            assert term.proc.returncode == 0
+            if answer == "n":  # nothing ran, and the screen says what was left out
+                assert not (folder / "hooked.txt").exists() and "is not trusted" in term.screen
+            else:
+                assert (folder / "hooked.txt").exists() and "note: trusted" in term.screen
+    remembered = (home / ".config" / "flux7" / "agent.toml").read_text()
+    assert f'[projects."{folders["y"]}"]' in remembered and str(folders["n"]) not in remembered
