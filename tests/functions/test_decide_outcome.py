@@ -108,7 +108,11 @@ def test_decide_with_wait_holds_the_call_until_a_human_resolves_it(client: TestC
     status = {"approve": "approved", "deny": "denied"}[verdict]
     assert (body["approval_id"], body["approval_status"]) == (held[0]["id"], status)
     row = trace(client, body["trace_id"])
-    assert (row["policy"], row["approval_id"], row["approved_by"]) == ("human_approval", held[0]["id"], "owner:admin-token")
+    assert (row["policy"], row["approval_id"], row["approved_by"]) == (
+        "human_approval",
+        held[0]["id"],
+        "owner:admin-token",
+    )
     outcome = client.post(f"/decide/{body['trace_id']}/outcome", json={"ok": True, "bytes": 4}, headers=CODER)
     if verdict == "approve":
         assert (answer.status_code, body["action"], row["status_code"]) == (200, "allow", 200)

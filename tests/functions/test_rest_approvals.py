@@ -39,7 +39,9 @@ async def test_a_call_needing_approval_blocks_until_approved_then_forwards(tmp_p
         assert body["policy"] == "human_approval" and body["approval_id"] == approval
         assert body["result"] == {"created": {"name": "Kit"}}
         [t] = (await client.get("/traces", params={"trace": body["trace_id"]}, headers=ADMIN)).json()
-        assert t["approval_status"] == "approved" and t["approved_by"] == "owner:admin-token" and t["status_code"] == 201
+        assert (
+            t["approval_status"] == "approved" and t["approved_by"] == "owner:admin-token" and t["status_code"] == 201
+        )
 
 
 async def test_a_denied_approval_returns_403_naming_the_resolver(tmp_path: Path, backend: Backend) -> None:

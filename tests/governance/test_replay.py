@@ -136,7 +136,9 @@ async def test_a_draft_is_saved_replayed_applied_and_diffed(tmp_path: Path, back
         report = (await client.post("/governance/replay", json={"draft": "open-creates"}, headers=ADMIN)).json()
         assert report["draft"] == "open-creates" and report["changed"] > 0
         listed = (await client.get("/governance/drafts", headers=ADMIN)).json()
-        assert [(d["name"], d["created_by"], d["applied_at"]) for d in listed] == [("open-creates", "owner:admin-token", "")]
+        assert [(d["name"], d["created_by"], d["applied_at"]) for d in listed] == [
+            ("open-creates", "owner:admin-token", "")
+        ]
 
         applied = await client.post("/governance/drafts/open-creates/apply", json={"by": "alice"}, headers=ADMIN)
         assert applied.status_code == 200, applied.text
