@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import save, summary
-from flux7.shared.policy import PolicySet
+from flux7.shared.gate.policy import PolicySet
 from flux7.shared.settings import Condition, Policy, Rule
 
 

@@ -58,13 +58,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from flux7.shared.db import Database, sqlite3
 from flux7.shared.memory import retrieval
 from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.embed import Embedder, default_embedder
 from flux7.shared.memory.retrieval import HybridWeights
 from flux7.shared.memory.service import MemoryService
 from flux7.shared.memory.vectors import VectorIndex
+from flux7.shared.store.db import Database, sqlite3
 
 DEFAULT_DATA = Path("/work/shared/eval/locomo-dev")
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from flux7.shared.db import Database
 from flux7.shared.memory.chain import seal
 from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.service import MemoryService
 from flux7.shared.memory.workspace import Entry, daily_file, format_entry, parse_entries
+from flux7.shared.store.db import Database
 
 RESULTS = Path(__file__).resolve().parent / "results" / "memory_store_search.json"
 WRITE_PATH_LIMIT = 10_000

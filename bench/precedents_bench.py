@@ -22,13 +22,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import free_port, save, summary
-from flux7.shared.db import Database
-from flux7.shared.decision_signing import DecisionSigner
-from flux7.shared.decisions import decision_fact
+from flux7.shared.decisions.facts import decision_fact
+from flux7.shared.decisions.memory_client import InProcessMemory, MemoryClient, RpcMemory
+from flux7.shared.decisions.precedents import EffectiveSettings, PrecedentLedger, Precedents
+from flux7.shared.decisions.signing import DecisionSigner
 from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.service import MemoryService
-from flux7.shared.memory_client import InProcessMemory, MemoryClient, RpcMemory
-from flux7.shared.precedents import EffectiveSettings, PrecedentLedger, Precedents
+from flux7.shared.store.db import Database
 from flux7.shared.supervisor.config import parse_config
 from flux7.shared.supervisor.loop import Supervisor
 from flux7.shared.upstreams.base import Classification, ToolDef

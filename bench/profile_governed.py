@@ -62,11 +62,23 @@ DOCS = ROOT / "docs" / "benchmarks"
 CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("garbage collector", ("gc_collect", "(gc)")),  # triggered by allocations anywhere: object churn
     ("JSON", ("/json/", "msgspec", "_json", "orjson", "json_depth")),
-    ("trace write (SQLite)", ("shared/tracing/", "sqlite3", "shared/db.py", "shared/audit.py")),
+    ("trace write (SQLite)", ("shared/tracing/", "sqlite3", "shared/store/db.py", "shared/gate/audit.py")),
     ("metrics", ("shared/metrics.py", "prometheus_client", "functions/metrics.py")),
-    ("identity", ("shared/identity.py", "shared/tokens.py", "shared/machine_tokens.py", "functions/auth.py", "/jwt/")),
-    ("policy", ("shared/policy", "shared/globs.py", "shared/governance/", "shared/grants.py", "shared/halts.py")),
-    ("limits", ("shared/limits.py",)),
+    (
+        "identity",
+        (
+            "shared/auth/identity.py",
+            "shared/auth/tokens.py",
+            "shared/cli/machine_tokens.py",
+            "functions/auth.py",
+            "/jwt/",
+        ),
+    ),
+    (
+        "policy",
+        ("shared/policy", "shared/globs.py", "shared/governance/", "shared/gate/grants.py", "shared/gate/halts.py"),
+    ),
+    ("limits", ("shared/gate/limits.py",)),
     (
         "upstream client",
         ("shared/upstreams/", "shared/outbound.py", "/aiohttp/", "/httpx/", "/httpcore/", "/yarl/", "/multidict/"),

@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import save, summary
-from flux7.shared.backup import (
+from flux7.shared.cli.backup import (
     Litestream,
     ReplicaSource,
     RestoreOutcome,
@@ -35,10 +35,10 @@ from flux7.shared.backup import (
     recreate_beside,
     restore_database,
 )
-from flux7.shared.db import Database
 from flux7.shared.memory.store import MemoryStore
 from flux7.shared.memory.workspace import Entry
 from flux7.shared.settings import load_settings
+from flux7.shared.store.db import Database
 from flux7.shared.tracing.entry import TraceEntry, format_timestamp
 from flux7.shared.tracing.store import NewRow, TraceStore
 

@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench._common import save  # noqa: E402
 from bench.locomo_eval import DEFAULT_DATA, MemoEmbedder, dia_of, load_memories, questions  # noqa: E402
-from flux7.shared.db import Database  # noqa: E402
 from flux7.shared.memory.embed import default_embedder  # noqa: E402
 from flux7.shared.memory.vectors import VectorIndex  # noqa: E402
+from flux7.shared.store.db import Database  # noqa: E402
 
 # Queries about nothing in a chat between friends: nonsense words, and questions from far-away domains.
 UNRELATED = [

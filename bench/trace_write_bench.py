@@ -49,8 +49,8 @@ class _TimedConnection:
 
 
 def child(pairs: int, warm: int, statements: bool = False) -> None:
-    from flux7.shared.db import SqliteDatabase
     from flux7.shared.metrics import CallSample, Metrics
+    from flux7.shared.store.db import SqliteDatabase
     from flux7.shared.tracing.chain import JsonlAppender
     from flux7.shared.tracing.entry import TraceEntry
     from flux7.shared.tracing.store import TraceStore

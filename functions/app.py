@@ -12,16 +12,15 @@ from litestar import Litestar
 from litestar.config.cors import CORSConfig
 from litestar.static_files import create_static_files_router
 
+from flux7.functions.csrf import browser_guard
+from flux7.functions.errors import EXCEPTION_HANDLERS
+from flux7.functions.head import HeadAsGet
+from flux7.functions.hotpath import HotPath
+from flux7.functions.mcp_hotpath import McpHotPath
+from flux7.functions.openapi import openapi_config
+from flux7.functions.raw_asgi import RawRoute
 from flux7.shared.mesh import Mesh
 from flux7.shared.paths import CONSOLE_DIST
-
-from .csrf import browser_guard
-from .errors import EXCEPTION_HANDLERS
-from .head import HeadAsGet
-from .hotpath import HotPath
-from .mcp_hotpath import McpHotPath
-from .openapi import openapi_config
-from .raw_asgi import RawRoute
 
 __all__ = ["create_app"]
 

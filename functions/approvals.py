@@ -9,15 +9,9 @@ import msgspec
 from litestar import Request, get, post, put
 from litestar.params import FromPath, FromQuery, RawBody
 
-from flux7.shared.audit import record_event
-from flux7.shared.decision_query import parse_decision_query
-from flux7.shared.decisions import resolver_kind
-from flux7.shared.errors import BadRequest
-from flux7.shared.json_depth import decode
-
-from .auth import actor_of, control_plane, mesh_of, principal_of, resolvers
-from .openapi import ADMIN, BODY, json_body, ok, responses
-from .schemas import (
+from flux7.functions.auth import actor_of, control_plane, mesh_of, principal_of, resolvers
+from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
+from flux7.functions.schemas import (
     ApprovalSettings,
     ApprovalSettingsChange,
     ApprovalSettingsChanged,
@@ -25,6 +19,11 @@ from .schemas import (
     Resolve,
     ResolveRequest,
 )
+from flux7.shared.decisions.facts import resolver_kind
+from flux7.shared.decisions.query import parse_decision_query
+from flux7.shared.errors import BadRequest
+from flux7.shared.gate.audit import record_event
+from flux7.shared.json_depth import decode
 
 __all__ = ["ROUTES", "acting_agent", "json_object", "text_field"]
 

@@ -7,11 +7,10 @@ import os
 
 from litestar import Litestar
 
+from flux7.functions.app import create_app
+from flux7.functions.rsgi import RsgiApp
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings, with_cli_openapi
-
-from .app import create_app
-from .rsgi import RsgiApp
 
 __all__ = ["app_factory", "rsgi_factory"]
 

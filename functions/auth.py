@@ -7,8 +7,8 @@ from typing import Any
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
+from flux7.shared.auth.identity import Caller, Principal
 from flux7.shared.errors import Unauthorized
-from flux7.shared.identity import Caller, Principal
 
 __all__ = [
     "actor_of",

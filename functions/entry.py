@@ -17,7 +17,7 @@ __all__ = ["main", "mem7_main", "mesh7_main"]
 
 
 def _mesh_app(mesh: Any) -> Any:
-    from .app import create_app
+    from flux7.functions.app import create_app
 
     return create_app(mesh)
 
@@ -32,13 +32,13 @@ webapps.provide(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from flux7.shared.cli import main as flux7
+    from flux7.shared.cli.main import main as flux7
 
     return flux7(argv)
 
 
 def mesh7_main(argv: list[str] | None = None) -> int:
-    from flux7.shared.cli import mesh7_main as mesh7
+    from flux7.shared.cli.main import mesh7_main as mesh7
 
     return mesh7(argv)
 

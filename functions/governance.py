@@ -10,12 +10,11 @@ import msgspec
 from litestar import Request, Response, delete, get, post, put
 from litestar.params import FromPath, FromQuery
 
-from flux7.shared.audit import record_event
+from flux7.functions.auth import actor_of, control_plane, mesh_of
+from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
 from flux7.shared.errors import BadRequest
+from flux7.shared.gate.audit import record_event
 from flux7.shared.json_depth import decode
-
-from .auth import actor_of, control_plane, mesh_of
-from .openapi import ADMIN, BODY, json_body, ok, responses
 
 # Every governance route is control plane and answers JSON (docs/governance.md has the shapes).
 _READ: dict[str, Any] = {

@@ -13,7 +13,7 @@ import msgspec
 from litestar import Litestar
 from litestar.openapi import OpenAPIConfig
 
-from . import governance
+from flux7.functions import governance
 
 __all__ = ["document"]
 

@@ -7,13 +7,12 @@ from typing import Any
 from litestar import Request, Response, delete, get, post
 from litestar.params import FromPath, RawBody
 
+from flux7.functions.approvals import acting_agent, json_object
+from flux7.functions.auth import actor_of, control_plane, mesh_of
+from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
+from flux7.functions.schemas import GrantRequest, GrantView, Resolve
 from flux7.shared.durations import parse_duration
 from flux7.shared.errors import BadRequest
-
-from .approvals import acting_agent, json_object
-from .auth import actor_of, control_plane, mesh_of
-from .openapi import ADMIN, BODY, json_body, ok, responses
-from .schemas import GrantRequest, GrantView, Resolve
 
 __all__ = ["ROUTES"]
 

@@ -7,10 +7,10 @@ from typing import Any
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, RawBody
 
-from .approvals import json_object, text_field
-from .auth import actor_of, control_plane, mesh_of
-from .openapi import ADMIN, BODY, json_body, ok, responses
-from .schemas import Halt, HaltCreated, HaltRequest, HaltResumed
+from flux7.functions.approvals import json_object, text_field
+from flux7.functions.auth import actor_of, control_plane, mesh_of
+from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
+from flux7.functions.schemas import Halt, HaltCreated, HaltRequest, HaltResumed
 
 __all__ = ["ROUTES"]
 

@@ -6,12 +6,11 @@ from typing import Any
 
 from litestar import Request, get
 
+from flux7.functions.auth import mesh_of
+from flux7.functions.openapi import PUBLIC, ok
+from flux7.functions.schemas import Health, Version
 from flux7.shared import __version__
 from flux7.shared.settings import config_id
-
-from .auth import mesh_of
-from .openapi import PUBLIC, ok
-from .schemas import Health, Version
 
 __all__ = ["ROUTES"]
 

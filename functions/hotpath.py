@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import logging
 
+from flux7.functions.csrf import log_refusal, refusal
+from flux7.functions.raw_asgi import GONE, INTERNAL, TOO_LARGE, Answer, BodyReader, BodyTooLarge, RawRoute, error_answer
+from flux7.functions.tools import governed_call
 from flux7.shared.errors import Flux7Error
-
-from .csrf import log_refusal, refusal
-from .raw_asgi import GONE, INTERNAL, TOO_LARGE, Answer, BodyReader, BodyTooLarge, RawRoute, error_answer
-from .tools import governed_call
 
 __all__ = ["HotPath"]
 

@@ -14,8 +14,13 @@ import msgspec
 from litestar import Request, Response, post, route
 from litestar.enums import HttpMethod
 
+from flux7.functions.auth import mesh_of
+from flux7.functions.openapi import AGENT, header, json_body, ok, operation
+from flux7.functions.schemas import JsonRpcMessage
+from flux7.functions.wellknown import public_base
+from flux7.shared.auth.identity import Caller
+from flux7.shared.auth.resource_metadata import bearer_challenge
 from flux7.shared.errors import Flux7Error, Unauthorized
-from flux7.shared.identity import Caller
 from flux7.shared.mcp.messages import (
     HANDSHAKE_VERSIONS,
     INTERNAL_ERROR,
@@ -32,12 +37,6 @@ from flux7.shared.mcp.messages import (
 )
 from flux7.shared.mcp.server import RequestContext
 from flux7.shared.mcp.sessions import McpSession, same_identity
-from flux7.shared.resource_metadata import bearer_challenge
-
-from .auth import mesh_of
-from .openapi import AGENT, header, json_body, ok, operation
-from .schemas import JsonRpcMessage
-from .wellknown import public_base
 
 __all__ = ["ROUTES", "McpRequest", "Reply", "post_reply"]
 

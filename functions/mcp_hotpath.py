@@ -13,12 +13,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from flux7.functions.csrf import refusal
+from flux7.functions.mcp import McpRequest, post_reply
+from flux7.functions.raw_asgi import GONE, INTERNAL, TOO_LARGE, Answer, BodyReader, BodyTooLarge, RawRoute, error_answer
+from flux7.shared.auth.resource_metadata import base_url
 from flux7.shared.errors import Flux7Error
-from flux7.shared.resource_metadata import base_url
-
-from .csrf import refusal
-from .mcp import McpRequest, post_reply
-from .raw_asgi import GONE, INTERNAL, TOO_LARGE, Answer, BodyReader, BodyTooLarge, RawRoute, error_answer
 
 __all__ = ["McpHotPath"]
 

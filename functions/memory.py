@@ -13,16 +13,15 @@ from litestar import Litestar, Request, Response, get, post, route
 from litestar.enums import HttpMethod
 from litestar.response import Stream
 
+from flux7.functions.csrf import browser_guard
+from flux7.functions.errors import EXCEPTION_HANDLERS
+from flux7.functions.head import HeadAsGet
+from flux7.functions.openapi import ADMIN, PUBLIC, json_body, ok, text_responses
+from flux7.functions.schemas import JsonRpcMessage, MemoryChain, MemoryHealth, SnapshotReminder
+from flux7.shared.auth.tokens import looks_like_agent_token
 from flux7.shared.errors import Unauthorized
 from flux7.shared.memory.jsonrpc import RpcAnswer, dispatch, error_answer
 from flux7.shared.memory.service import MemoryService
-from flux7.shared.tokens import looks_like_agent_token
-
-from .csrf import browser_guard
-from .errors import EXCEPTION_HANDLERS
-from .head import HeadAsGet
-from .openapi import ADMIN, PUBLIC, json_body, ok, text_responses
-from .schemas import JsonRpcMessage, MemoryChain, MemoryHealth, SnapshotReminder
 
 __all__ = ["MCP_ROUTES", "ROUTES", "create_memory_app", "serve_app"]
 

@@ -6,10 +6,9 @@ from typing import Any
 
 from litestar import Request, Response, get
 
+from flux7.functions.auth import control_plane, mesh_of
+from flux7.functions.openapi import ADMIN, errors, ok
 from flux7.shared.metrics import CONTENT_TYPE
-
-from .auth import control_plane, mesh_of
-from .openapi import ADMIN, errors, ok
 
 __all__ = ["ROUTES"]
 

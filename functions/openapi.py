@@ -32,9 +32,8 @@ from litestar.openapi.spec import (
 )
 from litestar.typing import FieldDefinition
 
+from flux7.functions.schemas import ErrorBody
 from flux7.shared import __version__
-
-from .schemas import ErrorBody
 
 __all__ = [
     "ADMIN",

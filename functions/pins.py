@@ -7,12 +7,11 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, get, post
 
+from flux7.functions.auth import actor_of, control_plane, mesh_of
+from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
+from flux7.functions.schemas import AcceptedPins, AcceptPins
 from flux7.shared.errors import BadRequest, NotImplementedFeature
 from flux7.shared.json_depth import decode
-
-from .auth import actor_of, control_plane, mesh_of
-from .openapi import ADMIN, BODY, json_body, ok, responses
-from .schemas import AcceptedPins, AcceptPins
 
 __all__ = ["ROUTES"]
 

@@ -9,14 +9,13 @@ from litestar import Request, Response, get, put
 from litestar.openapi.spec import OpenAPIType, Schema
 from litestar.params import FromPath
 
-from flux7.shared.audit import record_event
+from flux7.functions.auth import control_plane, mesh_of
+from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
+from flux7.functions.schemas import PolicyEdit, PolicyFileText
 from flux7.shared.errors import BadRequest
+from flux7.shared.gate.audit import record_event
+from flux7.shared.gate.policy_edit import PolicyFiles
 from flux7.shared.json_depth import decode
-from flux7.shared.policy_edit import PolicyFiles
-
-from .auth import control_plane, mesh_of
-from .openapi import ADMIN, BODY, json_body, ok, responses
-from .schemas import PolicyEdit, PolicyFileText
 
 __all__ = ["ROUTES"]
 

@@ -26,7 +26,7 @@ from urllib.parse import quote
 from granian.asgi import LifespanProtocol
 from granian.rsgi import ProtocolClosed, ProtocolError
 
-from .raw_asgi import GONE, BodyTooLarge
+from flux7.functions.raw_asgi import GONE, BodyTooLarge
 
 __all__ = ["RsgiApp"]
 
@@ -92,7 +92,7 @@ class RsgiApp:
     # -- requests ----------------------------------------------------------------------------------------------
 
     async def __rsgi__(self, scope: Any, protocol: Any) -> None:
-        if scope.proto != "http":  # websockets are off (shared/serve.py): granian never hands one over
+        if scope.proto != "http":  # websockets are off (shared/cli/serve.py): granian never hands one over
             return
         route = self.app.raw_route(scope.method, scope.path)
         if route is not None:

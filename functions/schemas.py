@@ -85,7 +85,7 @@ class Decide(msgspec.Struct):
 
 
 class DecideOutcome(msgspec.Struct, kw_only=True):
-    """What a call `/decide` allowed did when its caller ran it (shared/decide_outcome.py)."""
+    """What a call `/decide` allowed did when its caller ran it (shared/gate/decide_outcome.py)."""
 
     ok: bool
     exit_code: int | None = None

@@ -9,14 +9,13 @@ import msgspec
 from litestar import Request, Response, delete, get, post
 from litestar.params import FromPath, FromQuery, RawBody
 
-from flux7.shared.audit import record_event
+from flux7.functions.approvals import json_object, text_field
+from flux7.functions.auth import actor_of, control_plane, mesh_of
+from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
+from flux7.functions.schemas import TokenRequest, TokenView
+from flux7.shared.auth.tokens import AgentToken, parse_expiry
 from flux7.shared.errors import BadRequest
-from flux7.shared.tokens import AgentToken, parse_expiry
-
-from .approvals import json_object, text_field
-from .auth import actor_of, control_plane, mesh_of
-from .openapi import ADMIN, BODY, json_body, ok, responses
-from .schemas import TokenRequest, TokenView
+from flux7.shared.gate.audit import record_event
 
 __all__ = ["ROUTES"]
 

@@ -12,17 +12,16 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
-from flux7.shared.decide_outcome import OutcomeReport, report_outcome
+from flux7.functions.auth import caller_of, caller_or_admin, control_plane, mesh_of
+from flux7.functions.openapi import ADMIN, AGENT, BODY, CALL_HEADERS, header, json_body, ok, responses
+from flux7.functions.schemas import Decide, DecideOutcome, Decision, McpServer, Tool, ToolCall, ToolResult
+from flux7.shared.auth.identity import Caller
 from flux7.shared.errors import BadRequest, Forbidden, OutboundRefused, TooDeep, Unauthorized, Unavailable
-from flux7.shared.identity import Caller
+from flux7.shared.gate.decide_outcome import OutcomeReport, report_outcome
+from flux7.shared.gate.pipeline import ApprovalMode, Call, Outcome
 from flux7.shared.json_depth import decode
-from flux7.shared.pipeline import ApprovalMode, Call, Outcome
 from flux7.shared.tracecontext import from_headers
 from flux7.shared.tracing import entry_to_wire
-
-from .auth import caller_of, caller_or_admin, control_plane, mesh_of
-from .openapi import ADMIN, AGENT, BODY, CALL_HEADERS, header, json_body, ok, responses
-from .schemas import Decide, DecideOutcome, Decision, McpServer, Tool, ToolCall, ToolResult
 
 __all__ = ["ROUTES", "governed_call"]
 
@@ -213,7 +212,7 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
     ),
 )
 async def decide_outcome(request: Request[Any, Any, Any], trace_id: FromPath[str]) -> Response[bytes]:
-    """What a call `/decide` allowed did when its caller ran it (shared/decide_outcome.py)."""
+    """What a call `/decide` allowed did when its caller ran it (shared/gate/decide_outcome.py)."""
     raw = await request.body()
     try:
         report = decode(raw or b"{}", type=OutcomeReport)

@@ -8,12 +8,11 @@ from typing import Any
 from litestar import Request, get
 from litestar.params import FromPath, FromQuery
 
+from flux7.functions.auth import control_plane, mesh_of
+from flux7.functions.openapi import ADMIN, ok, responses
+from flux7.functions.schemas import TraceEntry, TraceWhy
 from flux7.shared.errors import NotFound
 from flux7.shared.tracing import entry_to_wire
-
-from .auth import control_plane, mesh_of
-from .openapi import ADMIN, ok, responses
-from .schemas import TraceEntry, TraceWhy
 
 __all__ = ["ROUTES"]
 

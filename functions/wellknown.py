@@ -9,10 +9,9 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, get
 
-from flux7.shared.resource_metadata import WELL_KNOWN, base_url, protected_resource_metadata
-
-from .auth import mesh_of
-from .openapi import PUBLIC, ok
+from flux7.functions.auth import mesh_of
+from flux7.functions.openapi import PUBLIC, ok
+from flux7.shared.auth.resource_metadata import WELL_KNOWN, base_url, protected_resource_metadata
 
 __all__ = ["ROUTES", "public_base"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import TooDeep
+from flux7.shared.errors import TooDeep
 
 __all__ = ["MAX_JSON_DEPTH", "check_depth", "decode", "too_deep"]
 

@@ -8,29 +8,29 @@ from typing import Any
 
 import msgspec
 
-from .approvals import ApprovalQueue
-from .callbacks import Notifier
-from .db import Database, database_for
-from .governance.catalog import Catalog
-from .governance.engine import Governance
-from .governance.versions import Versions
-from .grants import GrantStore
-from .halts import HaltRegistry
-from .identity import IdentityResolver
-from .limits import RateLimiter
-from .mcp.server import McpServer
-from .mcp.sessions import SessionStore
-from .memory.service import memory_service_for
-from .metrics import Metrics, UpstreamState
-from .outbound import OutboundGuard
-from .pins import PinStore
-from .pipeline import Pipeline
-from .policy_store import PolicyStore
-from .precedents import wire_precedents
-from .settings import Settings
-from .tokens import TokenStore
-from .tracing import Tracer
-from .upstreams.registry import Registry
+from flux7.shared.auth.identity import IdentityResolver
+from flux7.shared.auth.tokens import TokenStore
+from flux7.shared.decisions.precedents import wire_precedents
+from flux7.shared.gate.approvals import ApprovalQueue
+from flux7.shared.gate.callbacks import Notifier
+from flux7.shared.gate.grants import GrantStore
+from flux7.shared.gate.halts import HaltRegistry
+from flux7.shared.gate.limits import RateLimiter
+from flux7.shared.gate.pins import PinStore
+from flux7.shared.gate.pipeline import Pipeline
+from flux7.shared.gate.policy_store import PolicyStore
+from flux7.shared.governance.catalog import Catalog
+from flux7.shared.governance.engine import Governance
+from flux7.shared.governance.versions import Versions
+from flux7.shared.mcp.server import McpServer
+from flux7.shared.mcp.sessions import SessionStore
+from flux7.shared.memory.service import memory_service_for
+from flux7.shared.metrics import Metrics, UpstreamState
+from flux7.shared.outbound import OutboundGuard
+from flux7.shared.settings import Settings
+from flux7.shared.store.db import Database, database_for
+from flux7.shared.tracing import Tracer
+from flux7.shared.upstreams.registry import Registry
 
 __all__ = ["Mesh"]
 
@@ -125,7 +125,7 @@ class Mesh:
                 "estimated_output_tokens": 0,
             }
         )
-        from . import __version__
+        from flux7.shared import __version__
 
         return {
             "status": "ok",

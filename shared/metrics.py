@@ -38,10 +38,10 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
-from . import __version__
-from .db import Database
-from .group_commit import UpsertSums
-from .settings import MetricsSettings
+from flux7.shared import __version__
+from flux7.shared.settings import MetricsSettings
+from flux7.shared.store.db import Database
+from flux7.shared.store.group_commit import UpsertSums
 
 __all__ = [
     "ACTIONS",

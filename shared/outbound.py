@@ -26,7 +26,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from .errors import OutboundRefused
+from flux7.shared.errors import OutboundRefused
 
 __all__ = ["GuardedTransport", "OutboundGuard", "Resolver", "parse_url", "post_json", "refusal", "system_resolver"]
 

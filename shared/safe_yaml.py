@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from .errors import ConfigError
+from flux7.shared.errors import ConfigError
 
 __all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_POLICY_BYTES", "load_yaml", "yaml_fault"]
 

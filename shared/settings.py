@@ -13,9 +13,9 @@ from urllib.parse import unquote
 
 import msgspec
 
-from .durations import parse_duration
-from .errors import ConfigError
-from .safe_yaml import load_yaml
+from flux7.shared.durations import parse_duration
+from flux7.shared.errors import ConfigError
+from flux7.shared.safe_yaml import load_yaml
 
 __all__ = [
     "ApprovalSettings",

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import Flux7Error
+from flux7.shared.errors import Flux7Error
 
 __all__ = ["WebApps", "current", "provide"]
 
@@ -35,6 +35,6 @@ def current() -> WebApps:
     if _provided is None:
         raise Flux7Error(
             "this command serves HTTP and needs the web apps: run it as `flux7 …` / `mesh7 …` / `mem7 …` "
-            "(or `python -m flux7.functions.entry …`), not `python -m flux7.shared.cli`"
+            "(or `python -m flux7.functions.entry …`), not `python -m flux7.shared.cli.main`"
         )
     return _provided

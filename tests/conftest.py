@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flux7.shared.db import Database
+from flux7.shared.store.db import Database
 from tests.support import postgres
 from tests.upstreams.servers.http_backend import Backend, running_backend
 

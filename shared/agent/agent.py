@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import safety
-from .builtin_tools import (
+from flux7.shared.agent import safety
+from flux7.shared.agent.builtin_tools import (
     BUILTINS,
     SUBAGENT_DEFAULT_TOOLS,
     SUBAGENT_PROMPT,
@@ -39,16 +39,23 @@ from .builtin_tools import (
     ToolRun,
     validation_error,
 )
-from .commands import reads_only
-from .context import Compaction, ContextEngine
-from .conversation import Message, ToolCall, ToolResult, ToolSpec
-from .events import AgentEvent
-from .hooks import Hooks
-from .llm import Chat, Finished, LLMError, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStart
-from .loop_detector import LoopDetector
-from .mesh_tools import Decision, MeshCredentialRefused, MeshTool, MeshTools, MeshUnavailable, ToolOutcome
-from .sandbox import Sandbox
-from .sessions import Session, SessionError, SessionStore
+from flux7.shared.agent.commands import reads_only
+from flux7.shared.agent.context import Compaction, ContextEngine
+from flux7.shared.agent.conversation import Message, ToolCall, ToolResult, ToolSpec
+from flux7.shared.agent.events import AgentEvent
+from flux7.shared.agent.hooks import Hooks
+from flux7.shared.agent.llm import Chat, Finished, LLMError, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStart
+from flux7.shared.agent.loop_detector import LoopDetector
+from flux7.shared.agent.mesh_tools import (
+    Decision,
+    MeshCredentialRefused,
+    MeshTool,
+    MeshTools,
+    MeshUnavailable,
+    ToolOutcome,
+)
+from flux7.shared.agent.sandbox import Sandbox
+from flux7.shared.agent.sessions import Session, SessionError, SessionStore
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "Agent", "Confirm", "Workspace"]
 

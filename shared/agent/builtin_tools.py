@@ -27,9 +27,9 @@ from typing import Any
 import pathspec
 from jsonschema import Draft202012Validator
 
-from .commands import under
-from .sandbox import Sandbox
-from .web import MESH_ITSELF, WebAccess, fetch
+from flux7.shared.agent.commands import under
+from flux7.shared.agent.sandbox import Sandbox
+from flux7.shared.agent.web import MESH_ITSELF, WebAccess, fetch
 
 __all__ = [
     "BUILTINS",
@@ -316,7 +316,7 @@ async def _shell(a: dict[str, Any], cwd: Path, ctx: ToolContext) -> ToolRun:
 async def _web_fetch(a: dict[str, Any], _cwd: Path, ctx: ToolContext) -> ToolRun:
     import httpx
 
-    from ..errors import OutboundRefused
+    from flux7.shared.errors import OutboundRefused
 
     url = a["url"]
     if not url.startswith(("http://", "https://")):

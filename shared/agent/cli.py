@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .safety import MODES
+from flux7.shared.agent.safety import MODES
 
 __all__ = ["main"]
 
@@ -79,10 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     import asyncio
 
-    from .config import ConfigError, load_config
-    from .repl import run
-    from .sessions import SessionError
-    from .trust import remember
+    from flux7.shared.agent.config import ConfigError, load_config
+    from flux7.shared.agent.repl import run
+    from flux7.shared.agent.sessions import SessionError
+    from flux7.shared.agent.trust import remember
 
     env = os.environ
     home = Path(env.get("HOME") or Path.home())

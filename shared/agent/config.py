@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .llm import DEFAULT_URLS
-from .safety import MODES
-from .trust import trusted_folders, untrusted_reason
-from .web import parse_allow
+from flux7.shared.agent.llm import DEFAULT_URLS
+from flux7.shared.agent.safety import MODES
+from flux7.shared.agent.trust import trusted_folders, untrusted_reason
+from flux7.shared.agent.web import parse_allow
 
 __all__ = [
     "KEY_ENV",

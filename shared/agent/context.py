@@ -13,8 +13,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .conversation import Message, ToolResult, ToolSpec
-from .llm import Chat, TextDelta
+from flux7.shared.agent.conversation import Message, ToolResult, ToolSpec
+from flux7.shared.agent.llm import Chat, TextDelta
 
 __all__ = ["SUMMARY_PROMPT", "Compaction", "ContextEngine", "estimate_tokens"]
 

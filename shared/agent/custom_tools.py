@@ -30,8 +30,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from .builtin_tools import BUILTINS, Builtin, ToolContext, ToolRun
-from .config import ConfigError
+from flux7.shared.agent.builtin_tools import BUILTINS, Builtin, ToolContext, ToolRun
+from flux7.shared.agent.config import ConfigError
 
 __all__ = ["load_custom_tools"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import HookConfig
+from flux7.shared.agent.config import HookConfig
 
 __all__ = ["HookOutcome", "Hooks"]
 

@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from ..openai_compat import openai_path
-from .conversation import Message, ToolCall, ToolSpec
+from flux7.shared.agent.conversation import Message, ToolCall, ToolSpec
+from flux7.shared.openai_compat import openai_path
 
 __all__ = [
     "DEFAULT_URLS",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from .conversation import ToolCall
+from flux7.shared.agent.conversation import ToolCall
 
 __all__ = ["LoopDetector"]
 

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .builtin_tools import Builtin, ToolContext, ToolRun
-from .config import McpServerConfig
+from flux7.shared.agent.builtin_tools import Builtin, ToolContext, ToolRun
+from flux7.shared.agent.config import McpServerConfig
 
 __all__ = ["McpServers"]
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import httpx
 
-from .. import __version__
-from .conversation import ToolSpec
+from flux7.shared import __version__
+from flux7.shared.agent.conversation import ToolSpec
 
 __all__ = [
     "Decision",

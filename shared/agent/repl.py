@@ -19,20 +19,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from .agent import DEFAULT_SYSTEM_PROMPT, Agent, Confirm, Workspace
-from .builtin_tools import ToolContext
-from .config import KEY_ENV, AgentConfig, ConfigError, agent_md_files
-from .context import ContextEngine
-from .custom_tools import load_custom_tools
-from .events import AgentEvent
-from .hooks import Hooks
-from .llm import DEFAULT_URLS, LLMError, make_chat
-from .mcp_servers import McpServers
-from .mesh_tools import MeshCredentialRefused, MeshTools, MeshUnavailable
-from .safety import MODES
-from .sandbox import Sandbox, command_env, find_bwrap, hidden_paths
-from .sessions import Session, SessionError, SessionStore
-from .web import WebAccess
+from flux7.shared.agent.agent import DEFAULT_SYSTEM_PROMPT, Agent, Confirm, Workspace
+from flux7.shared.agent.builtin_tools import ToolContext
+from flux7.shared.agent.config import KEY_ENV, AgentConfig, ConfigError, agent_md_files
+from flux7.shared.agent.context import ContextEngine
+from flux7.shared.agent.custom_tools import load_custom_tools
+from flux7.shared.agent.events import AgentEvent
+from flux7.shared.agent.hooks import Hooks
+from flux7.shared.agent.llm import DEFAULT_URLS, LLMError, make_chat
+from flux7.shared.agent.mcp_servers import McpServers
+from flux7.shared.agent.mesh_tools import MeshCredentialRefused, MeshTools, MeshUnavailable
+from flux7.shared.agent.safety import MODES
+from flux7.shared.agent.sandbox import Sandbox, command_env, find_bwrap, hidden_paths
+from flux7.shared.agent.sessions import Session, SessionError, SessionStore
+from flux7.shared.agent.web import WebAccess
 
 __all__ = ["run", "system_prompt"]
 
@@ -358,7 +358,7 @@ async def run(args: argparse.Namespace, config: AgentConfig, env: Mapping[str, s
     if args.json:
         render = JsonRenderer(sys.stdout, sys.stderr)
     elif not args.plain and sys.stdout.isatty():
-        from .tui import RichRenderer  # Rich only for a terminal
+        from flux7.shared.agent.tui import RichRenderer  # Rich only for a terminal
 
         render = RichRenderer(sys.stdout, sys.stderr)
     else:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .commands import destroys, reads_only, under
+from flux7.shared.agent.commands import destroys, reads_only, under
 
 __all__ = ["MODES", "PROTECTED", "Verdict", "check", "check_mesh_tool", "dangerous", "escapes"]
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .safety import PROTECTED
+from flux7.shared.agent.safety import PROTECTED
 
 __all__ = [
     "SECRETS",
@@ -98,7 +98,7 @@ def command_env(env: Mapping[str, str], *, secrets: Sequence[str] = (), keep: Se
 
 def mesh_data_paths(cwd: Path, env: Mapping[str, str], roots: Sequence[Path] = ()) -> list[Path]:
     """Where the mesh keeps its admin token, database and keys, found as the `mesh` CLI finds the admin token
-    (shared/admin_token.py): FLUX7_ADMIN_TOKEN_FILE, the data directory of FLUX7_CONFIG's config, and a
+    (shared/auth/admin_token.py): FLUX7_ADMIN_TOKEN_FILE, the data directory of FLUX7_CONFIG's config, and a
     `flux7-admin.token` or `flux7.db` in the working folder, its `data/` (the quick start's layout) or the same
     places in `roots` (the repository root)."""
     found: list[Path] = []
@@ -106,8 +106,8 @@ def mesh_data_paths(cwd: Path, env: Mapping[str, str], roots: Sequence[Path] = (
         found.append(Path(env["FLUX7_ADMIN_TOKEN_FILE"]).expanduser())
     if env.get("FLUX7_CONFIG"):
         with contextlib.suppress(Exception):  # a config the mesh itself would refuse names no data directory
-            from ..admin_token import token_file
-            from ..settings import load_settings
+            from flux7.shared.auth.admin_token import token_file
+            from flux7.shared.settings import load_settings
 
             settings = load_settings(env["FLUX7_CONFIG"], env)
             found.append(token_file(settings))

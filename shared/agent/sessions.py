@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .conversation import Message, ToolCall, ToolResult
+from flux7.shared.agent.conversation import Message, ToolCall, ToolResult
 
 __all__ = ["Session", "SessionError", "SessionStore"]
 

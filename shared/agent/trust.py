@@ -21,7 +21,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .safety import MODES
+from flux7.shared.agent.safety import MODES
 
 __all__ = ["SAFE_KEYS", "remember", "trusted_folders", "untrusted_reason"]
 

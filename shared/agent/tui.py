@@ -15,7 +15,7 @@ from rich.spinner import Spinner
 from rich.syntax import Syntax
 from rich.text import Text
 
-from .events import AgentEvent
+from flux7.shared.agent.events import AgentEvent
 
 __all__ = ["RichRenderer"]
 

@@ -79,8 +79,8 @@ def _origin(url: str) -> tuple[str, int]:
 
 def _hop(access: WebAccess, url: str) -> tuple[str, int, list[str]]:
     """Check one hop's URL: (host, port, the networks its guard allows). OutboundRefused says why not."""
-    from ..errors import OutboundRefused
-    from ..outbound import parse_url
+    from flux7.shared.errors import OutboundRefused
+    from flux7.shared.outbound import parse_url
 
     parsed = parse_url(url)
     host, port = parsed.host.lower(), parsed.port or (443 if parsed.scheme == "https" else 80)
@@ -95,8 +95,8 @@ def fetch(access: WebAccess, url: str, *, timeout: float = 30.0) -> tuple[int, s
     """GET `url` through the guard, following redirects one checked hop at a time: (status, content type, text,
     the final URL). Raises OutboundRefused for a refused destination (the first URL or a redirect), httpx errors
     for the rest. Synchronous: run it in a thread."""
-    from ..errors import OutboundRefused
-    from ..outbound import OutboundGuard
+    from flux7.shared.errors import OutboundRefused
+    from flux7.shared.outbound import OutboundGuard
 
     current = url
     for hop in range(MAX_REDIRECTS + 1):

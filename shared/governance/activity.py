@@ -10,9 +10,9 @@ from typing import Any
 
 import msgspec
 
-from ..db import Database
-from ..guard import injection_risk
-from ..tracing.entry import parse_timestamp
+from flux7.shared.gate.guard import injection_risk
+from flux7.shared.store.db import Database
+from flux7.shared.tracing.entry import parse_timestamp
 
 __all__ = ["EVENTS", "Activity"]
 

@@ -21,14 +21,14 @@ from typing import Any
 
 import msgspec
 
-from ..db import Database
-from ..errors import BadRequest, ConfigError, Conflict, NotFound, NotImplementedFeature
-from ..globs import glob_match, is_exact
-from ..policy import Decision
-from ..policy_files import DirectoryCopy
-from ..safe_yaml import load_yaml
-from ..settings import Settings
-from .versions import Versions
+from flux7.shared.errors import BadRequest, ConfigError, Conflict, NotFound, NotImplementedFeature
+from flux7.shared.gate.policy import Decision
+from flux7.shared.gate.policy_files import DirectoryCopy
+from flux7.shared.globs import glob_match, is_exact
+from flux7.shared.governance.versions import Versions
+from flux7.shared.safe_yaml import load_yaml
+from flux7.shared.settings import Settings
+from flux7.shared.store.db import Database
 
 __all__ = ["AUTONOMY", "STATES", "AgentEntry", "Catalog", "parse_catalog"]
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from ..policy import STRICTNESS, PolicySet
-from ..settings import Policy, parse_policy
-from .catalog import AUTONOMY, AgentEntry, parse_catalog
+from flux7.shared.errors import ConfigError
+from flux7.shared.gate.policy import STRICTNESS, PolicySet
+from flux7.shared.governance.catalog import AUTONOMY, AgentEntry, parse_catalog
+from flux7.shared.settings import Policy, parse_policy
 
 __all__ = ["CLASSES", "catalog_changes", "policy_changes", "text_diff", "tool_changes"]
 

@@ -12,17 +12,24 @@ from typing import Any
 
 import msgspec
 
-from ..audit import rfc3339
-from ..errors import BadRequest, ConfigError, NotFound
-from ..pins import observe_tool
-from ..policy import PolicySet
-from .activity import EVENTS, Activity
-from .diff import catalog_changes, ordered, policy_changes, policy_set_of, text_diff, tool_changes
-from .graph import Graph
-from .replay import replay
-from .rules import Finding, Rules, load_rules, verdict_of
-from .scores import Axes
-from .versions import KINDS
+from flux7.shared.errors import BadRequest, ConfigError, NotFound
+from flux7.shared.gate.audit import rfc3339
+from flux7.shared.gate.pins import observe_tool
+from flux7.shared.gate.policy import PolicySet
+from flux7.shared.governance.activity import EVENTS, Activity
+from flux7.shared.governance.diff import (
+    catalog_changes,
+    ordered,
+    policy_changes,
+    policy_set_of,
+    text_diff,
+    tool_changes,
+)
+from flux7.shared.governance.graph import Graph
+from flux7.shared.governance.replay import replay
+from flux7.shared.governance.rules import Finding, Rules, load_rules, verdict_of
+from flux7.shared.governance.scores import Axes
+from flux7.shared.governance.versions import KINDS
 
 __all__ = ["Governance"]
 
@@ -424,7 +431,7 @@ class Governance:
 
     def apply_draft(self, name: str, by: str) -> dict[str, Any]:
         """Write the draft's files through the policy editor (validated, `.bak` kept, reloaded)."""
-        from ..policy_edit import PolicyFiles
+        from flux7.shared.gate.policy_edit import PolicyFiles
 
         files = self.draft(name)["files"]
         editor = PolicyFiles(self.mesh.policies)

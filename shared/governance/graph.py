@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import BadRequest, NotFound
-from ..globs import glob_match, is_exact
-from ..tracing.entry import format_timestamp
+from flux7.shared.errors import BadRequest, NotFound
+from flux7.shared.globs import glob_match, is_exact
+from flux7.shared.tracing.entry import format_timestamp
 
 __all__ = ["IMPACT_KINDS", "Graph"]
 

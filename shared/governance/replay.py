@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from ..db import Database
-from ..policy import Decision, PolicySet, stricter
+from flux7.shared.gate.policy import Decision, PolicySet, stricter
+from flux7.shared.store.db import Database
 
 __all__ = ["ReplayCall", "iter_calls", "replay"]
 

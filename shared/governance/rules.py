@@ -1,5 +1,5 @@
 """Governance rules: YAML that turns an agent's scores and facts into findings, in the policy condition language
-(shared/policy.py `condition_holds`: field, operator, value), with a severity that escalates while a finding
+(shared/gate/policy.py `condition_holds`: field, operator, value), with a severity that escalates while a finding
 keeps holding, and the agent's verdict.
 
     rules:
@@ -22,11 +22,11 @@ from typing import Any
 
 import msgspec
 
-from ..db import Database
-from ..errors import ConfigError
-from ..policy import condition_holds
-from ..safe_yaml import load_yaml
-from ..settings import Condition, GovernanceSettings
+from flux7.shared.errors import ConfigError
+from flux7.shared.gate.policy import condition_holds
+from flux7.shared.safe_yaml import load_yaml
+from flux7.shared.settings import Condition, GovernanceSettings
+from flux7.shared.store.db import Database
 
 __all__ = ["BUILTIN_RULES", "SEVERITIES", "Finding", "GovRule", "Rules", "load_rules", "parse_rules", "verdict_of"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..globs import glob_match, is_exact
-from ..upstreams.base import ToolDef
-from .catalog import AgentEntry
+from flux7.shared.globs import glob_match, is_exact
+from flux7.shared.governance.catalog import AgentEntry
+from flux7.shared.upstreams.base import ToolDef
 
 __all__ = ["KIND_WEIGHTS", "Axes", "tool_kind"]
 

@@ -1,7 +1,7 @@
 """Every version of a policy file, a catalog file or an upstream tool definition the server has seen.
 
 Recorded on each control-plane write and hot reload (policies, catalog) and each time pinning looks at a tool
-(shared/pins.py), so the diff engine can compare any two. An unchanged content is never written twice."""
+(shared/gate/pins.py), so the diff engine can compare any two. An unchanged content is never written twice."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..db import Database
-from ..policy_files import Materialized, plain_yaml, write_back
+from flux7.shared.gate.policy_files import Materialized, plain_yaml, write_back
+from flux7.shared.store.db import Database
 
 __all__ = ["KINDS", "Versions", "materialize_catalog"]
 
@@ -123,7 +123,7 @@ def _view(kind: str, name: str, row: Any, *, content: bool = True) -> dict[str, 
 
 def materialize_catalog(db: Database, directory: Path) -> Materialized:
     """`flux7 restore`: make `catalog_dir` hold the catalog files last loaded, as their newest versions record
-    them (the catalog's counterpart of shared/policy_files.py `materialize`, with the same `.bak` rules). Nothing
+    them (the catalog's counterpart of shared/gate/policy_files.py `materialize`, with the same `.bak` rules). Nothing
     happens when no catalog version is recorded (a database from before migration 0018, or no catalog_dir)."""
     if db.query_one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'governance_versions'") is None:
         return Materialized()

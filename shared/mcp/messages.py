@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from ..json_depth import MAX_JSON_DEPTH, too_deep
+from flux7.shared.json_depth import MAX_JSON_DEPTH, too_deep
 
 __all__ = [
     "CLIENT_CAPABILITIES_META_KEY",

@@ -12,12 +12,10 @@ from typing import Any
 
 import msgspec
 
-from ..identity import Caller
-from ..pipeline import Call, Outcome
-from ..tracecontext import from_headers
-from ..upstreams.base import ToolDef
-from . import texts
-from .messages import (
+from flux7.shared.auth.identity import Caller
+from flux7.shared.gate.pipeline import Call, Outcome
+from flux7.shared.mcp import texts
+from flux7.shared.mcp.messages import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     MODERN_VERSIONS,
@@ -27,8 +25,10 @@ from .messages import (
     Message,
     negotiate_handshake,
 )
-from .shapes import outcome_result, tool_entry
-from .virtual import OPERATOR_ONLY, VirtualTools
+from flux7.shared.mcp.shapes import outcome_result, tool_entry
+from flux7.shared.mcp.virtual import OPERATOR_ONLY, VirtualTools
+from flux7.shared.tracecontext import from_headers
+from flux7.shared.upstreams.base import ToolDef
 
 __all__ = ["McpServer", "RequestContext"]
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import msgspec
 
-from ..db import Database
-from ..identity import Caller
+from flux7.shared.auth.identity import Caller
+from flux7.shared.store.db import Database
 
 __all__ = ["IDLE_SECONDS", "McpSession", "SessionStore", "same_identity"]
 

@@ -24,9 +24,9 @@ import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
 
-from ..pipeline import Outcome
-from ..upstreams.base import ToolDef
-from . import texts
+from flux7.shared.gate.pipeline import Outcome
+from flux7.shared.mcp import texts
+from flux7.shared.upstreams.base import ToolDef
 
 __all__ = ["ResultShape", "outcome_result", "output_mismatch", "tool_entry"]
 

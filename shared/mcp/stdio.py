@@ -20,10 +20,9 @@ from typing import Any, BinaryIO
 import httpx
 import msgspec
 
-from ..errors import ConfigError, Flux7Error
-from ..identity import Caller
-from ..settings import Settings, config_id, load_settings
-from .messages import (
+from flux7.shared.auth.identity import Caller
+from flux7.shared.errors import ConfigError, Flux7Error
+from flux7.shared.mcp.messages import (
     INTERNAL_ERROR,
     NAME_BEARING,
     PROTOCOL_VERSION_META_KEY,
@@ -35,7 +34,8 @@ from .messages import (
     modern_envelope,
     result_message,
 )
-from .server import McpServer, RequestContext
+from flux7.shared.mcp.server import McpServer, RequestContext
+from flux7.shared.settings import Settings, config_id, load_settings
 
 __all__ = ["LineChannel", "StdioServer", "main", "probe_daemon", "relay"]
 
@@ -286,11 +286,11 @@ def _report_http_end(task: asyncio.Task[Any], port: int) -> None:
 
 
 async def _standalone(settings: Settings, port: int, agent: str, session_id: str, token: str = "") -> int:
-    from ..errors import Unauthorized
-    from ..mesh import Mesh
+    from flux7.shared.errors import Unauthorized
+    from flux7.shared.mesh import Mesh
 
     # The HTTP edge is composed here, at the entry point, as `serve` does with its factory string.
-    from ..webapps import current
+    from flux7.shared.webapps import current
 
     create_app = current().mesh_app  # the composition root's (functions/entry.py): the core never imports the edge
     mesh = Mesh(settings)
@@ -361,7 +361,7 @@ def main(config: str | None, port: int | None, agent: str = "claude", session_id
             return await relay(f"http://localhost:{port}", bearer, channel, session_id)
 
         return asyncio.run(_relay())
-    from ..serve import check_bind, check_cli_binaries
+    from flux7.shared.cli.serve import check_bind, check_cli_binaries
 
     try:
         check_bind(settings, settings.host)

@@ -13,17 +13,17 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from ..durations import parse_duration
-from ..errors import Flux7Error
-from ..globs import glob_match
-from ..grants import MCP_MAX_SECONDS
-from ..identity import Caller
-from ..pipeline import Call
-from ..tracecontext import TraceContext, new_span_id
-from . import texts
+from flux7.shared.auth.identity import Caller
+from flux7.shared.durations import parse_duration
+from flux7.shared.errors import Flux7Error
+from flux7.shared.gate.grants import MCP_MAX_SECONDS
+from flux7.shared.gate.pipeline import Call
+from flux7.shared.globs import glob_match
+from flux7.shared.mcp import texts
+from flux7.shared.tracecontext import TraceContext, new_span_id
 
 if TYPE_CHECKING:
-    from .server import McpServer, RequestContext
+    from flux7.shared.mcp.server import McpServer, RequestContext
 
 __all__ = ["OPERATOR_ONLY", "VirtualTools"]
 

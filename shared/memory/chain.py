@@ -10,8 +10,8 @@ from pathlib import Path
 
 import msgspec
 
-from .times import rfc3339
-from .workspace import LONG_TERM_FILE, Entry, list_daily_files, parse_entries
+from flux7.shared.memory.times import rfc3339
+from flux7.shared.memory.workspace import LONG_TERM_FILE, Entry, list_daily_files, parse_entries
 
 __all__ = [
     "CHAIN_VERSION",

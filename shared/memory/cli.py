@@ -17,13 +17,12 @@ from typing import Any
 import click
 import msgspec
 
-from flux7.shared.clikit import CONTEXT, Fail, LazyGroup, run, runtime
-from flux7.shared.db import Database, is_postgresql_url
+from flux7.shared.cli.kit import CONTEXT, Fail, LazyGroup, run, runtime
 from flux7.shared.errors import ConfigError, Flux7Error
-
-from .config import MemoryConfig
-from .fts import TEXT_SEARCH_CONFIGS
-from .service import MemoryService
+from flux7.shared.memory.config import MemoryConfig
+from flux7.shared.memory.fts import TEXT_SEARCH_CONFIGS
+from flux7.shared.memory.service import MemoryService
+from flux7.shared.store.db import Database, is_postgresql_url
 
 __all__ = ["config_from_env", "listen_address", "main", "memory", "worker_service"]
 
@@ -116,7 +115,7 @@ def _serve(config: MemoryConfig, listen: str, workers: int) -> int:
     from granian import Granian
     from granian.constants import Interfaces
 
-    from ..ports import PortUnavailable, check_listen
+    from flux7.shared.ports import PortUnavailable, check_listen
 
     host, port = listen_address(listen)
     try:
@@ -128,8 +127,8 @@ def _serve(config: MemoryConfig, listen: str, workers: int) -> int:
         log.warning("serving without authentication (no --token / MEM7_TOKEN set)")
     log.info("mem7 listening on %s:%d (data dir %s)", host, port, config.dir)
     os.environ[_WORKER_CONFIG] = msgspec.json.encode(config).decode()
-    from ..settings import STOP_TIMEOUT_SECONDS
-    from ..webapps import current
+    from flux7.shared.settings import STOP_TIMEOUT_SECONDS
+    from flux7.shared.webapps import current
 
     Granian(
         current().memory_factory,
@@ -174,7 +173,7 @@ def _prune(config: MemoryConfig) -> int:
 
 
 def _verify(config: MemoryConfig, as_json: bool) -> int:
-    from .verify import VerifyRefused
+    from flux7.shared.memory.verify import VerifyRefused
 
     try:
         report = verify_report(config)
@@ -196,7 +195,7 @@ def _verify(config: MemoryConfig, as_json: bool) -> int:
 def verify_report(config: MemoryConfig) -> Any:
     """`--db FILE`: the journal in that database. Otherwise the markdown workspace under MEM7_DIR, checked
     against its index.db's head when there is one (verify works on a workspace whose index is missing)."""
-    from .verify import database_head, verify_database, verify_store, verify_workspace
+    from flux7.shared.memory.verify import database_head, verify_database, verify_store, verify_workspace
 
     key = config.chain_key.encode()
     url = _DB_OVERRIDE[0] if _DB_OVERRIDE else config.database
@@ -263,7 +262,7 @@ def _guard(action: Callable[[], int]) -> int:
 
 
 def _stdio(config: MemoryConfig, listen: str) -> int:
-    from .stdio import main_stdio
+    from flux7.shared.memory.stdio import main_stdio
 
     host, port = listen_address(listen)
     relay_host = "127.0.0.1" if host in ("0.0.0.0", "") else host

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 import httpx
 import numpy as np
 
-from ..errors import Flux7Error
-from ..openai_compat import openai_path
+from flux7.shared.errors import Flux7Error
+from flux7.shared.openai_compat import openai_path
 
 __all__ = [
     "LOCAL_MODEL_NAME",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from flux7.shared.db import Database
+from flux7.shared.store.db import Database
 
 __all__ = ["TEXT_SEARCH_CONFIGS", "TextSearch", "TextSearchError", "text_search_for"]
 
@@ -39,9 +39,9 @@ class TextSearch(Protocol):
 def text_search_for(db: Database, config: str = "simple") -> TextSearch:
     """The engine's full-text search; `config` (PostgreSQL) names the text search configuration."""
     if db.engine == "postgresql":
-        from .fts_postgresql import PostgresTextSearch
+        from flux7.shared.memory.fts_postgresql import PostgresTextSearch
 
         return PostgresTextSearch(config)
-    from .fts_sqlite import SqliteTextSearch
+    from flux7.shared.memory.fts_sqlite import SqliteTextSearch
 
     return SqliteTextSearch()

@@ -28,9 +28,8 @@ from typing import Any
 
 import psycopg
 
-from flux7.shared.db import Database
-
-from .fts import TEXT_SEARCH_CONFIGS, TextSearchError
+from flux7.shared.memory.fts import TEXT_SEARCH_CONFIGS, TextSearchError
+from flux7.shared.store.db import Database
 
 __all__ = ["PostgresTextSearch", "idf", "query_terms", "to_tsquery_text"]
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from flux7.shared.db import Database, sqlite3
-
-from .fts import TextSearchError
+from flux7.shared.memory.fts import TextSearchError
+from flux7.shared.store.db import Database, sqlite3
 
 __all__ = ["SqliteTextSearch"]
 

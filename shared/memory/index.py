@@ -12,10 +12,9 @@ from typing import Any
 
 import msgspec
 
-from flux7.shared.db import Database
-
-from .fts import TextSearch, text_search_for
-from .workspace import DEFAULT_PREDICATE, LONG_TERM_FILE, Entry
+from flux7.shared.memory.fts import TextSearch, text_search_for
+from flux7.shared.memory.workspace import DEFAULT_PREDICATE, LONG_TERM_FILE, Entry
+from flux7.shared.store.db import Database
 
 __all__ = ["Fact", "FactIndex", "ReadFilter"]
 

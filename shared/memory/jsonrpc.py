@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..json_depth import MAX_JSON_DEPTH, too_deep
-from .service import IDENTITY_META
+from flux7.shared.json_depth import MAX_JSON_DEPTH, too_deep
+from flux7.shared.memory.service import IDENTITY_META
 
 if TYPE_CHECKING:
-    from .service import MemoryService as _Service
+    from flux7.shared.memory.service import MemoryService as _Service
 
 __all__ = ["PROTOCOL_VERSIONS", "RpcAnswer", "dispatch", "error_answer"]
 

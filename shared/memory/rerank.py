@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from ..openai_compat import openai_path
+from flux7.shared.openai_compat import openai_path
 
 __all__ = ["DEFAULT_RERANK_MODEL", "Reranker", "default_reranker"]
 

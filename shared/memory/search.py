@@ -11,13 +11,12 @@ from typing import Any, Protocol
 
 import msgspec
 
-from flux7.shared.db import Database
 from flux7.shared.errors import BadRequest
-
-from . import retrieval
-from .fts import TextSearchError
-from .index import Fact, FactIndex, ReadFilter
-from .query import naturalize, neighbour_keys, parse_sequential_key, sanitize
+from flux7.shared.memory import retrieval
+from flux7.shared.memory.fts import TextSearchError
+from flux7.shared.memory.index import Fact, FactIndex, ReadFilter
+from flux7.shared.memory.query import naturalize, neighbour_keys, parse_sequential_key, sanitize
+from flux7.shared.store.db import Database
 
 __all__ = ["RRF_K", "SearchRequest", "Searcher", "VectorSlot", "VectorSource", "default_vectors", "rrf"]
 

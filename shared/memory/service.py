@@ -15,20 +15,19 @@ from typing import Any
 
 import msgspec
 
-from flux7.shared.db import Database
 from flux7.shared.errors import Flux7Error
+from flux7.shared.memory import texts
+from flux7.shared.memory.config import MemoryConfig, config_from_settings
+from flux7.shared.memory.index import Fact, ReadFilter
+from flux7.shared.memory.scopes import Scopes
+from flux7.shared.memory.search import Searcher, SearchRequest, VectorSlot, VectorSource, default_vectors
+from flux7.shared.memory.sse import SseSessions
+from flux7.shared.memory.store import MemoryStore
+from flux7.shared.memory.times import parse_moment, parse_rfc3339, rfc3339
+from flux7.shared.memory.tools import TOOLS
+from flux7.shared.memory.workspace import Entry, go_trim
 from flux7.shared.settings import Settings
-
-from . import texts
-from .config import MemoryConfig, config_from_settings
-from .index import Fact, ReadFilter
-from .scopes import Scopes
-from .search import Searcher, SearchRequest, VectorSlot, VectorSource, default_vectors
-from .sse import SseSessions
-from .store import MemoryStore
-from .times import parse_moment, parse_rfc3339, rfc3339
-from .tools import TOOLS
-from .workspace import Entry, go_trim
+from flux7.shared.store.db import Database
 
 __all__ = ["Caller", "MemoryService", "ToolError", "memory_service_for"]
 
@@ -140,7 +139,7 @@ class MemoryService:
     def _configured_reranker(self) -> Any:
         if not self.config.rerank_url:
             return None
-        from .rerank import default_reranker
+        from flux7.shared.memory.rerank import default_reranker
 
         return default_reranker(self.config.rerank_url, self.config.rerank_model or None)
 

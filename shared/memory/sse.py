@@ -15,7 +15,7 @@ import hmac
 import secrets
 import time
 
-from flux7.shared.db import Database
+from flux7.shared.store.db import Database
 
 __all__ = ["SseSessions"]
 

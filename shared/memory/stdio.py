@@ -13,9 +13,9 @@ from typing import BinaryIO
 import httpx
 import msgspec
 
-from ..json_depth import too_deep
-from .jsonrpc import dispatch, error_answer
-from .service import MemoryService
+from flux7.shared.json_depth import too_deep
+from flux7.shared.memory.jsonrpc import dispatch, error_answer
+from flux7.shared.memory.service import MemoryService
 
 __all__ = ["MAX_LINE", "daemon_answers", "relay_stdio", "serve_stdio"]
 

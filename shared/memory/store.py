@@ -22,13 +22,10 @@ from typing import Any
 
 import msgspec
 
-from flux7.shared.db import Database
 from flux7.shared.errors import BadRequest, Conflict, Flux7Error
-from flux7.shared.private_files import PRIVATE_FILE, private_dir, write_private
-
-from .chain import ChainReport, chain_order, seal, verify_chain
-from .index import FactIndex
-from .workspace import (
+from flux7.shared.memory.chain import ChainReport, chain_order, seal, verify_chain
+from flux7.shared.memory.index import FactIndex
+from flux7.shared.memory.workspace import (
     LONG_TERM_FILE,
     LONG_TERM_HEADER,
     LONG_TERM_TAG,
@@ -40,6 +37,8 @@ from .workspace import (
     list_workspace_files,
     parse_entries,
 )
+from flux7.shared.store.db import Database
+from flux7.shared.store.private_files import PRIVATE_FILE, private_dir, write_private
 
 __all__ = ["LongTermError", "MemoryFull", "MemoryStore", "StoreOutcome", "WorkspaceError"]
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import msgspec
 
-from .index import Fact
-from .times import rfc3339
-from .workspace import LONG_TERM_FILE, Entry
+from flux7.shared.memory.index import Fact
+from flux7.shared.memory.times import rfc3339
+from flux7.shared.memory.workspace import LONG_TERM_FILE, Entry
 
 __all__ = ["context_json", "fact_blocks", "history_lines", "list_text", "search_text"]
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..db import Database
-from ..errors import BadRequest
-from . import vectors_pgvector
-from .embed import Embedder, EmbeddingUnavailable
+from flux7.shared.errors import BadRequest
+from flux7.shared.memory import vectors_pgvector
+from flux7.shared.memory.embed import Embedder, EmbeddingUnavailable
+from flux7.shared.store.db import Database
 
 __all__ = ["VectorIndex"]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..db import Database
+from flux7.shared.store.db import Database
 
 __all__ = ["SET_EMBEDDING", "available", "backfill", "literal", "search", "similarities", "stored_dim"]
 

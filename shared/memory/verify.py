@@ -11,10 +11,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from flux7.shared.db import Database
-
-from .chain import ChainReport, verify_chain, verify_daily_files
-from .workspace import MEMORY_SUBDIR
+from flux7.shared.memory.chain import ChainReport, verify_chain, verify_daily_files
+from flux7.shared.memory.workspace import MEMORY_SUBDIR
+from flux7.shared.store.db import Database
 
 __all__ = ["VerifyRefused", "database_head", "verify_database", "verify_workspace"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 
-from .times import parse_rfc3339, rfc3339
+from flux7.shared.memory.times import parse_rfc3339, rfc3339
 
 __all__ = [
     "DEFAULT_PREDICATE",

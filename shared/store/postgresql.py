@@ -1,4 +1,4 @@
-"""The PostgreSQL engine of the store seam (shared/db.py `Database`): psycopg 3 over a psycopg_pool pool.
+"""The PostgreSQL engine of the store seam (shared/store/db.py `Database`): psycopg 3 over a psycopg_pool pool.
 
 Call sites write the SQL both engines accept, with `?` placeholders (translated here) and rows read by index or
 by column name, as sqlite3.Row allows. A write transaction takes a transaction-scoped advisory lock first, so
@@ -23,10 +23,10 @@ from psycopg.pq import Format
 from psycopg.rows import RowMaker
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..db import MIGRATIONS_DIR, Database
-from ..errors import BadRequest, Unavailable
-from .notify import Listener
-from .translate import translate
+from flux7.shared.errors import BadRequest, Unavailable
+from flux7.shared.store.db import MIGRATIONS_DIR, Database
+from flux7.shared.store.notify import Listener
+from flux7.shared.store.translate import translate
 
 __all__ = ["PG_MIGRATIONS_DIR", "PostgresDatabase", "Row"]
 

@@ -12,8 +12,8 @@ from typing import Any
 from litestar import Litestar, Request, Response, get, post
 from litestar.exceptions import HTTPException
 
-from .config import AdminConfig
-from .loop import Supervisor
+from flux7.shared.supervisor.config import AdminConfig
+from flux7.shared.supervisor.loop import Supervisor
 
 __all__ = ["AdminServer", "create_admin_app"]
 

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .providers import Verdict
+from flux7.shared.supervisor.providers import Verdict
 
 __all__ = ["DECISIONS", "UnknownEvaluation", "VerdictDesk", "Waiting"]
 

@@ -2,7 +2,7 @@
 
 The only place sup7 reads the environment: MESH_AGENT_TOKEN (sup7's own agent token, preferred), MESH_ADMIN_TOKEN
 (the mesh's control-plane token, used without an agent token; without either, a loopback mesh's generated token
-file, see shared/admin_token.py), MEM7_TOKEN
+file, see shared/auth/admin_token.py), MEM7_TOKEN
 (when memory.token is empty), ANTHROPIC_API_KEY and OPENAI_API_KEY (when a provider has no api_key)."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 import click
 import msgspec
 
-from ..clikit import CONTEXT, Fail, LazyGroup, run, runtime
-from ..errors import ConfigError
-from .config import Sup7Config, load_config
+from flux7.shared.cli.kit import CONTEXT, Fail, LazyGroup, run, runtime
+from flux7.shared.errors import ConfigError
+from flux7.shared.supervisor.config import Sup7Config, load_config
 
 __all__ = ["main", "supervisor"]
 
@@ -35,8 +35,8 @@ def with_environment(config: Sup7Config, env: Mapping[str, str]) -> Sup7Config:
         mesh = replace(mesh, token=env["MESH_AGENT_TOKEN"])
     if env.get("MESH_ADMIN_TOKEN"):
         mesh = replace(mesh, admin_token=env["MESH_ADMIN_TOKEN"])
-    if not mesh.token and not mesh.admin_token:  # a local mesh's generated token (shared/admin_token.py)
-        from ..admin_token import cli_admin_token
+    if not mesh.token and not mesh.admin_token:  # a local mesh's generated token (shared/auth/admin_token.py)
+        from flux7.shared.auth.admin_token import cli_admin_token
 
         mesh = replace(mesh, admin_token=cli_admin_token(mesh.url, env))
     memory = config.memory
@@ -53,8 +53,8 @@ def with_environment(config: Sup7Config, env: Mapping[str, str]) -> Sup7Config:
 
 
 async def _start(config: Sup7Config) -> int:
-    from .admin import AdminServer
-    from .loop import Supervisor
+    from flux7.shared.supervisor.admin import AdminServer
+    from flux7.shared.supervisor.loop import Supervisor
 
     supervisor = Supervisor(config)
     loop = asyncio.get_running_loop()
@@ -66,7 +66,7 @@ async def _start(config: Sup7Config) -> int:
         admin.start()
     endpoint = None
     if config.mcp_server.enabled:
-        from .mcp_server import McpEndpoint
+        from flux7.shared.supervisor.mcp_server import McpEndpoint
 
         endpoint = McpEndpoint(supervisor.desk, config.mcp_server)
         # Over stdio sup7 is the client's child: when the client closes stdin, sup7 stops; so it does when the
@@ -99,7 +99,7 @@ async def _start(config: Sup7Config) -> int:
 
 
 async def _status(config: Sup7Config, verbose: bool) -> int:
-    from .mesh_api import MeshApi, MeshUnavailable
+    from flux7.shared.supervisor.mesh_api import MeshApi, MeshUnavailable
 
     mesh = MeshApi(
         config.mesh.url, config.mesh.agent_id, token=config.mesh.token, admin_token=config.mesh.admin_token, timeout=5

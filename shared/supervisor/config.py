@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from ..durations import parse_duration
-from ..errors import ConfigError
-from ..safe_yaml import load_yaml
+from flux7.shared.durations import parse_duration
+from flux7.shared.errors import ConfigError
+from flux7.shared.safe_yaml import load_yaml
 
 __all__ = [
     "AdminConfig",
@@ -240,7 +240,7 @@ def _durations(file: str, where: str, section: dict[str, Any], keys: tuple[str, 
 
 
 def _check(file: str, c: Sup7Config) -> None:
-    from .rules import parse_condition
+    from flux7.shared.supervisor.rules import parse_condition
 
     if c.poll.interval <= 0:
         raise ConfigError(file, "poll.interval", "must be > 0")

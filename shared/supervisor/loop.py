@@ -22,13 +22,13 @@ from typing import IO, Any
 
 import msgspec
 
-from .. import __version__
-from ..memory_client import MemoryClient, RpcMemory
-from .callback import VerdictDesk
-from .config import Sup7Config
-from .mesh_api import MeshApi, MeshUnavailable
-from .providers import ProviderChain
-from .rules import RuleEngine
+from flux7.shared import __version__
+from flux7.shared.decisions.memory_client import MemoryClient, RpcMemory
+from flux7.shared.supervisor.callback import VerdictDesk
+from flux7.shared.supervisor.config import Sup7Config
+from flux7.shared.supervisor.mesh_api import MeshApi, MeshUnavailable
+from flux7.shared.supervisor.providers import ProviderChain
+from flux7.shared.supervisor.rules import RuleEngine
 
 __all__ = ["Decision", "Supervisor"]
 

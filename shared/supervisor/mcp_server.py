@@ -17,9 +17,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .. import __version__
-from .callback import UnknownEvaluation, VerdictDesk
-from .config import McpServerConfig
+from flux7.shared import __version__
+from flux7.shared.supervisor.callback import UnknownEvaluation, VerdictDesk
+from flux7.shared.supervisor.config import McpServerConfig
 
 __all__ = ["INSTRUCTIONS", "McpEndpoint", "build_server"]
 

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from ..openai_compat import openai_path
-from .config import ProviderConfig
+from flux7.shared.openai_compat import openai_path
+from flux7.shared.supervisor.config import ProviderConfig
 
 if TYPE_CHECKING:
-    from .callback import VerdictDesk
+    from flux7.shared.supervisor.callback import VerdictDesk
 
 __all__ = ["ProviderChain", "Verdict", "build_prompt", "parse_reply"]
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..gofmt import go_v
-from .config import RuleConfig
+from flux7.shared.gofmt import go_v
+from flux7.shared.supervisor.config import RuleConfig
 
 __all__ = ["OPERATORS", "Condition", "RuleEngine", "RuleMatch", "parse_condition"]
 

@@ -1,7 +1,7 @@
 """Traces of governed calls: the entry, the SQLite store with its hash-chained JSONL, OTLP export, verify."""
 
-from .chain import Verifier, verify_files
-from .entry import (
+from flux7.shared.tracing.chain import Verifier, verify_files
+from flux7.shared.tracing.entry import (
     Egress,
     Ingress,
     TraceEntry,
@@ -11,8 +11,16 @@ from .entry import (
     format_timestamp,
     parse_timestamp,
 )
-from .otlp import OtlpExporter, Span, entries_to_otlp, otlp_json, otlp_protobuf, resource_attributes, spans_for
-from .tracer import Tracer
+from flux7.shared.tracing.otlp import (
+    OtlpExporter,
+    Span,
+    entries_to_otlp,
+    otlp_json,
+    otlp_protobuf,
+    resource_attributes,
+    spans_for,
+)
+from flux7.shared.tracing.tracer import Tracer
 
 __all__ = [
     "Egress",

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from ..private_files import PRIVATE_FILE, private_dir
+from flux7.shared.store.private_files import PRIVATE_FILE, private_dir
 
 __all__ = [
     "ALG_HMAC",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..upstreams.base import ToolDef, UpstreamResult
-from .entry import Egress
+from flux7.shared.tracing.entry import Egress
+from flux7.shared.upstreams.base import ToolDef, UpstreamResult
 
 __all__ = ["egress", "error_type"]
 

@@ -30,10 +30,10 @@ from typing import Any, TextIO
 import httpx
 import msgspec
 
-from .. import __version__
-from ..private_files import PRIVATE_FILE, private_dir
-from ..tracecontext import client_span_id
-from .entry import TraceEntry, parse_timestamp
+from flux7.shared import __version__
+from flux7.shared.store.private_files import PRIVATE_FILE, private_dir
+from flux7.shared.tracecontext import client_span_id
+from flux7.shared.tracing.entry import TraceEntry, parse_timestamp
 
 __all__ = [
     "DEFAULT_SERVICE_NAME",
@@ -172,7 +172,7 @@ def spans_for(entry: TraceEntry, parent_span_id: str = "") -> list[Span]:
         end = parse_timestamp(entry.timestamp) or 0
         start = end - int(entry.latency_ms) * 1_000_000
     if request is None and entry.tool.startswith(CONTROL_PREFIX):
-        # a control-plane event (shared/audit.py: a halt, a grant, a pin accepted...), not a tool call
+        # a control-plane event (shared/gate/audit.py: a halt, a grant, a pin accepted...), not a tool call
         return [
             Span(
                 trace_id=trace_id,

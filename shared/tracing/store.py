@@ -12,13 +12,13 @@ from typing import Any, cast
 
 import msgspec
 
-from ..db import Database
-from ..group_commit import GroupCommit, SummedUpserts, multi_row_sql
-from ..metrics import _ADD as METRIC_ADD
-from ..metrics import _SET as METRIC_SET
-from ..private_files import private_dir
-from .chain import JsonlAppender, Verifier, last_envelope, seal
-from .entry import TraceEntry, decode_entry, encode_entry, format_timestamp, normalise, normalised
+from flux7.shared.metrics import _ADD as METRIC_ADD
+from flux7.shared.metrics import _SET as METRIC_SET
+from flux7.shared.store.db import Database
+from flux7.shared.store.group_commit import GroupCommit, SummedUpserts, multi_row_sql
+from flux7.shared.store.private_files import private_dir
+from flux7.shared.tracing.chain import JsonlAppender, Verifier, last_envelope, seal
+from flux7.shared.tracing.entry import TraceEntry, decode_entry, encode_entry, format_timestamp, normalise, normalised
 
 __all__ = ["TraceStore"]
 
@@ -189,7 +189,7 @@ class TraceStore:
             new = self.apply(conn, [Revision(row_id, changes, also)])[0]
         return new if isinstance(new, TraceEntry) else None
 
-    # -- grouped writes: one transaction for what concurrent calls wrote meanwhile (shared/group_commit.py) ---
+    # -- grouped writes: one transaction for what concurrent calls wrote meanwhile (shared/store/group_commit.py) ---
 
     def begin_grouped(
         self, entry: TraceEntry, also: Callable[[Any], None] | None = None

@@ -8,12 +8,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ..db import Database
-from ..settings import Settings
-from .chain import JsonlAppender, Verifier, verify_files
-from .entry import TraceEntry, format_timestamp
-from .otlp import OtlpExporter, entries_to_otlp, resource_attributes, spans_for
-from .store import TraceStore
+from flux7.shared.settings import Settings
+from flux7.shared.store.db import Database
+from flux7.shared.tracing.chain import JsonlAppender, Verifier, verify_files
+from flux7.shared.tracing.entry import TraceEntry, format_timestamp
+from flux7.shared.tracing.otlp import OtlpExporter, entries_to_otlp, resource_attributes, spans_for
+from flux7.shared.tracing.store import TraceStore
 
 __all__ = ["MAX_FILE_BYTES", "Tracer"]
 
@@ -138,7 +138,7 @@ class Tracer:
             self._export(new)
         return new
 
-    # -- grouped writes: committed with what other calls write meanwhile (shared/group_commit.py) -------------
+    # -- grouped writes: committed with what other calls write meanwhile (shared/store/group_commit.py) -------------
 
     async def record_grouped(
         self, entry: TraceEntry, also: Callable[[Any], None] | None = None, *, export: bool = True

@@ -11,8 +11,8 @@ from typing import TextIO
 
 import click
 
-from ..clikit import CONTEXT, LazyGroup, run, runtime
-from .chain import verify_files
+from flux7.shared.cli.kit import CONTEXT, LazyGroup, run, runtime
+from flux7.shared.tracing.chain import verify_files
 
 __all__ = ["main", "trace", "verify"]
 

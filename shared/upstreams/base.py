@@ -87,7 +87,7 @@ class ToolDef(msgspec.Struct, kw_only=True):
     def fingerprint_text(self) -> str:
         """What an upstream declares about a tool, canonically: the input of pinning's change detection.
         `title` and `output_schema` count only when declared, so a tool declaring neither keeps the fingerprint
-        it had before they were captured (shared/pins.py upgrades the pins of those that do)."""
+        it had before they were captured (shared/gate/pins.py upgrades the pins of those that do)."""
         declared = self._legacy_fields()
         if self.title is not None:
             declared["title"] = self.title  # what a client shows and a model may read

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .base import Classification, Param
+from flux7.shared.upstreams.base import Classification, Param
 
 __all__ = ["classify"]
 

@@ -15,10 +15,10 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from ..durations import format_duration, parse_duration
-from ..settings import CliCommand, CliTool, Settings
-from .base import CallContext, Param, ToolDef, UpstreamResult
-from .classify import classify
+from flux7.shared.durations import format_duration, parse_duration
+from flux7.shared.settings import CliCommand, CliTool, Settings
+from flux7.shared.upstreams.base import CallContext, Param, ToolDef, UpstreamResult
+from flux7.shared.upstreams.classify import classify
 
 __all__ = ["MAX_OUTPUT_BYTES", "ArgumentRefused", "CliUpstream", "build_argv", "missing_binary", "tool_environment"]
 

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from ..mcp.messages import (
+from flux7.shared.mcp.messages import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
     HANDSHAKE_VERSIONS,

@@ -21,9 +21,9 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 import msgspec
 
-from ..mcp.messages import MODERN_VERSIONS, NAME_BEARING, PROTOCOL_VERSION_META_KEY, encode_header_value
-from .mcp_http import HttpError, HttpPool, HttpResponse, HttpTimeout, SseParser, valid_headers
-from .mcp_session import ConnectTimedOut, OnClose, OnMessage, TransportError
+from flux7.shared.mcp.messages import MODERN_VERSIONS, NAME_BEARING, PROTOCOL_VERSION_META_KEY, encode_header_value
+from flux7.shared.upstreams.mcp_http import HttpError, HttpPool, HttpResponse, HttpTimeout, SseParser, valid_headers
+from flux7.shared.upstreams.mcp_session import ConnectTimedOut, OnClose, OnMessage, TransportError
 
 __all__ = ["SseTransport", "StdioTransport", "StreamableHttpTransport", "same_origin"]
 

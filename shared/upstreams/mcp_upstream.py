@@ -18,14 +18,21 @@ from typing import Any
 
 import httpx
 
-from ..durations import format_span
-from ..mcp.messages import SERVER_INFO_META_KEY, encode_header_value
-from ..settings import McpServer
-from .base import CallContext, Param, Timings, ToolDef, UpstreamResult
-from .classify import classify
-from .mcp_http import is_token
-from .mcp_session import ConnectionLost, ConnectTimedOut, McpSession, RpcError, Transport, TransportError
-from .mcp_transports import SseTransport, StdioTransport, StreamableHttpTransport
+from flux7.shared.durations import format_span
+from flux7.shared.mcp.messages import SERVER_INFO_META_KEY, encode_header_value
+from flux7.shared.settings import McpServer
+from flux7.shared.upstreams.base import CallContext, Param, Timings, ToolDef, UpstreamResult
+from flux7.shared.upstreams.classify import classify
+from flux7.shared.upstreams.mcp_http import is_token
+from flux7.shared.upstreams.mcp_session import (
+    ConnectionLost,
+    ConnectTimedOut,
+    McpSession,
+    RpcError,
+    Transport,
+    TransportError,
+)
+from flux7.shared.upstreams.mcp_transports import SseTransport, StdioTransport, StreamableHttpTransport
 
 __all__ = ["McpUpstream", "tool_defs"]
 

@@ -16,13 +16,13 @@ import jsonschema.validators
 import msgspec
 import yarl
 
-from ..durations import format_span
-from ..errors import ConfigError
-from ..safe_yaml import load_yaml
-from ..settings import OpenApiSource, Settings
-from .base import CallContext, Param, Timings, ToolDef, UpstreamResult
-from .classify import classify
-from .mcp_http import HttpError, HttpPool, HttpTimeout, valid_headers
+from flux7.shared.durations import format_span
+from flux7.shared.errors import ConfigError
+from flux7.shared.safe_yaml import load_yaml
+from flux7.shared.settings import OpenApiSource, Settings
+from flux7.shared.upstreams.base import CallContext, Param, Timings, ToolDef, UpstreamResult
+from flux7.shared.upstreams.classify import classify
+from flux7.shared.upstreams.mcp_http import HttpError, HttpPool, HttpTimeout, valid_headers
 
 __all__ = ["OpenApiUpstream", "parse_spec", "tools_from_spec"]
 

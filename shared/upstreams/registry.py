@@ -12,11 +12,11 @@ from urllib.parse import urlsplit
 import httpx
 import msgspec
 
-from ..settings import Settings
-from .base import CallContext, Source, Timings, ToolDef, UpstreamResult
-from .cli import CliUpstream
-from .mcp_upstream import McpUpstream
-from .openapi import OpenApiUpstream
+from flux7.shared.settings import Settings
+from flux7.shared.upstreams.base import CallContext, Source, Timings, ToolDef, UpstreamResult
+from flux7.shared.upstreams.cli import CliUpstream
+from flux7.shared.upstreams.mcp_upstream import McpUpstream
+from flux7.shared.upstreams.openapi import OpenApiUpstream
 
 __all__ = ["Registry"]
 

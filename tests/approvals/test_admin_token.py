@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flux7.shared.admin_token import FILE_NAME, cli_admin_token, effective_admin_token, load_or_create, token_file
+from flux7.shared.auth.admin_token import FILE_NAME, cli_admin_token, effective_admin_token, load_or_create, token_file
 from flux7.shared.errors import ConfigError
 from flux7.shared.settings import load_settings
 from flux7.shared.supervisor.cli import with_environment
@@ -83,7 +83,7 @@ def mesh_cli(server: Server, cwd: Path, **env: str) -> subprocess.CompletedProce
     environ = {k: v for k, v in os.environ.items() if k not in ("MESH_ADMIN_TOKEN", "FLUX7_CONFIG")}
     environ.update({"MESH_URL": server.url, "PYTHONPATH": str(REPO), **env})
     return subprocess.run(
-        [sys.executable, "-m", "flux7.shared.approval_cli", "pending"],
+        [sys.executable, "-m", "flux7.shared.cli.approvals", "pending"],
         env=environ,
         cwd=cwd,
         capture_output=True,

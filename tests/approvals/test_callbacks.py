@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from flux7.shared.callbacks import Notifier
+from flux7.shared.gate.callbacks import Notifier
 from flux7.shared.mesh import Mesh
 from flux7.shared.outbound import OutboundGuard
 from tests.support.http import serve_json, wait_until

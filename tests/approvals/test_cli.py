@@ -17,7 +17,7 @@ def mesh_cli(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MESH_URL": server.url, "USER": "tester"}
     env.pop("MESH_ADMIN_TOKEN", None)
     return subprocess.run(
-        [sys.executable, "-m", "flux7.shared.approval_cli", *args],
+        [sys.executable, "-m", "flux7.shared.cli.approvals", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -74,7 +74,7 @@ def test_halt_halts_and_resume(server: Server) -> None:
 def test_watch_prints_each_new_approval_as_it_arrives(server: Server) -> None:
     env = {**os.environ, "MESH_URL": server.url, "USER": "tester"}
     watcher = subprocess.Popen(
-        [sys.executable, "-m", "flux7.shared.approval_cli", "watch", "--interval", "0.1"],
+        [sys.executable, "-m", "flux7.shared.cli.approvals", "watch", "--interval", "0.1"],
         env=env,
         stdout=subprocess.PIPE,
         text=True,

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from flux7.shared.errors import BadRequest, NotFound
-from flux7.shared.grants import MCP_MAX_SECONDS
-from flux7.shared.halts import CACHE_SECONDS
+from flux7.shared.gate.grants import MCP_MAX_SECONDS
+from flux7.shared.gate.halts import CACHE_SECONDS
 from flux7.shared.mesh import Mesh
 from tests.support.http import wait_until
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from flux7.shared.guard import detect_content_type, injection_risk, redact
+from flux7.shared.gate.guard import detect_content_type, injection_risk, redact
 
 
 def test_content_keys_are_redacted_to_length_hash_and_type_case_insensitively() -> None:

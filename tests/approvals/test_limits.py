@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from flux7.shared.db import Database
 from flux7.shared.errors import ConfigError
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import Policy, RateLimit, ToolLimit, parse_policy
+from flux7.shared.store.db import Database
 from tests.mcp_server.inproc import META, MODERN, Rpc
 from tests.support.waiting import eventually
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from flux7.shared.approvals import Approval
 from flux7.shared.errors import Conflict, NotFound
+from flux7.shared.gate.approvals import Approval
 from flux7.shared.mesh import Mesh
 from tests.support.http import wait_until
 from tests.support.waiting import eventually

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from flux7.shared.tty_prompt import ask, available
+from flux7.shared.gate.tty_prompt import ask, available
 
 VIEW = {"id": "0123456789abcdef", "agent_id": "bot", "tool": "fs.write", "params": {"path": "/x"}}
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 import pytest
 
-from flux7.shared.cli import flux7, mesh7
-from flux7.shared.clikit import LazyGroup
+from flux7.shared.cli.kit import LazyGroup
+from flux7.shared.cli.main import flux7, mesh7
 from tests.support.http import free_port
 from tests.support.server import REPO
 
@@ -23,7 +23,7 @@ ENTRY = {
     "mesh7": "from flux7.functions.entry import mesh7_main as m",
     "mem7": "from flux7.functions.entry import mem7_main as m",
     "sup7": "from flux7.shared.supervisor.cli import main as m",
-    "mesh": "from flux7.shared.approval_cli import main as m",
+    "mesh": "from flux7.shared.cli.approvals import main as m",
 }
 
 

@@ -9,8 +9,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+from flux7.shared.auth.identity import IdentityResolver
 from flux7.shared.errors import Unauthorized
-from flux7.shared.identity import IdentityResolver
 from flux7.shared.settings import load_settings
 from tests.support.http import serve_json
 

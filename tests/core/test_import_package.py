@@ -1,7 +1,7 @@
 """One import package, `flux7`: nothing imports the repository's folders under their own top-level names.
 
-`shared/db.py` imported once as `flux7.shared.db` and once as `shared.db` would be two modules with two sets of
-classes, so an `except shared.errors.X` would miss a `flux7.shared.errors.X`. The folders are reachable as
+`shared/store/db.py` imported once as `flux7.shared.store.db` and once as `shared.store.db` would be two modules with
+two sets of classes, so an `except shared.errors.X` would miss a `flux7.shared.errors.X`. The folders are reachable as
 top-level names from a checkout (its root is on sys.path), so a test keeps every reference on `flux7.…`.
 """
 
@@ -52,7 +52,8 @@ def test_the_check_sees_each_form(tmp_path: Path) -> None:
     sample.write_text(
         "import shared.db\nimport functions\nfrom shared import errors\nfrom functions.app import x\n"
         "A = 'functions.asgi:app_factory'\nB = ['-m', 'shared.memory.cli']\nC = 'from functions.entry import main'\n"
-        "import flux7.shared.db\nfrom flux7.functions import app\nD = 'flux7.functions.asgi:app'\nE = 'shared/db.py'\n"
+        "import flux7.shared.store.db\nfrom flux7.functions import app\nD = 'flux7.functions.asgi:app'\n"
+        "E = 'shared/store/db.py'\n"
     )
     assert len(_top_level_references(sample)) == 7, _top_level_references(sample)
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from flux7.shared.gate.policy import Decision, PolicySet, condition_holds, stricter
 from flux7.shared.globs import glob_match
-from flux7.shared.policy import Decision, PolicySet, condition_holds, stricter
 from flux7.shared.settings import Condition, Policy, Rule
 
 

@@ -1,4 +1,4 @@
-"""PolicySet remembers a decision no condition can change (shared/policy.py): it must never stand in for one the
+"""PolicySet remembers a decision no condition can change (shared/gate/policy.py): it must never stand in for one the
 arguments decide, nor outlive the policies it came from (a hot reload builds a new set)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from flux7.shared.policy import PolicySet
-from flux7.shared.policy_store import PolicyStore
+from flux7.shared.gate.policy import PolicySet
+from flux7.shared.gate.policy_store import PolicyStore
 from flux7.shared.settings import Condition, Policy, Rule, load_settings
 
 

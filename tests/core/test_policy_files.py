@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from flux7.shared.db import Database
-from flux7.shared.policy_files import materialize, snapshot
-from flux7.shared.policy_store import PolicyStore
+from flux7.shared.gate.policy_files import materialize, snapshot
+from flux7.shared.gate.policy_store import PolicyStore
 from flux7.shared.settings import load_settings
+from flux7.shared.store.db import Database
 
 AGENTS = "name: agents\nagent: '*'\nrules:\n  - tools: ['*']\n    action: deny\n"
 CLAUDE = "name: claude\nagent: claude\nrules:\n  - tools: ['read_*']\n    action: allow\n"

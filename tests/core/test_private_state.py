@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from flux7.shared.errors import BadRequest
+from flux7.shared.gate.policy_edit import PolicyFiles
 from flux7.shared.mesh import Mesh
-from flux7.shared.policy_edit import PolicyFiles
-from flux7.shared.private_files import private_dir
 from flux7.shared.settings import load_settings
+from flux7.shared.store.private_files import private_dir
 from flux7.shared.tracing.chain import JsonlAppender
 
 

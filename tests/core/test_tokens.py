@@ -1,4 +1,4 @@
-"""The per-agent token store (shared/tokens.py) over a real SQLite file, the identity it gives, and
+"""The per-agent token store (shared/auth/tokens.py) over a real SQLite file, the identity it gives, and
 `flux7 token …` as a real process."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from flux7.shared.db import Database
+from flux7.shared.auth.identity import IdentityResolver, accepted_identities
+from flux7.shared.auth.tokens import TokenStore, parse_expiry
 from flux7.shared.errors import BadRequest, ConfigError, Conflict, NotFound, Unauthorized
-from flux7.shared.identity import IdentityResolver, accepted_identities
 from flux7.shared.settings import load_settings
-from flux7.shared.tokens import TokenStore, parse_expiry
+from flux7.shared.store.db import Database
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from flux7.shared.db import Database
 from flux7.shared.memory.service import MemoryService
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
+from flux7.shared.store.db import Database
 from tests.decisions.support import new_memory_service
 from tests.support import postgres
 from tests.support.mesh import mesh_client as running

@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 
-from flux7.shared.db import Database
 from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.service import MemoryService
+from flux7.shared.store.db import Database
 from tests.support.http import free_port, wait_until
 from tests.support.server import REPO
 from tests.support.waiting import eventually

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from flux7.shared.decision_query import kind_sql
-from flux7.shared.decisions import resolver_kind, signed_decision
-from flux7.shared.memory_client import InProcessMemory, parse_memory_list
+from flux7.shared.decisions.facts import resolver_kind, signed_decision
+from flux7.shared.decisions.memory_client import InProcessMemory, parse_memory_list
+from flux7.shared.decisions.query import kind_sql
 from flux7.shared.mesh import Mesh
 from tests.decisions.conftest import ADMIN, AGENT, build_mesh, mesh_config, running
 from tests.decisions.test_precedents import READ, WRITE, decide, decided, forge

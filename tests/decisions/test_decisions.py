@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from flux7.shared.decisions import DecisionWriter, decision_fact, resolver_kind, signed_decision
+from flux7.shared.decisions.facts import DecisionWriter, decision_fact, resolver_kind, signed_decision
+from flux7.shared.decisions.memory_client import InProcessMemory, RpcMemory, parse_memory_list
 from flux7.shared.memory.service import MemoryService
-from flux7.shared.memory_client import InProcessMemory, RpcMemory, parse_memory_list
 from tests.decisions.conftest import ADMIN, AGENT, build_mesh, mesh_config, running
 from tests.decisions.support import wait_for
 from tests.support.http import free_port

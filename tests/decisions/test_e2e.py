@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from flux7.shared.memory_client import parse_memory_list
+from flux7.shared.decisions.memory_client import parse_memory_list
 from tests.decisions.conftest import POLICY
 from tests.decisions.support import Mem7, rpc_tool
 from tests.support.http import free_port, wait_until

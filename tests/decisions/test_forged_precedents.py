@@ -26,9 +26,9 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from flux7.shared.decision_signing import DecisionSigner
-from flux7.shared.decisions import signed_decision
-from flux7.shared.memory_client import ListedMemory, parse_memory_list
+from flux7.shared.decisions.facts import signed_decision
+from flux7.shared.decisions.memory_client import ListedMemory, parse_memory_list
+from flux7.shared.decisions.signing import DecisionSigner
 from tests.decisions.conftest import POLICY
 from tests.decisions.support import Mem7, rpc_tool
 from tests.decisions.test_e2e import pending, resolve_next, start_call

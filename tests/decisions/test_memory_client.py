@@ -4,14 +4,14 @@ import msgspec
 import pytest
 
 from flux7.functions.memory import create_memory_app
-from flux7.shared.memory.service import MemoryService
-from flux7.shared.memory_client import (
+from flux7.shared.decisions.memory_client import (
     InProcessMemory,
     MemoryToolError,
     MemoryUnavailable,
     RpcMemory,
     parse_memory_list,
 )
+from flux7.shared.memory.service import MemoryService
 from tests.decisions.support import serve_asgi
 from tests.support.http import free_port, serve_json
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flux7.shared.db import Database
-from flux7.shared.decision_signing import DecisionSigner
-from flux7.shared.decisions import signed_decision
-from flux7.shared.memory_client import parse_memory_list
+from flux7.shared.decisions.facts import signed_decision
+from flux7.shared.decisions.memory_client import parse_memory_list
+from flux7.shared.decisions.signing import DecisionSigner
+from flux7.shared.store.db import Database
 from tests.decisions.conftest import POLICY
 from tests.decisions.support import Mem7, rpc_tool
 from tests.decisions.test_e2e import resolve_next, start_call

@@ -8,11 +8,11 @@ from typing import Any
 import httpx
 import pytest
 
-from flux7.shared.decision_signing import DecisionSigner
-from flux7.shared.decisions import decision_fact
-from flux7.shared.memory_client import InProcessMemory, RpcMemory, parse_memory_list
+from flux7.shared.decisions.facts import decision_fact
+from flux7.shared.decisions.memory_client import InProcessMemory, RpcMemory, parse_memory_list
+from flux7.shared.decisions.precedents import EffectiveSettings, PrecedentLedger, Precedents
+from flux7.shared.decisions.signing import DecisionSigner
 from flux7.shared.mesh import Mesh
-from flux7.shared.precedents import EffectiveSettings, PrecedentLedger, Precedents
 from flux7.shared.upstreams.base import Classification, ToolDef
 from tests.decisions.conftest import ADMIN, AGENT, build_mesh, mesh_config, running
 from tests.decisions.support import wait_for

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from flux7.shared.approvals import ApprovalQueue
-from flux7.shared.db import Database
-from flux7.shared.decision_outbox import DecisionOutbox
-from flux7.shared.decision_signing import DecisionSigner, load_or_create_key, signer_for
-from flux7.shared.decisions import decision_fact, signed_decision
+from flux7.shared.decisions.facts import decision_fact, signed_decision
+from flux7.shared.decisions.outbox import DecisionOutbox
+from flux7.shared.decisions.signing import DecisionSigner, load_or_create_key, signer_for
 from flux7.shared.errors import ConfigError
+from flux7.shared.gate.approvals import ApprovalQueue
 from flux7.shared.settings import load_settings
+from flux7.shared.store.db import Database
 
 SIGNER = DecisionSigner(b"s" * 32)
 DECISION = {"approval_id": "0123456789abcdef", "tool": "fs.read", "agent": "claude", "status": "approved"}

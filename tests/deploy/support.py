@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flux7.shared.backup import Litestream, ReplicaSource, find_litestream
+from flux7.shared.cli.backup import Litestream, ReplicaSource, find_litestream
 from tests.functions.conftest import POLICY
 from tests.support.http import free_port, wait_until
 from tests.support.server import REPO, Server, healthy

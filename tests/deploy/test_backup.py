@@ -7,7 +7,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from flux7.shared.db import Database
+from flux7.shared.store.db import Database
 from flux7.shared.tracing.entry import TraceEntry
 from flux7.shared.tracing.store import TraceStore
 

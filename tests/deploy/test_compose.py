@@ -22,7 +22,7 @@ import httpx
 import pytest
 import yaml
 
-from flux7.shared.serve import check_bind
+from flux7.shared.cli.serve import check_bind
 from flux7.shared.settings import load_settings
 from tests.support.http import free_port, wait_until
 

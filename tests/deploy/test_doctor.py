@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flux7.shared.db import Database
-from flux7.shared.policy_files import snapshot
+from flux7.shared.gate.policy_files import snapshot
+from flux7.shared.store.db import Database
 from tests.support.http import free_port
 from tests.upstreams.servers.http_backend import Backend
 

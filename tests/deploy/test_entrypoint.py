@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from flux7.shared.backup import Litestream, ReplicaSource, find_litestream
+from flux7.shared.cli.backup import Litestream, ReplicaSource, find_litestream
 from tests.support.http import free_port, wait_until
 
 from .support import FLUX7, LITESTREAM_YML, REPO

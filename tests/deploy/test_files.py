@@ -18,8 +18,8 @@ import dockerfile
 import pytest
 import yaml
 
+from flux7.shared.cli.serve import check_bind
 from flux7.shared.errors import ConfigError
-from flux7.shared.serve import check_bind
 from flux7.shared.settings import load_settings
 
 from .support import REPO

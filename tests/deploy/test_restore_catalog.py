@@ -7,8 +7,8 @@ from pathlib import Path
 
 import httpx
 
-from flux7.shared.db import Database
 from flux7.shared.governance.versions import Versions, materialize_catalog
+from flux7.shared.store.db import Database
 from tests.support.server import running_server
 from tests.upstreams.servers.http_backend import Backend
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flux7.shared.db import Database
+from flux7.shared.store.db import Database
 from flux7.shared.tracing.entry import TraceEntry
 from flux7.shared.tracing.store import TraceStore
 from tests.support.http import free_port

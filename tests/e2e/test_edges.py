@@ -162,9 +162,9 @@ def test_mesh_stdio_answers_a_parse_error_saying_why(tmp_path: Path) -> None:
 
 
 def test_mem7_rpc_and_stdio_answer_a_parse_error_saying_why(client: Client, tmp_path: Path) -> None:
-    from flux7.shared.db import Database
     from flux7.shared.memory.config import MemoryConfig
     from flux7.shared.memory.service import MemoryService
+    from flux7.shared.store.db import Database
 
     expected = {"jsonrpc": "2.0", "error": {"code": -32700, "message": f"parse error: JSON {TOO_DEEP}"}}
     r = client.post(

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from flux7.shared.db import Database
+from flux7.shared.store.db import Database
 from tests.support.mediatype import MediaTypeError, parse_media_type
 from tests.support.mesh import pets_mesh_config
 from tests.support.server import running_server

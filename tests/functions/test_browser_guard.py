@@ -207,8 +207,8 @@ async def test_cors_answers_only_when_console_cors_is_on(tmp_path: Path, backend
 
 
 async def test_mem7_serve_has_the_guard_too(tmp_path: Path) -> None:
-    from flux7.shared.db import Database
     from flux7.shared.memory.config import MemoryConfig
+    from flux7.shared.store.db import Database
 
     service = MemoryService(MemoryConfig(dir=str(tmp_path), hybrid=False), Database(tmp_path / "index.db"))
     app = create_memory_app(service)

@@ -7,7 +7,7 @@ from typing import Any
 import yaml
 from litestar.testing import TestClient
 
-from flux7.shared.policy_store import PolicyStore
+from flux7.shared.gate.policy_store import PolicyStore
 from tests.functions.conftest import ADMIN, AGENT
 
 

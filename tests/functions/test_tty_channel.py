@@ -15,9 +15,9 @@ from tests.upstreams.servers.http_backend import Backend
 SCRIPT = textwrap.dedent(
     """
     import asyncio, json, sys
-    from flux7.shared.identity import Caller
+    from flux7.shared.auth.identity import Caller
     from flux7.shared.mesh import Mesh
-    from flux7.shared.pipeline import Call
+    from flux7.shared.gate.pipeline import Call
     from flux7.shared.settings import load_settings
     from flux7.shared.tracecontext import from_headers
 

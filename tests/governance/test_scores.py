@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 
-from flux7.shared.db import Database
 from flux7.shared.mesh import Mesh
+from flux7.shared.store.db import Database
 from tests.governance.support import ADMIN, call, governed_mesh
 from tests.support.mesh import PETS_POLICY, mesh_client
 from tests.support.waiting import eventually

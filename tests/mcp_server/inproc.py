@@ -9,10 +9,10 @@ from typing import Any
 
 import httpx
 
-from flux7.shared.db import database_for
+from flux7.shared.auth.tokens import TokenStore
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
-from flux7.shared.tokens import TokenStore
+from flux7.shared.store.db import database_for
 from tests.support import mesh as support
 
 ADMIN_TOKEN = "admin-s3cret"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flux7.shared.db import Database
+from flux7.shared.gate.pins import fingerprint, legacy_fingerprint
 from flux7.shared.mesh import Mesh
-from flux7.shared.pins import fingerprint, legacy_fingerprint
 from flux7.shared.settings import load_settings
+from flux7.shared.store.db import Database
 from tests.mcp_server.conftest import write_config
 from tests.mcp_server.inproc import Rpc, mesh_client
 from tests.support import mesh as support

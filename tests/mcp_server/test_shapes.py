@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from flux7.shared.errors import ConfigError
+from flux7.shared.gate.pipeline import Outcome
 from flux7.shared.mcp import texts
 from flux7.shared.mcp.shapes import outcome_result
-from flux7.shared.pipeline import Outcome
 from flux7.shared.settings import load_settings
 from tests.mcp_server.inproc import Rpc, mesh_client
 from tests.support.mesh import pets_mesh_config

@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from flux7.shared.db import Database
+from flux7.shared.store.db import Database
 from tests.mcp_server.conftest import MESH7, REPO, approval_id_in, healthy, run_daemon, wait_until, write_config
 from tests.support.http import free_port
 

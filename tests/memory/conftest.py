@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from flux7.shared.db import Database
 from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.service import MemoryService
+from flux7.shared.store.db import Database
 from tests.memory.stores import Stores
 from tests.support.waiting import wait_until
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from mem7 import Mem7
 
-from flux7.shared.db import Database
 from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.service import MemoryService
+from flux7.shared.store.db import Database
 from tests.memory.stores import Stores
 
 from .conftest import Clock, Mem7Process, call, eventually

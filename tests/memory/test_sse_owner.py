@@ -8,9 +8,9 @@ from pathlib import Path
 
 import httpx
 
-from flux7.shared.db import database_for
+from flux7.shared.auth.tokens import TokenStore
 from flux7.shared.settings import load_settings
-from flux7.shared.tokens import TokenStore
+from flux7.shared.store.db import database_for
 from tests.support.server import running_server
 
 

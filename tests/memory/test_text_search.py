@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from flux7.shared.db import Database
 from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.fts import TextSearchError
 from flux7.shared.memory.fts_postgresql import idf, to_tsquery_text
 from flux7.shared.memory.service import MemoryService
 from flux7.shared.memory.vectors import VectorIndex
+from flux7.shared.store.db import Database
 from tests.memory_vectors.test_vectors import LetterEmbedder
 
 from .conftest import Clock, call, fail

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from flux7.shared.db import Database
 from flux7.shared.memory.service import MemoryService
+from flux7.shared.store.db import Database
 from flux7.shared.tracing import TraceEntry, Tracer
 from tests.memory.stores import Stores
 from tests.tracing.conftest import make_settings

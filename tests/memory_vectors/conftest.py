@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from flux7.shared.db import Database
 from flux7.shared.memory.embed import MiniLMEmbedder, default_embedder
+from flux7.shared.store.db import Database
 from tests.memory.stores import Stores
 
 # A route answers (status, JSON body); it gets the parsed request body and the request headers.

@@ -6,9 +6,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from flux7.shared.db import Database
 from flux7.shared.memory.embed import EmbeddingUnavailable, OllamaEmbedder, OpenAIEmbedder, default_embedder
 from flux7.shared.memory.vectors import VectorIndex
+from flux7.shared.store.db import Database
 
 from .conftest import ApiServer
 

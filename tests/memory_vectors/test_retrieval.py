@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from flux7.shared.db import sqlite3
 from flux7.shared.memory.retrieval import (
     HybridWeights,
     date_phrases,
@@ -12,6 +11,7 @@ from flux7.shared.memory.retrieval import (
     stemmed_query,
     thread_of,
 )
+from flux7.shared.store.db import sqlite3
 
 Ranked = list[tuple[str, float]]
 FUSION_ONLY = HybridWeights(speaker=0.0, repeat_penalty=0.0)

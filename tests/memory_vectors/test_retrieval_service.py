@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from flux7.shared.db import Database
 from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.embed import MiniLMEmbedder
 from flux7.shared.memory.search import default_vectors
 from flux7.shared.memory.service import MemoryService
 from flux7.shared.memory.vectors import VectorIndex
+from flux7.shared.store.db import Database
 from tests.memory.stores import Stores
 
 from .conftest import ApiServer

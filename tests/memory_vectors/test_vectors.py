@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flux7.shared.db import Database
 from flux7.shared.errors import BadRequest
 from flux7.shared.memory.embed import MiniLMEmbedder, default_embedder
 from flux7.shared.memory.vectors import VectorIndex
+from flux7.shared.store.db import Database
 
 NOTES = [
     ("pets", "I adopted a golden retriever puppy named Max last week."),
@@ -129,7 +129,7 @@ def test_a_write_from_another_process_is_seen_by_this_one(db_path: Path | str, m
     assert index.search("my new dog", 1)[0][0] != "pets"
     writer = textwrap.dedent(
         f"""
-        from flux7.shared.db import Database
+        from flux7.shared.store.db import Database
         from flux7.shared.memory.embed import default_embedder
         from flux7.shared.memory.vectors import VectorIndex
         VectorIndex(Database({str(db_path)!r}), default_embedder()).upsert({NOTES[0][0]!r}, {NOTES[0][1]!r})

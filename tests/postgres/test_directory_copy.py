@@ -1,4 +1,4 @@
-"""A directory's files shared through one PostgreSQL database (shared/policy_files.py DirectoryCopy), as two
+"""A directory's files shared through one PostgreSQL database (shared/gate/policy_files.py DirectoryCopy), as two
 instances on their own disks see them: each writes the other's edits into its directory, an edit of one file
 never undoes another instance's edit of a different file, and a removal travels as a `.bak`."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flux7.shared.db import Database
-from flux7.shared.policy_files import DirectoryCopy
+from flux7.shared.gate.policy_files import DirectoryCopy
+from flux7.shared.store.db import Database
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from typing import Any
 
 import psycopg
 
-from flux7.shared.db import Database
-from flux7.shared.policy_files import snapshot
+from flux7.shared.gate.policy_files import snapshot
+from flux7.shared.store.db import Database
 from tests.support import postgres
 from tests.support.http import free_port
 from tests.support.server import REPO

@@ -216,7 +216,7 @@ def test_a_sqlite_deployment_moves_to_postgresql_whole_and_serves_there(
 
 
 def _sqlite_deployment(tmp_path: Path) -> Path:
-    from flux7.shared.db import Database
+    from flux7.shared.store.db import Database
 
     Database(tmp_path / "flux7.db").close()
     return tmp_path / "flux7.db"

@@ -20,7 +20,7 @@ import httpx
 import psycopg
 import pytest
 
-from flux7.shared.limits import params_key
+from flux7.shared.gate.limits import params_key
 from tests.postgres.test_serve import ADMIN, AGENT, call, pending
 from tests.support import postgres
 from tests.support.http import wait_until

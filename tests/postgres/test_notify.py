@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from flux7.shared.db import Database
+from flux7.shared.store.db import Database
 from tests.support.waiting import wait_until
 
 

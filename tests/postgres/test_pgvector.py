@@ -15,11 +15,11 @@ import numpy as np
 import psycopg
 import pytest
 
-from flux7.shared.db import Database
 from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.embed import EmbeddingUnavailable, MiniLMEmbedder, default_embedder
 from flux7.shared.memory.service import MemoryService
 from flux7.shared.memory.vectors import VectorIndex
+from flux7.shared.store.db import Database
 from tests.memory.conftest import Clock, call
 from tests.support import postgres
 

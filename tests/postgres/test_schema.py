@@ -9,10 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from flux7.shared.db import Database, SqliteDatabase, sqlite3
 from flux7.shared.errors import ConfigError
 from flux7.shared.paths import MIGRATIONS_DIR
 from flux7.shared.settings import load_settings
+from flux7.shared.store.db import Database, SqliteDatabase, sqlite3
 from flux7.shared.store.postgresql import PG_MIGRATIONS_DIR, PostgresDatabase
 from tests.support import postgres
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import psycopg
 
-from flux7.shared.backup import main, restore_main
+from flux7.shared.cli.backup import main, restore_main
 from tests.support.http import free_port, wait_until
 from tests.support.mesh import PETS_POLICY, pets_mesh_config
 from tests.support.server import REPO, running_server

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flux7.shared.db import Database
 from flux7.shared.settings import load_settings
+from flux7.shared.store.db import Database
 from flux7.shared.store.postgresql import PostgresDatabase
 from flux7.shared.store.translate import translate
 from flux7.shared.tracing import TraceEntry, Tracer

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from flux7.functions.memory import create_memory_app
-from flux7.shared.memory_client import RpcMemory, parse_memory_list
+from flux7.shared.decisions.memory_client import RpcMemory, parse_memory_list
 from tests.decisions.support import new_memory_service, serve_asgi
 from tests.supervisor.conftest import sup7_config, world, write_mesh_config
 from tests.supervisor.test_loop import call, decisions_until

@@ -136,7 +136,7 @@ def _accepts(url: str) -> bool:
 
 def server_url(admin_url: str) -> str:
     """Make sure the migrated template exists on the server at admin_url; return admin_url."""
-    from flux7.shared.db import Database
+    from flux7.shared.store.db import Database
 
     with psycopg.connect(admin_url, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (TEMPLATE,)).fetchone()

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from flux7.shared.db import Database
 from flux7.shared.settings import Settings, load_settings
+from flux7.shared.store.db import Database
 from flux7.shared.tracing import Tracer
 
 

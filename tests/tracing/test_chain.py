@@ -6,7 +6,7 @@ import json
 import multiprocessing
 from pathlib import Path
 
-from flux7.shared.db import Database
+from flux7.shared.store.db import Database
 from flux7.shared.tracing import TraceEntry, Tracer, verify_files
 from flux7.shared.tracing.chain import split_line
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flux7.shared.db import Database
 from flux7.shared.errors import Unavailable
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
+from flux7.shared.store.db import Database
 from flux7.shared.tracing import TraceEntry, Tracer
 from flux7.shared.tracing.chain import verify_files
 from tests.support.mesh import PETS_POLICY, mesh_client, pets_mesh_config

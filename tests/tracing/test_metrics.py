@@ -10,9 +10,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from flux7.shared import __version__
-from flux7.shared.db import MIGRATIONS_DIR, Database
 from flux7.shared.metrics import FLUSH_SECONDS, OTHER, CallSample, Metrics, UpstreamState
 from flux7.shared.settings import MetricsSettings
+from flux7.shared.store.db import MIGRATIONS_DIR, Database
 from tests.support.waiting import eventually
 
 from . import workers

@@ -14,7 +14,7 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from flux7.shared import __version__
-from flux7.shared.db import Database
+from flux7.shared.store.db import Database
 from flux7.shared.tracecontext import TraceContext, client_span_id
 from flux7.shared.tracing import (
     Egress,

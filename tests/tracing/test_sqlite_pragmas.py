@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flux7.shared.db import CHECKPOINT_EVERY_COMMITS, WAL_AUTOCHECKPOINT_PAGES, SqliteDatabase
+from flux7.shared.store.db import CHECKPOINT_EVERY_COMMITS, WAL_AUTOCHECKPOINT_PAGES, SqliteDatabase
 from tests.support.waiting import wait_until
 
 BLOB = b"x" * 3000  # about one page a row

@@ -4,7 +4,7 @@ import io
 import json
 from pathlib import Path
 
-from flux7.shared.db import Database
+from flux7.shared.store.db import Database
 from flux7.shared.tracing import TraceEntry, Tracer
 from flux7.shared.tracing.verify_cli import main
 

@@ -6,8 +6,8 @@ from typing import Any
 
 
 def append_traces(storage: str, trace_file: str, worker: int, count: int, max_file_bytes: int, start: Any) -> None:
-    from flux7.shared.db import Database
     from flux7.shared.settings import load_settings
+    from flux7.shared.store.db import Database
     from flux7.shared.tracing import TraceEntry, Tracer
 
     settings = load_settings(None, env={}, storage_path=storage, trace_file=trace_file)
@@ -20,8 +20,8 @@ def append_traces(storage: str, trace_file: str, worker: int, count: int, max_fi
 
 
 def bump_counters(storage: str, count: int, start: Any) -> None:
-    from flux7.shared.db import Database
     from flux7.shared.metrics import Metrics
+    from flux7.shared.store.db import Database
 
     db = Database(storage)
     metrics = Metrics(db)
@@ -34,9 +34,9 @@ def bump_counters(storage: str, count: int, start: Any) -> None:
 
 def distinct_tools(storage: str, worker: int, count: int, cap: int, start: Any) -> None:
     """`count` calls, each to a tool of its own, with a cap of `cap` tools shared by every process."""
-    from flux7.shared.db import Database
     from flux7.shared.metrics import CallSample, Metrics
     from flux7.shared.settings import MetricsSettings
+    from flux7.shared.store.db import Database
 
     db = Database(storage)
     metrics = Metrics(db, MetricsSettings(max_tools=cap))
@@ -52,8 +52,8 @@ def append_grouped(storage: str, trace_file: str, worker: int, count: int, start
     """`count` calls at once in one event loop, each writing an intent then its outcome through the group commit."""
     import asyncio
 
-    from flux7.shared.db import Database
     from flux7.shared.settings import load_settings
+    from flux7.shared.store.db import Database
     from flux7.shared.tracing import TraceEntry, Tracer
 
     settings = load_settings(None, env={}, storage_path=storage, trace_file=trace_file)

@@ -36,7 +36,7 @@ export function pretty(value: unknown): string {
   }
 }
 
-/** Who resolved an approval, as CONTRACT 1.13 classifies `resolved_by` (shared/decisions.py resolver_kind),
+/** Who resolved an approval, as CONTRACT 1.13 classifies `resolved_by` (shared/decisions/facts.py resolver_kind),
  * with the timeout told apart from the other system resolutions (an emergency stop). */
 export type ResolverKind = "timeout" | "system" | "mem7" | "supervisor" | "human" | "";
 

@@ -1,0 +1,260 @@
+"""Who is calling: data-plane identity from the bearer (CONTRACT 1.5) and the control-plane gate (DESIGN 6)."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import threading
+import time
+from typing import Any, Literal
+
+import jwt
+import msgspec
+
+from flux7.shared.auth.tokens import TokenStore, looks_like_agent_token
+from flux7.shared.errors import Unauthorized
+from flux7.shared.globs import glob_match
+from flux7.shared.settings import Settings
+
+__all__ = [
+    "OWNER",
+    "Caller",
+    "IdentityResolver",
+    "Principal",
+    "accepted_identities",
+    "claims_allowed",
+    "is_loopback",
+    "is_loopback_bind",
+]
+
+
+class Caller(msgspec.Struct, frozen=True):
+    agent_id: str
+    user_id: str = ""
+    authenticated: bool = False  # presented a credential (a claim, an agent token or a JWT), not anonymous
+    via_jwt: bool = False
+    via_token: bool = False  # a per-agent token from the token store (shared/auth/tokens.py)
+
+    @property
+    def verified(self) -> bool:
+        """The identity was proven (agent token or JWT), not merely claimed."""
+        return self.via_jwt or self.via_token
+
+
+ANONYMOUS = Caller(agent_id="anonymous")
+
+
+PrincipalKind = Literal["owner", "supervisor", "loopback"]
+
+
+class Principal(msgspec.Struct, frozen=True):
+    """Who acts on the control plane, as its credential proves it: the admin token is the
+    bootstrap owner, a supervisor is an agent token or JWT whose agent matches `supervisor.supervisor_agents`;
+    `loopback` is a caller believed for being local, only with `auth.open_loopback` (the reference's trust mode).
+    """
+
+    kind: PrincipalKind
+    name: str
+
+    @property
+    def actor(self) -> str:
+        """How decisions and events name this principal: `owner:admin-token`, `supervisor:<id>`,
+        `loopback:<claimed agent or anonymous>`."""
+        return f"{self.kind}:{self.name}"
+
+    @property
+    def agent_id(self) -> str:
+        """The agent identity the principal holds, which never settles its own approvals ("" for the owner)."""
+        return "" if self.kind == "owner" or self.name == "anonymous" else self.name
+
+    def resolution(self, claimed: str) -> tuple[str, str]:
+        """(resolved_by, note) for a decision this principal makes whose request body said `claimed`. The
+        resolver comes from the credential; what the body says is kept as a note. In the open-loopback trust
+        mode there is no credential, so the claim (or `loopback:<agent>`) is all there is to record."""
+        claimed = claimed.strip()
+        if self.kind == "loopback":
+            return claimed or self.actor, ""
+        return self.actor, claimed if claimed and claimed != self.actor else ""
+
+
+OWNER = Principal("owner", "admin-token")
+
+
+def is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def is_loopback_bind(host: str) -> bool:
+    return host == "localhost" or is_loopback(host)
+
+
+# --- data-plane caller resolution: agent tokens, claims off loopback (issue 13 item 5) ---
+
+
+def claims_allowed(settings: Settings) -> bool:
+    """Whether bare `agent:<id>` claims and anonymous calls are believed: `auth.allow_claimed_identity`, by
+    default only when the server is bound to loopback (where every caller is a local process anyway)."""
+    explicit = settings.auth.allow_claimed_identity
+    return is_loopback_bind(settings.host) if explicit is None else explicit
+
+
+def accepted_identities(settings: Settings) -> str:
+    """The start-up line's account of which identities the data plane accepts."""
+    jwt_cfg = settings.auth.jwt
+    claims = claims_allowed(settings) and (jwt_cfg is None or jwt_cfg.allow_legacy)
+    anonymous = claims_allowed(settings) and not settings.auth.require_authentication
+    issuer = (jwt_cfg.issuer or jwt_cfg.jwks_url) if jwt_cfg else ""
+    return (
+        "identities: agent tokens yes"
+        f", JWT {'from ' + issuer if issuer else 'no'}"
+        f", claimed agent ids {'yes' if claims else 'no'}"
+        f", anonymous {'yes' if anonymous else 'no'}"
+    )
+
+
+# --- end of data-plane caller resolution helpers ---
+
+
+class _Jwks:
+    """A JWKS fetched from jwks_url, refreshed at most every 5 minutes (and on an unknown kid)."""
+
+    def __init__(self, url: str) -> None:
+        self._client = jwt.PyJWKClient(url, cache_keys=True, lifespan=300, timeout=5)
+        self._lock = threading.Lock()
+
+    def key_for(self, token: str) -> Any:
+        with self._lock:
+            return self._client.get_signing_key_from_jwt(token).key
+
+
+class IdentityResolver:
+    def __init__(self, settings: Settings, tokens: TokenStore | None = None) -> None:
+        self._settings = settings
+        self._tokens = tokens
+        self.claims_allowed = claims_allowed(settings)
+        jwt_cfg = settings.auth.jwt
+        self._jwks = _Jwks(jwt_cfg.jwks_url) if jwt_cfg and jwt_cfg.jwks_url else None
+        # -- admin token (issue 13 item 2): configured, else the generated file's; empty only in open_loopback
+        from flux7.shared.auth.admin_token import effective_admin_token
+
+        self._admin_token = effective_admin_token(settings).encode()
+        # -- end admin token
+        self._cache: dict[str, tuple[float, Caller]] = {}
+
+    def caller(self, authorization: str | None) -> Caller:
+        """Data-plane identity. Raises Unauthorized per CONTRACT 1.5."""
+        token = (authorization or "").strip()
+        if token.lower().startswith("bearer "):
+            token = token[7:].strip()
+        if not token:
+            return ANONYMOUS
+        if looks_like_agent_token(token):
+            record = self._tokens.authenticate(token) if self._tokens is not None else None
+            if record is None:
+                raise Unauthorized("authentication required: unknown, revoked or expired agent token")
+            return Caller(agent_id=record.agent_id, authenticated=True, via_token=True)
+        jwt_cfg = self._settings.auth.jwt
+        if jwt_cfg is None:
+            agent = token[len("agent:") :] if token.startswith("agent:") else token
+            return Caller(agent_id=agent or "anonymous", authenticated=bool(agent))
+        if token.startswith("agent:"):
+            if jwt_cfg.allow_legacy:
+                return Caller(agent_id=token[6:] or "anonymous", authenticated=bool(token[6:]))
+            raise Unauthorized("authentication required: present a valid JWT")
+        if token.count(".") != 2:
+            raise Unauthorized("authentication required: present a valid JWT")
+        return self._verify_jwt(token)
+
+    def _verify_jwt(self, token: str) -> Caller:
+        now = time.monotonic()
+        hit = self._cache.get(token)
+        if hit and hit[0] > now:
+            return hit[1]
+        jwt_cfg = self._settings.auth.jwt
+        assert jwt_cfg is not None and self._jwks is not None
+        try:
+            key = self._jwks.key_for(token)
+            claims = jwt.decode(
+                token,
+                key=key,
+                algorithms=["RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "EdDSA"],
+                audience=jwt_cfg.audience or None,
+                issuer=jwt_cfg.issuer or None,
+                options={"verify_aud": bool(jwt_cfg.audience), "require": ["exp"]},
+            )
+        except (jwt.PyJWTError, OSError) as e:
+            raise Unauthorized(f"authentication required: invalid JWT ({e})") from None
+        agent = str(claims.get(jwt_cfg.agent_claim) or "")
+        if not agent:
+            raise Unauthorized(f"authentication required: JWT lacks the {jwt_cfg.agent_claim!r} claim")
+        user = str(claims.get(jwt_cfg.user_claim) or "") if jwt_cfg.user_claim else ""
+        caller = Caller(agent_id=agent, user_id=user, authenticated=True, via_jwt=True)
+        exp = float(claims.get("exp", 0))
+        if len(self._cache) > 10000:
+            self._cache.clear()
+        self._cache[token] = (now + max(0.0, min(60.0, exp - time.time())), caller)
+        return caller
+
+    def require(self, caller: Caller) -> Caller:
+        """The data plane's gate: off loopback (unless `allow_claimed_identity`) only proven identities pass;
+        with `require_authentication` anonymous callers are refused."""
+        if caller.verified:
+            return caller
+        if not self.claims_allowed:
+            raise Unauthorized(
+                "authentication required: this server accepts agent tokens (flux7 token issue) or JWTs, "
+                "not claimed agent ids or anonymous calls"
+            )
+        if self._settings.auth.require_authentication and not caller.authenticated:
+            raise Unauthorized("authentication required")
+        return caller
+
+    def is_admin(self, authorization: str | None, peer: str | None) -> bool:
+        """Control plane: the admin token (constant time) when set; otherwise loopback peers only."""
+        if self._admin_token:
+            return self.holds_admin_token(authorization)
+        return is_loopback(peer)
+
+    def holds_admin_token(self, authorization: str | None) -> bool:
+        """The request presents the admin token itself (never true in the open-loopback mode, which has none)."""
+        if not self._admin_token:
+            return False
+        token = (authorization or "").strip()
+        if token.lower().startswith("bearer "):
+            token = token[7:].strip()
+        return hmac.compare_digest(token.encode(), self._admin_token)
+
+    def is_supervisor(self, caller: Caller) -> bool:
+        """Supervisor rights (the MCP `approval.*` and `grant.*` tools, resolving approvals over REST): an agent
+        matching `supervisor.supervisor_agents` whose identity is proven by an agent token or a JWT. A claimed id
+        is believed only in the open-loopback trust mode, which believes every claim."""
+        if not (caller.verified or (self._settings.auth.open_loopback and caller.authenticated)):
+            return False
+        return any(glob_match(p, caller.agent_id) for p in self._settings.supervisor.supervisor_agents)
+
+    def principal(self, authorization: str | None, peer: str | None) -> Principal | None:
+        """The control-plane principal a request's credential proves, or None for no control-plane rights.
+        A bad credential (a revoked token, an invalid JWT) proves nothing: None, not an error."""
+        if self._admin_token:
+            if self.holds_admin_token(authorization):
+                return OWNER
+        elif is_loopback(peer):  # open loopback: every local caller, named by its claim
+            try:
+                caller = self.caller(authorization)
+            except Unauthorized:
+                return None
+            return Principal("loopback", caller.agent_id if caller.authenticated else "anonymous")
+        if not authorization:
+            return None
+        try:
+            caller = self.caller(authorization)
+        except Unauthorized:
+            return None
+        if caller.verified and self.is_supervisor(caller):
+            return Principal("supervisor", caller.agent_id)
+        return None
