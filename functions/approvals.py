@@ -22,7 +22,6 @@ from flux7.functions.schemas import (
 from flux7.shared.decisions.facts import resolver_kind
 from flux7.shared.decisions.query import parse_decision_query
 from flux7.shared.errors import BadRequest
-from flux7.shared.gate.audit import record_event
 from flux7.shared.json_depth import decode
 
 __all__ = ["ROUTES", "acting_agent", "json_object", "text_field"]
@@ -110,8 +109,7 @@ def put_settings(request: Request[Any, Any, Any], body: RawBody) -> dict[str, An
     changes.pop("by", None)
     changed = mesh.approvals.settings_store.update(changes, by=by)
     if changed:
-        record_event(
-            mesh,
+        mesh.events.record(
             tool="mesh.approval_settings",
             agent_id=by,
             params={k: changes[k] for k in changed},

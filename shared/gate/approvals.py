@@ -32,7 +32,7 @@ from flux7.shared.decisions.query import DecisionQuery
 from flux7.shared.durations import format_duration
 from flux7.shared.errors import BadRequest, Conflict, Forbidden, NotFound
 from flux7.shared.gate.approval_settings import ApprovalPolicy, ApprovalSettingsStore
-from flux7.shared.gate.audit import record_event, rfc3339
+from flux7.shared.gate.audit import EventLog, rfc3339
 from flux7.shared.gate.callbacks import Notifier
 from flux7.shared.gate.guard import injection_risk, redact
 from flux7.shared.globs import glob_match
@@ -173,13 +173,13 @@ class ApprovalQueue:
         db: Database,
         settings: Settings,
         *,
-        owner: Any = None,
+        events: EventLog | None = None,
         notifier: Notifier | None = None,
         policy_version: Callable[[], str] | None = None,
     ) -> None:
         self._db = db
         self._settings = settings
-        self._owner = owner  # the Mesh, for its tracer; None in a bare core
+        self._events = events or EventLog()  # a bare core (a test) records no events
         self.notifier = notifier
         self._policy_version = policy_version
         self.settings_store = ApprovalSettingsStore(db, settings)
@@ -665,8 +665,7 @@ class ApprovalQueue:
             return
         self._wake([a.id for a in resolved])
         for approval in resolved:
-            record_event(
-                self._owner,
+            self._events.record(
                 tool="mesh.approval",
                 agent_id=approval.agent_id,
                 params={"approval_id": approval.id, "tool": approval.tool, "status": approval.status},

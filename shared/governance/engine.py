@@ -91,7 +91,7 @@ class Governance:
             now = time.time() if now is None else now
             self.activity.fold()
             for tool in self.mesh.registry.tools():
-                observe_tool(self.mesh, tool)
+                observe_tool(self.mesh.versions, tool)
             days = self.settings.window_days
             window = self.activity.window(days, now)
             since_ns = int((now - days * 86400) * 1e9)
@@ -355,7 +355,7 @@ class Governance:
         )
         if row is None:
             raise NotFound(f"{tool_name} is not pinned")
-        observe_tool(self.mesh, tool)
+        observe_tool(self.mesh.versions, tool)
         current = tool.fingerprint_text()
         kept = self.mesh.db.query_one(
             "SELECT version, content FROM governance_versions WHERE kind = 'tool' AND name = ? AND sha256 = ? "

@@ -75,11 +75,11 @@ def replay(
         calls += 1
         tool = call.tool
         if tool not in floors:
-            floors[tool] = pipeline.floor_for(mesh.registry.lookup(tool))
+            floors[tool] = pipeline.decider.floor_for(mesh.registry.lookup(tool))
         floor = floors[tool]
         agent = call.agent_id
         if agent not in lifecycle:
-            lifecycle[agent] = pipeline.lifecycle_floor(agent)
+            lifecycle[agent] = pipeline.decider.lifecycle_floor(agent)
         if lifecycle[agent] is not None:
             continue  # refused before any policy, whatever the set: it cannot change
         before = stricter(current.decide(call.agent_id, tool, call.params), floor)

@@ -79,7 +79,7 @@ class Axes:
         score = 0
         current = self.mesh.policies.current
         for tool in self.mesh.registry.tools():
-            decision = self.mesh.pipeline.evaluate(agent, tool.name, {}, tool)
+            decision = self.mesh.pipeline.decider.evaluate(agent, tool.name, {}, tool)
             conditional = any(c["action"] == "allow" for c in current.conditional(agent, tool.name))
             if decision.action != "allow" and not conditional:
                 continue

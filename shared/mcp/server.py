@@ -14,6 +14,7 @@ import msgspec
 
 from flux7.shared.auth.identity import Caller
 from flux7.shared.gate.pipeline import Call, Outcome
+from flux7.shared.gate.tty_prompt import TerminalChannel
 from flux7.shared.mcp import texts
 from flux7.shared.mcp.messages import (
     INVALID_PARAMS,
@@ -48,6 +49,7 @@ class RequestContext(msgspec.Struct, kw_only=True):
     mcp_session_id: str = ""  # an MCP session: Mcp-Session-Id, or the stdio session
     protocol_version: str = ""
     jsonrpc_id: str = ""
+    terminal: TerminalChannel | None = None  # the tty approval channel (stdio only: shared/gate/tty_prompt.py)
 
 
 def _modern(result: dict[str, Any], *, cacheable: bool = False) -> dict[str, Any]:
@@ -110,7 +112,7 @@ class McpServer:
         for tool in tools:
             if current.can_only_deny(agent, tool.name):
                 continue
-            floor = mesh.pipeline.floor_for(tool)
+            floor = mesh.pipeline.decider.floor_for(tool)
             if floor is not None and floor.action == "deny":
                 continue
             out.append(tool)
@@ -161,12 +163,13 @@ class McpServer:
             mcp_protocol_version=ctx.protocol_version,
             jsonrpc_id=ctx.jsonrpc_id,
         )
-        return await self.run(call)
+        return await self.run(call, ctx.terminal)
 
-    async def run(self, call: Call) -> dict[str, Any]:
-        """One governed call through the pipeline, shaped as a tools/call result."""
+    async def run(self, call: Call, terminal: TerminalChannel | None = None) -> dict[str, Any]:
+        """One governed call through the pipeline, shaped as a tools/call result. `terminal`: the tty approval
+        channel the stdio transport brings."""
         mode = "block" if self.mesh.settings.supervisor.enabled else "claim"
-        out = await self.mesh.pipeline.run(call, mode=mode)
+        out = await self.mesh.pipeline.run(call, mode=mode, terminal=terminal)
         if out.unknown_tool:
             raise McpError(INVALID_PARAMS, f"Unknown tool: {call.tool}")
         if mode == "claim" and out.approval_status == "pending" and out.approval_id:

@@ -22,6 +22,7 @@ import msgspec
 
 from flux7.shared.auth.identity import Caller
 from flux7.shared.errors import ConfigError, Flux7Error
+from flux7.shared.gate.tty_prompt import terminal_channel
 from flux7.shared.mcp.messages import (
     INTERNAL_ERROR,
     NAME_BEARING,
@@ -129,6 +130,8 @@ class StdioServer:
         # `--mcp-agent` is a claim; an agent token (MESH_AGENT_TOKEN) proves the identity instead.
         self.caller = caller or Caller(agent_id=agent or "claude", authenticated=True)
         self.session_id = session_id or secrets.token_hex(16)
+        # the person at the terminal, asked when approval.channel says so (stdin and stdout carry JSON-RPC)
+        self.terminal = terminal_channel(server.mesh.settings.approval.channel)
         self.protocol_version = ""  # negotiated by initialize (handshake era), for the OpenTelemetry spans
         self._ready = ready  # the mesh's start (upstream connections): tools wait for it, the handshake does not
         self._tasks: set[asyncio.Task[None]] = set()
@@ -157,6 +160,7 @@ class StdioServer:
             session_id=self.session_id,
             modern=modern,
             transport="stdio",
+            terminal=self.terminal,
             mcp_session_id=self.session_id,
             protocol_version=version,
         )

@@ -182,7 +182,7 @@ class VirtualTools:
             group = groups.setdefault(key, {"source": tool.source, "count": 0, "tools": []})
             if runtime:
                 group["runtime"] = runtime
-            action = mesh.pipeline.evaluate(agent, tool.name, {}, tool).action
+            action = mesh.pipeline.decider.evaluate(agent, tool.name, {}, tool).action
             group["tools"].append({"name": tool.name, "description": tool.description, "action": action})
         virtual = groups.setdefault("mesh", {"source": "virtual", "count": 0, "tools": []})
         for entry in self.entries(caller):
@@ -236,7 +236,7 @@ class VirtualTools:
             mcp_protocol_version=ctx.protocol_version,
             jsonrpc_id=ctx.jsonrpc_id,
         )
-        return await self.server.run(replay)
+        return await self.server.run(replay, ctx.terminal)
 
     def _grant_create(self, arguments: dict[str, Any], ctx: RequestContext, trace: TraceContext) -> dict[str, Any]:
         tools, duration_text = _arg(arguments, "tools"), _arg(arguments, "duration")

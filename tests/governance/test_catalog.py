@@ -250,9 +250,9 @@ async def test_a_transition_on_one_worker_is_enforced_by_another(tmp_path: Path,
     first = governed_mesh(tmp_path, backend)
     second = Mesh(first.settings)  # another worker over the same database
     try:
-        assert second.pipeline.lifecycle_floor("claude") is None
+        assert second.pipeline.decider.lifecycle_floor("claude") is None
         first.catalog.transition("claude", "suspended", by="bob", reason="incident")
-        floor = second.pipeline.lifecycle_floor("claude")
+        floor = second.pipeline.decider.lifecycle_floor("claude")
         assert floor is not None and floor.rule == "lifecycle:suspended"
     finally:
         first.db.close()
