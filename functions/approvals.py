@@ -23,6 +23,7 @@ from flux7.shared.decisions.facts import resolver_kind
 from flux7.shared.decisions.query import parse_decision_query
 from flux7.shared.errors import BadRequest
 from flux7.shared.json_depth import decode
+from flux7.shared.tracing import entry_to_wire
 
 __all__ = ["ROUTES", "acting_agent", "json_object", "text_field"]
 
@@ -152,13 +153,9 @@ def approval_detail(request: Request[Any, Any, Any], approval_id: FromPath[str])
     mesh = mesh_of(request)
     approval = mesh.approvals.get(approval_id)
     out = approval.view(mesh.approvals.expose_content)
-    tracer = getattr(mesh, "tracer", None)
-    if tracer is not None:
-        from flux7.shared.tracing import entry_to_wire
-
-        recent = [entry_to_wire(e) for e in tracer.query(agent=approval.agent_id, limit=10)]
-        if recent:
-            out["recent_traces"] = recent
+    recent = [entry_to_wire(e) for e in mesh.tracer.query(agent=approval.agent_id, limit=10)]
+    if recent:
+        out["recent_traces"] = recent
     grants = [g.view() for g in mesh.grants.active_for_agent(approval.agent_id)]
     if grants:
         out["active_grants"] = grants

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
 from flux7.shared.auth.identity import Caller, Principal
 from flux7.shared.errors import Unauthorized
+
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
 
 __all__ = [
     "actor_of",
@@ -22,8 +25,9 @@ __all__ = [
 ]
 
 
-def mesh_of(conn: ASGIConnection[Any, Any, Any, Any]) -> Any:
-    return conn.app.state.mesh
+def mesh_of(conn: ASGIConnection[Any, Any, Any, Any]) -> Mesh:
+    mesh: Mesh = conn.app.state.mesh
+    return mesh
 
 
 def peer_of(conn: ASGIConnection[Any, Any, Any, Any]) -> str:

@@ -9,14 +9,17 @@ The core (`shared/`) never imports the edge; the commands that need a web app ge
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flux7.shared import webapps
+
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
 
 __all__ = ["main", "mem7_main", "mesh7_main"]
 
 
-def _mesh_app(mesh: Any) -> Any:
+def _mesh_app(mesh: Mesh) -> Any:
     from flux7.functions.app import create_app
 
     return create_app(mesh)

@@ -34,7 +34,7 @@ def _service(request: Request[Any, Any, Any]) -> MemoryService | None:
     state = request.app.state
     service = state.get("memory")
     if service is None and state.get("mesh") is not None:
-        service = getattr(state.mesh, "memory", None)
+        service = state.mesh.memory
     return service
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from litestar import Request, Response, get, post
@@ -22,6 +22,9 @@ from flux7.shared.gate.pipeline import ApprovalMode, Call, Outcome
 from flux7.shared.json_depth import decode
 from flux7.shared.tracecontext import from_headers
 from flux7.shared.tracing import entry_to_wire
+
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
 
 __all__ = ["ROUTES", "governed_call"]
 
@@ -69,7 +72,7 @@ def _refused(message: str) -> Reply:
     return 400, msgspec.json.encode({"error": message, "policy": "error", "trace_id": "", "latency_ms": 0}), None
 
 
-async def governed_call(mesh: Any, name: str, raw: bytes, headers: Mapping[str, str]) -> Reply:
+async def governed_call(mesh: Mesh, name: str, raw: bytes, headers: Mapping[str, str]) -> Reply:
     """POST /tool/{name} once the request is read (and passed the browser guard): served by the Litestar route
     and by the hot path (functions/hotpath.py), which must answer the same."""
     try:

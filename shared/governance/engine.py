@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -31,6 +31,9 @@ from flux7.shared.governance.rules import Finding, Rules, load_rules, verdict_of
 from flux7.shared.governance.scores import Axes
 from flux7.shared.governance.versions import KINDS
 
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
+
 __all__ = ["Governance"]
 
 log = logging.getLogger("flux7.governance")
@@ -48,7 +51,7 @@ def _finding_view(f: Finding) -> dict[str, Any]:
 
 
 class Governance:
-    def __init__(self, mesh: Any) -> None:
+    def __init__(self, mesh: Mesh) -> None:
         self.mesh = mesh
         self.settings = mesh.settings.governance
         rules_file = self.settings.rules_file
@@ -170,7 +173,7 @@ class Governance:
             int(last["hygiene"]),
             str(last["verdict"]),
         ) == (scores["capability"], scores["behaviour"], scores["hygiene"], verdict)
-        if same and now - float(last["at"]) < SCORE_ROW_EVERY:
+        if last is not None and same and now - float(last["at"]) < SCORE_ROW_EVERY:
             return
         self.mesh.db.execute(
             "INSERT INTO governance_scores (agent_id, at, capability, behaviour, hygiene, verdict, evidence) "

@@ -24,6 +24,7 @@ from flux7.shared.tracecontext import TraceContext, new_span_id
 
 if TYPE_CHECKING:
     from flux7.shared.mcp.server import McpServer, RequestContext
+    from flux7.shared.mesh import Mesh
 
 __all__ = ["OPERATOR_ONLY", "VirtualTools"]
 
@@ -115,7 +116,7 @@ def _actor(caller: Caller) -> str:
 class VirtualTools:
     names = NAMES
 
-    def __init__(self, mesh: Any, server: McpServer) -> None:
+    def __init__(self, mesh: Mesh, server: McpServer) -> None:
         self.mesh = mesh
         self.server = server
 
@@ -199,7 +200,7 @@ class VirtualTools:
         pending = approvals.query("pending")
         if not pending:
             return texts.text_result("No pending approvals.")
-        expose = bool(getattr(approvals, "expose_content", True))
+        expose = approvals.expose_content
         lines = [f"{len(pending)} pending approval(s):"]
         for a in pending:
             view = a.view(expose_content=expose)
