@@ -21,6 +21,7 @@ import httpx
 import msgspec
 
 from flux7.shared.auth.identity import Caller
+from flux7.shared.cli.kit import WebApps
 from flux7.shared.errors import ConfigError, Flux7Error
 from flux7.shared.gate.tty_prompt import terminal_channel
 from flux7.shared.mcp.messages import (
@@ -289,14 +290,14 @@ def _report_http_end(task: asyncio.Task[Any], port: int) -> None:
         log.warning("the HTTP API on port %s is not available: %s", port, task.exception())
 
 
-async def _standalone(settings: Settings, port: int, agent: str, session_id: str, token: str = "") -> int:
+async def _standalone(
+    apps: WebApps, settings: Settings, port: int, agent: str, session_id: str, token: str = ""
+) -> int:
     from flux7.shared.errors import Unauthorized
     from flux7.shared.mesh import Mesh
 
     # The HTTP edge is composed here, at the entry point, as `serve` does with its factory string.
-    from flux7.shared.webapps import current
-
-    create_app = current().mesh_app  # the composition root's (functions/entry.py): the core never imports the edge
+    create_app = apps.mesh_app  # the composition root's (functions/entry.py): the core never imports the edge
     mesh = Mesh(settings)
     caller: Caller | None = None
     if token:
@@ -336,7 +337,7 @@ async def _standalone(settings: Settings, port: int, agent: str, session_id: str
     return 0
 
 
-def main(config: str | None, port: int | None, agent: str = "claude", session_id: str = "") -> int:
+def main(apps: WebApps, config: str | None, port: int | None, agent: str = "claude", session_id: str = "") -> int:
     """The `mesh7 --mcp` entry point; returns the exit status."""
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="[%(levelname)s] %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per relayed message is noise
@@ -373,4 +374,5 @@ def main(config: str | None, port: int | None, agent: str = "claude", session_id
     except ConfigError as e:
         print(f"mesh7 --mcp: config error: {e}", file=sys.stderr)
         return 2
-    return asyncio.run(_standalone(settings, port, agent, session_id, os.environ.get("MESH_AGENT_TOKEN", "")))
+    token = os.environ.get("MESH_AGENT_TOKEN", "")
+    return asyncio.run(_standalone(apps, settings, port, agent, session_id, token))

@@ -128,7 +128,10 @@ def test_the_agent_page_shows_scores_findings_with_traces_and_moves_the_lifecycl
     assert report["stateNow"] == "suspended" and "incident 42 in e2e" in report["history"][0]
     lifecycle = get(server, "/governance/catalog/claude/lifecycle")
     assert lifecycle["state"] == "suspended"
-    assert lifecycle["history"][-1]["reason"] == "incident 42 in e2e" and lifecycle["history"][-1]["by"] == "console"
+    assert (
+        lifecycle["history"][-1]["reason"] == "incident 42 in e2e"
+        and lifecycle["history"][-1]["by"] == "owner:admin-token"
+    )
     assert call(server, "claude", "list_pets") == 403
     r = httpx.post(
         f"{server.url}/governance/catalog/claude/lifecycle",
