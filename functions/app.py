@@ -42,6 +42,7 @@ _ROUTE_MODULES = (
     "flux7.functions.governance",
     "flux7.functions.memory",
     "flux7.functions.tokens",
+    "flux7.functions.users",
     "flux7.functions.wellknown",
 )
 

@@ -54,7 +54,7 @@ def _gov(request: Request[Any, Any, Any]) -> Any:
 
 
 def _event(request: Request[Any, Any, Any], tool: str, by: str, params: Any, rule: str) -> None:
-    mesh_of(request).events.record(tool=tool, agent_id=by, params=params, policy_rule=rule)
+    mesh_of(request).events.record(tool=tool, actor=by, params=params, policy_rule=rule)
 
 
 # -- catalog -----------------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ def _files(request: Request[Any, Any, Any]) -> PolicyFiles:
 def _trace_edit(request: Request[Any, Any, Any], params: dict[str, Any], by: str) -> None:
     client = request.scope.get("client")
     who = by or f"http:{client[0] if client else ''}"
-    mesh_of(request).events.record(tool="mesh.policy_edit", agent_id=who, params=params, policy_rule="policy_edit")
+    mesh_of(request).events.record(tool="mesh.policy_edit", actor=who, params=params, policy_rule="policy_edit")
 
 
 @get(

@@ -35,7 +35,7 @@ def _str(fields: dict[str, Any], key: str) -> str:
 def _audit(request: Request[Any, Any, Any], event: str, record: AgentToken) -> None:
     """Issuing and revoking credentials are control-plane events in the trace (never the token itself)."""
     params = {"agent": record.agent_id, "id": record.id, "note": record.note}
-    mesh_of(request).events.record(tool=event, agent_id=actor_of(request), params=params, policy_rule=event[5:])
+    mesh_of(request).events.record(tool=event, actor=actor_of(request), params=params, policy_rule=event[5:])
 
 
 @get(

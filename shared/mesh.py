@@ -10,6 +10,7 @@ import msgspec
 
 from flux7.shared.auth.identity import IdentityResolver
 from flux7.shared.auth.tokens import TokenStore
+from flux7.shared.auth.users import UserStore
 from flux7.shared.decisions.precedents import decision_memory
 from flux7.shared.gate.approvals import ApprovalQueue
 from flux7.shared.gate.audit import EventLog
@@ -46,7 +47,8 @@ class Mesh:
         self.settings = settings
         self.db = db or database_for(settings)
         self.tokens = TokenStore(self.db)  # per-agent bearer tokens (flux7 token …)
-        self.identity = IdentityResolver(settings, self.tokens)
+        self.users = UserStore(self.db)  # named humans and their roles (flux7 user …)
+        self.identity = IdentityResolver(settings, self.tokens, self.users)
         self.versions = Versions(self.db)  # every policy, catalog and tool definition version seen
         self.policies = PolicyStore(settings, self.db, on_loaded=self.versions.sync)
         self.catalog = Catalog(settings, self.db, self.versions)

@@ -24,6 +24,10 @@ _ROOT_LAZY = {
     "memory": ("flux7.shared.memory.cli:memory", "The memory role: daemon, MCP stdio, verify, rescan (alias: mem7)."),
     "supervisor": ("flux7.shared.supervisor.cli:supervisor", "sup7, the level-1 approval reviewer (alias: sup7)."),
     "token": ("flux7.shared.cli.tokens:token", "Per-agent tokens, and the machine's admin and memory tokens."),
+    "user": (
+        "flux7.shared.cli.users:user",
+        "Named humans: users, roles, personal tokens (add, list, disable, rotate).",
+    ),
     "agent": ("flux7.shared.cli.main:agent", "A terminal agent whose every tool call goes through the mesh."),
     "governance": (
         "flux7.shared.cli.main:governance",

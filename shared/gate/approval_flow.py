@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from flux7.shared.gate.approvals import Approval
     from flux7.shared.gate.deps import GateDeps
 
-__all__ = ["ApprovalStrategy", "Release", "answer_decision", "strategy_for"]
+__all__ = ["ApprovalStrategy", "Release", "answer_decision", "denial", "strategy_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +85,9 @@ class _Queue:
                 policy_version=deps.policies.current.version,
                 session_id=call.session_id,
                 callback_url=call.callback_url,
+                required_approvals=decision.approvals,
+                preview=call.preview,
+                requester_user=call.caller.user_id,
                 also=trace_pending,
             ),
         )
@@ -104,10 +107,11 @@ class _Queue:
             trace_id=call.trace.trace_id,
             rule=decision.rule,
             reason=decision.reason,
-            error=f"approval denied by {resolved.resolved_by}" if denied else "approval timed out",
+            error=denial(resolved) if denied else "approval timed out",
             approval_id=resolved.id,
             approval_status="denied" if denied else "timeout",
             resolved_by=resolved.resolved_by,
+            reasoning=resolved.reasoning,
         )
         out.latency_ms = (time.perf_counter() - start) * 1000
         return resolved, rec.settle(call, out, resolved, row_id, start, verdict.tool), row_id
@@ -255,6 +259,7 @@ class Claim(_Queue):
                 approval_id=approval.id,
                 approval_status=approval_status,
                 resolved_by=approval.resolved_by or "",
+                reasoning=approval.reasoning if approval_status == "denied" else "",
             )
 
         denied = approvals.find_denied(agent, call.tool, call.arguments)
@@ -290,6 +295,17 @@ class Claim(_Queue):
             return ""
         resolved = self._deps.approvals.resolve(pending.id, answer, resolved_by="tty", resolver="", reasoning=reason)
         return str(resolved.status)
+
+
+def denial(approval: Approval) -> str:
+    """What the agent is told of a denied approval: who denied it, and why when they said (CONTRACT 1.8's
+    `approval denied by <resolver>`, then `: <reason>`)."""
+    reason = " ".join(approval.reasoning.split())
+    return (
+        f"approval denied by {approval.resolved_by}: {reason}"
+        if reason
+        else f"approval denied by {approval.resolved_by}"
+    )
 
 
 def _rerun_span(call: Call) -> Call:

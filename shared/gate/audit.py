@@ -36,20 +36,24 @@ class EventLog:
         self,
         *,
         tool: str,
-        agent_id: str,
+        actor: str,
         params: Any,
         policy_rule: str,
+        agent_id: str = "",
         policy: str = "allow",
         status_code: int = 200,
         **fields: Any,
     ) -> str:
-        """Record one event; returns its trace id ("" when not recorded)."""
+        """Record one event; returns its trace id ("" when not recorded). `actor` (who did it: `user:alice`,
+        `owner:admin-token`, `system:timeout`) is the entry's user, never its agent: operators are not agents;
+        `agent_id` is the agent the event is about, when there is one (an approval's)."""
         if self._tracer is None:
             return ""
         values: dict[str, Any] = {
             "trace_id": new_trace_id(),
             "span_id": new_span_id(),
             "agent_id": agent_id,
+            "user_id": actor,
             "tool": tool,
             "params": params,
             "policy": policy,

@@ -30,6 +30,8 @@ class Call(msgspec.Struct, kw_only=True):
     mcp_session_id: str = ""
     mcp_protocol_version: str = ""
     jsonrpc_id: str = ""
+    # what the call would change, as its caller shows it to the human who approves it (/decide's `preview`)
+    preview: Any = None
 
 
 class Outcome(msgspec.Struct, kw_only=True):
@@ -46,6 +48,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     approval_id: str = ""
     approval_status: str = ""  # approved | denied | timeout | pending (claim mode)
     resolved_by: str = ""
+    reasoning: str = ""  # why the approval was decided so: the reviewer's words, passed back to the agent
     latency_ms: float = 0.0
     halted: bool = False
     halt_message: str = ""

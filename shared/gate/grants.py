@@ -118,7 +118,7 @@ class GrantStore:
         grant = _from_row(stored)
         self._events.record(
             tool="mesh.grant",
-            agent_id=granted_by,
+            actor=granted_by,
             params={
                 "grant_id": grant.id,
                 "agent": agent,
@@ -166,7 +166,7 @@ class GrantStore:
         grant = _from_row(stored)
         self._events.record(
             tool="mesh.grant_revoke",
-            agent_id=by,
+            actor=by,
             params={"grant_id": grant.id, "agent": grant.agent, "tools": grant.tools},
             policy_rule=f"grant:{grant.id}",
             grant_id=grant.id,

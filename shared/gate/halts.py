@@ -198,7 +198,7 @@ class HaltRegistry:
         halt = self._get(halt_id)
         self._events.record(
             tool="mesh.halt",
-            agent_id=by,
+            actor=by,
             params={"halt_id": halt_id, "scope": scope, "target": target, "reason": reason},
             policy="halted",
             policy_rule=f"halt:{halt_id}",
@@ -234,7 +234,7 @@ class HaltRegistry:
         self._invalidate()
         self._events.record(
             tool="mesh.resume",
-            agent_id=by,
+            actor=by,
             params={
                 "halt_id": halt.id,
                 "scope": halt.scope,

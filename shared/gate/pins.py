@@ -158,7 +158,7 @@ class PinStore:
         if accepted:
             self._events.record(
                 tool="mesh.pin_accept",
-                agent_id=by,
+                actor=by,
                 params={"tools": accepted, "server": server},
                 policy_rule="pin:accept",
             )

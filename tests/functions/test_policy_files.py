@@ -62,7 +62,7 @@ def test_per_tool_edit_adds_an_exact_rule_before_the_deciding_one_and_keeps_a_ba
     assert r.json()["changed"] is True
     assert client.post("/decide", json={"tool": "create_pet"}, headers=AGENT).json()["action"] == "human_approval"
     edits = client.get("/traces", params={"tool": "mesh.policy_edit"}, headers=ADMIN).json()
-    assert len(edits) == 3 and edits[-1]["agent_id"] == "ann"
+    assert len(edits) == 3 and edits[-1]["user_id"] == "ann" and edits[-1]["agent_id"] == ""
 
 
 def test_per_tool_edit_refuses_bad_actions_and_hand_written_conditional_rules(
