@@ -1,4 +1,5 @@
 // Decisions: one badge per approval state, and the filters of the Decisions page (kept in the URL).
+import { globProblem } from "./glob";
 import { resolverKind } from "./format";
 
 export type DecisionTone = "ok" | "bad" | "warn" | "muted";
@@ -109,6 +110,10 @@ export function filtersToQuery(f: DecisionFilters): Record<string, string> {
 
 /** What is wrong with the filters, or "" (checked before asking the server, which checks again). */
 export function filterProblem(f: DecisionFilters): string {
+  for (const [what, value] of [["agent", f.agent], ["tool", f.tool]] as const) {
+    const bad = globProblem(value.trim());
+    if (bad) return `The ${what} filter is not a valid glob: ${bad}.`;
+  }
   if (f.range !== "custom") return "";
   const from = f.from ? new Date(f.from).getTime() : null;
   const to = f.to ? new Date(f.to).getTime() : null;

@@ -6,6 +6,7 @@ import type { ApprovalPrecedents, ApprovalSettingsValues, ApprovalView } from ".
 import { Countdown, DecisionBadge, Params, Resolver, Section, Time, TraceLink } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
 import { TraceTable } from "../components/TraceTable";
+import { precedentCounts } from "../lib/precedents";
 import { Link, navigate, pathSeg, useLocation } from "../router";
 import { DecisionsView } from "./Decisions";
 
@@ -54,17 +55,42 @@ export function ResolveForm({ id, compact, onDone }: { id: string; compact?: boo
   );
   const err = act.error;
   return (
-    <form className={compact ? "resolve resolve-compact" : "resolve"} onSubmit={(e) => e.preventDefault()}>
+    <form
+      className={compact ? "resolve resolve-compact" : "resolve"}
+      aria-label={`Decide approval ${id.slice(0, 8)}`}
+      onSubmit={(e) => {
+        // Enter in the reasoning field submits, as in any form: with its first button, Approve.
+        e.preventDefault();
+        if (!act.isPending) act.mutate("approve");
+      }}
+    >
       <label className={compact ? "sr-only" : undefined} htmlFor={`reason-${id}`}>
         Reasoning (optional, recorded on the trace)
       </label>
       {compact ? (
         <input id={`reason-${id}`} placeholder="reasoning (optional)" value={reasoning} onChange={(e) => setReasoning(e.target.value)} />
       ) : (
-        <textarea id={`reason-${id}`} rows={3} value={reasoning} onChange={(e) => setReasoning(e.target.value)} />
+        <textarea
+          id={`reason-${id}`}
+          rows={3}
+          value={reasoning}
+          aria-describedby={`reason-help-${id}`}
+          onChange={(e) => setReasoning(e.target.value)}
+          onKeyDown={(e) => {
+            if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+              e.preventDefault();
+              e.currentTarget.form?.requestSubmit();
+            }
+          }}
+        />
+      )}
+      {compact ? null : (
+        <span className="help" id={`reason-help-${id}`}>
+          Ctrl+Enter approves; Deny is the button beside it.
+        </span>
       )}
       <div className="row">
-        <button type="button" className="btn btn-ok" disabled={act.isPending} onClick={() => act.mutate("approve")}>
+        <button type="submit" className="btn btn-ok" disabled={act.isPending}>
           Approve
         </button>
         <button type="button" className="btn btn-bad" disabled={act.isPending} onClick={() => act.mutate("deny")}>
@@ -192,10 +218,11 @@ function PrecedentsView() {
                       <td data-label="">
                         <button
                           type="button"
-                          className="btn btn-small"
+                          className="btn btn-small btn-danger"
                           disabled={forget.isPending}
                           onClick={() => {
-                            if (window.confirm(`Forget the decisions for ${p.tool} by ${p.agent}?`)) forget.mutate({ tool: p.tool, agent: p.agent });
+                            if (window.confirm(`Forget the decisions for ${p.tool} by ${p.agent}? The next calls ask a human again until new approvals count.`))
+                              forget.mutate({ tool: p.tool, agent: p.agent });
                           }}
                         >
                           Forget
@@ -405,6 +432,7 @@ const resolverOfKind = (kind: string) => ({ mem7: "supervisor:mem7", supervisor:
 
 export function PrecedentsBody({ p, pending }: { p: ApprovalPrecedents; pending: boolean }) {
   const r = p.rule;
+  const counts = precedentCounts(p); // as the rows below count them
   return (
     <>
       <div className={`note ${r.would_auto_approve ? "note-ok" : "note-warn"} precedent-rule`} role="status">
@@ -416,7 +444,7 @@ export function PrecedentsBody({ p, pending }: { p: ApprovalPrecedents; pending:
         {r.reasons.join("; ")}.
         <span className="muted small">
           {" "}
-          Human approvals counted: {r.human_approvals ?? "–"} of {r.min_approvals}; refusals: {r.refusals}
+          Human approvals counted: {counts.approvals} of {r.min_approvals}; refusals: <span data-refusals={counts.refusals}>{counts.refusals}</span>
           {r.reset_at ? <>; forgotten <Time ts={r.reset_at} /></> : null}.
         </span>
       </div>
