@@ -1,6 +1,6 @@
 """The console's built files at /console (docs/console.md, Serving).
 
-The build writes a brotli and a gzip copy beside each compressible file (console-spa/scripts/compress.mjs), so
+The build writes a brotli and a gzip copy beside each compressible file (console-spa/vite.config.ts), so
 nothing is compressed per request: the copy the client's Accept-Encoding prefers is sent, with
 `Vary: Accept-Encoding`. Files under `assets/` have content hashes in their names and never change, so browsers
 keep them a year without asking again; everything else (index.html) is revalidated on each load: an ETag and a
@@ -21,7 +21,7 @@ from litestar.params import FromPath
 
 from flux7.shared.errors import NotFound
 
-__all__ = ["ConsoleFiles", "console_routes"]
+__all__ = ["ConsoleFiles", "accepted", "console_routes"]
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
@@ -39,8 +39,15 @@ class _File:
     cache_control: str
     last_modified: str
     modified: float
-    bodies: dict[str, bytes] = field(default_factory=dict)  # content coding ("identity", "br", "gzip") -> bytes
+    paths: dict[str, Path] = field(default_factory=dict)  # content coding ("identity", "br", "gzip") -> its file
     etags: dict[str, str] = field(default_factory=dict)
+    bodies: dict[str, bytes] = field(default_factory=dict)  # read on first use: most clients only ever ask for br
+
+    def body(self, coding: str) -> bytes:
+        found = self.bodies.get(coding)
+        if found is None:
+            found = self.bodies[coding] = self.paths[coding].read_bytes()
+        return found
 
 
 def accepted(accept_encoding: str) -> set[str]:
@@ -118,14 +125,15 @@ class ConsoleFiles:
             last_modified=formatdate(modified, usegmt=True),
             modified=int(modified),
         )
-        f.bodies["identity"] = path.read_bytes()
+        f.paths["identity"] = path
         for coding, suffix in _CODINGS:
             copy = path.with_name(path.name + suffix)
             if copy.is_file():
-                f.bodies[coding] = copy.read_bytes()
-        digest = hashlib.sha256(f.bodies["identity"]).hexdigest()[:20]
+                f.paths[coding] = copy
+        with path.open("rb") as fh:
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()[:20]
         # One strong validator per representation: the same file compressed another way is other bytes.
-        f.etags = {coding: f'"{digest}{"" if coding == "identity" else "-" + coding}"' for coding in f.bodies}
+        f.etags = {coding: f'"{digest}{"" if coding == "identity" else "-" + coding}"' for coding in f.paths}
         return f
 
     def answer(self, rel: str, headers: Any) -> Response[bytes]:
@@ -134,15 +142,15 @@ class ConsoleFiles:
             raise NotFound("no such console file")
         _, f = found
         taken = accepted(headers.get("accept-encoding", ""))
-        coding = next((c for c, _ in _CODINGS if c in f.bodies and c in taken), "identity")
+        coding = next((c for c, _ in _CODINGS if c in f.paths and c in taken), "identity")
         out = {"Cache-Control": f.cache_control, "ETag": f.etags[coding], "Last-Modified": f.last_modified}
-        if len(f.bodies) > 1:
+        if len(f.paths) > 1:
             out["Vary"] = "Accept-Encoding"
         if coding != "identity":
             out["Content-Encoding"] = coding
         if self._not_modified(headers, f.etags[coding], f.modified):
             return Response(b"", status_code=304, headers=out, media_type=f.media_type)
-        return Response(f.bodies[coding], headers=out, media_type=f.media_type)
+        return Response(f.body(coding), headers=out, media_type=f.media_type)
 
     @staticmethod
     def _not_modified(headers: Any, etag: str, modified: float) -> bool:

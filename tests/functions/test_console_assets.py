@@ -110,11 +110,13 @@ def test_compressed_copies_are_not_resources_of_their_own(tmp_path: Path) -> Non
     files = ConsoleFiles(tmp_path)
     assert files.file("assets/app-abcdEF12.js.gz") is None and files.file("../index.html") is None
     found = files.file("assets/app-abcdEF12.js")
-    assert found is not None and set(found[1].bodies) == {"identity", "gzip"}
+    assert found is not None and set(found[1].paths) == {"identity", "gzip"}
+    assert found[1].bodies == {}  # nothing is held before someone asks for it
+    assert found[1].body("gzip") == (tmp_path / "assets" / "app-abcdEF12.js.gz").read_bytes()
     # a rebuilt file is read again (the server keeps files only as long as they do not change)
     (tmp_path / "index.html").write_text("<!doctype html><title>new</title>")
     new = files.file("")
-    assert new is not None and new[1].bodies["identity"].endswith(b"<title>new</title>")
+    assert new is not None and new[1].body("identity").endswith(b"<title>new</title>")
 
 
 def test_the_polled_lists_answer_304_while_they_do_not_change(client: TestClient[Any]) -> None:
