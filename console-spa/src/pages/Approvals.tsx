@@ -86,7 +86,7 @@ export function ResolveForm({ id, compact, onDone }: { id: string; compact?: boo
       )}
       {compact ? null : (
         <span className="help" id={`reason-help-${id}`}>
-          Ctrl+Enter approves; Deny is the button beside it.
+          Ctrl+Enter approves.
         </span>
       )}
       <div className="row">
