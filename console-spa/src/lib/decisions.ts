@@ -14,10 +14,12 @@ export interface DecisionState {
 
 const WHO: Record<string, string> = { human: "human", supervisor: "supervisor", mem7: "precedent", system: "system", timeout: "system" };
 
-/** The one badge an approval shows. A timeout is a refusal (the call did not run): never green. */
-export function decisionState(status: string | undefined | null, resolvedBy?: string | null): DecisionState | null {
+/** The one badge an approval shows. A timeout is a refusal (the call did not run): never green. `kind` is the
+ *  server's classification of the resolver (`resolver_kind`), which wins: the resolver is named by its credential
+ *  (`owner:admin-token`) while the request may have said a machine acted (sup7 on the admin token). */
+export function decisionState(status: string | undefined | null, resolvedBy?: string | null, kind?: string | null): DecisionState | null {
   if (!status) return null;
-  const who = WHO[resolverKind(resolvedBy)] ?? "";
+  const who = WHO[kind || resolverKind(resolvedBy)] ?? "";
   switch (status) {
     case "pending":
       return { key: "pending", label: "pending", tone: "warn", title: "Waiting for a decision" };

@@ -345,7 +345,7 @@ export function ApprovalDetailPage({ id }: { id: string }) {
               <Section title="Request">
                 <dl className="facts">
                   <dt>Status</dt>
-                  <dd><DecisionBadge status={a.status} by={a.resolved_by} /> {a.status === "pending" ? <Countdown remaining={a.remaining} fetchedAt={q.dataUpdatedAt} /> : null}</dd>
+                  <dd><DecisionBadge status={a.status} by={a.resolved_by} kind={a.resolver_kind} /> {a.status === "pending" ? <Countdown remaining={a.remaining} fetchedAt={q.dataUpdatedAt} /> : null}</dd>
                   <dt>Agent</dt>
                   <dd><Link to={`/agents/${pathSeg(a.agent_id)}`}>{a.agent_id}</Link></dd>
                   <dt>Tool</dt>
@@ -361,7 +361,7 @@ export function ApprovalDetailPage({ id }: { id: string }) {
                   {a.resolved_by ? (
                     <>
                       <dt>Resolved by</dt>
-                      <dd><Resolver by={a.resolved_by} /> <Time ts={a.resolved_at} /></dd>
+                      <dd><Resolver by={a.resolved_by} kind={a.resolver_kind} />{a.resolved_note ? <span className="muted small"> (said: {a.resolved_note})</span> : null} <Time ts={a.resolved_at} /></dd>
                     </>
                   ) : null}
                   {a.reasoning ? (
@@ -468,9 +468,9 @@ export function PrecedentsBody({ p, pending }: { p: ApprovalPrecedents; pending:
               {p.decisions.map((d, i) => (
                 <tr key={`${d.approval_id}:${i}`}>
                   <td data-label="When"><Time ts={d.resolved_at} /></td>
-                  <td data-label="Outcome"><DecisionBadge status={d.status} by={d.resolved_by || resolverOfKind(d.kind)} /></td>
+                  <td data-label="Outcome"><DecisionBadge status={d.status} by={d.resolved_by || resolverOfKind(d.kind)} kind={d.kind} /></td>
                   <td data-label="By">
-                    {d.resolved_by ? <Resolver by={d.resolved_by} /> : <span className={`tag tag-${d.kind || "unknown"}`}>{d.kind || "untagged"}</span>}
+                    {d.resolved_by ? <Resolver by={d.resolved_by} kind={d.kind} /> : <span className={`tag tag-${d.kind || "unknown"}`}>{d.kind || "untagged"}</span>}
                     {d.source === "memory" ? <span className="muted small"> (memory only{d.signed ? ", signed" : ", unsigned"})</span> : null}
                   </td>
                   <td data-label="Counts?" className="small">{d.counts ? <span className="badge badge-ok">counts</span> : <span className="muted">{d.note}</span>}</td>
