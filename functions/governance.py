@@ -138,6 +138,15 @@ async def scores(request: Request[Any, Any, Any]) -> Response[bytes]:
     return _json(gov.scores())
 
 
+@get("/governance/agents", **_READ)
+async def agents(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Every agent: declared by an exact entry, covered by a glob entry, or discovered in the trace, with its
+    entry, lifecycle state and latest verdict and scores (docs/governance.md)."""
+    gov = _gov(request)
+    await asyncio.to_thread(gov.refresh)
+    return _json(await asyncio.to_thread(gov.roster))
+
+
 @get("/governance/agents/{agent:str}", **_READ)
 async def agent(
     request: Request[Any, Any, Any], agent: FromPath[str], history: FromQuery[int] = 100
@@ -295,6 +304,7 @@ ROUTES = [
     lifecycle,
     evaluate,
     scores,
+    agents,
     agent,
     findings,
     verdicts,
