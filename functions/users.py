@@ -125,7 +125,7 @@ def add_user(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[st
     sync_to_thread=True,
     tags=["users"],
     security=ADMIN,
-    responses=responses({200: ok(UserView)}, 401, 403, 404),
+    responses=responses({200: ok(UserView)}, 400, 401, 403, 404),
 )
 def disable_user(request: Request[Any, Any, Any], name: FromPath[str]) -> dict[str, object]:
     user = mesh_of(request).users.disable(name)
@@ -142,7 +142,7 @@ def disable_user(request: Request[Any, Any, Any], name: FromPath[str]) -> dict[s
     sync_to_thread=True,
     tags=["users"],
     security=ADMIN,
-    responses=responses({200: ok(UserView, "With the new personal token (shown once)")}, 401, 403, 404, 409),
+    responses=responses({200: ok(UserView, "With the new personal token (shown once)")}, 400, 401, 403, 404, 409),
 )
 def rotate_user(request: Request[Any, Any, Any], name: FromPath[str]) -> dict[str, object]:
     issued = mesh_of(request).users.rotate(name)
