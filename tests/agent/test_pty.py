@@ -85,7 +85,7 @@ def test_the_repl_at_a_terminal_asks_and_runs_what_the_user_confirms(tmp_path: P
             at = term.wait_for("flux7> ")  # a prompt, since stdin is a terminal
             assert "session tty-1" in term.screen and "mode on-request" in term.screen
             term.type("make a file\n")
-            at = term.wait_for("run shell? [y/N] ", at)
+            at = term.wait_for("run shell? [y/N/a/t] ", at)
             assert "? shell needs your confirmation: shell changes things (on-request mode asks)" in term.screen
             assert not (work / "made.txt").exists()
             term.type("y\n")
