@@ -125,7 +125,15 @@ class Permissions:
             for rule in self.rules:
                 if rule.action == action and rule.matches(tool, arguments, cwd, self.root):
                     return rule
+        if tool == "shell":  # each simple command allowed by one rule or another: `git status && ls`
+            parts = simple_commands(str(arguments.get("command") or "")) or []
+            found = [self._allowing(tool, {"command": p}, cwd) for p in parts]
+            if found and all(found):
+                return found[0]
         return None
+
+    def _allowing(self, tool: str, arguments: dict[str, Any], cwd: Path) -> Rule | None:
+        return next((r for r in self.rules if r.action == "allow" and r.matches(tool, arguments, cwd, self.root)), None)
 
     def add(self, action: str, texts: Sequence[str]) -> list[Rule]:
         """Save rules (allow or deny) in `save_to` and apply them from now on."""

@@ -185,7 +185,8 @@ def _status_line(event: AgentEvent) -> str:
         gate = ""  # `offline offline`
     code = f" · exit {event.exit_code}" if event.exit_code is not None else ""
     head = f"← {gate}{event.policy}{approval}{where}{code}"
-    text = _unprefixed(event.text.strip(), event.policy) if event.policy in ("error", "refused") else event.text.strip()
+    text = event.text.strip("\n").rstrip()
+    text = _unprefixed(text, event.policy) if event.policy in ("error", "refused") else text
     if event.tool == "shell" and event.exit_code is not None:
         return head  # its output was shown as it came
     lines = text.splitlines()

@@ -198,7 +198,11 @@ def _unanswered(body: dict[str, Any], kind: str) -> str:
             content = m.get("content") if isinstance(m.get("content"), list) else []
             ids = [b.get("id") for b in content if b.get("type") == "tool_use"]
             following = messages[i + 1]["content"] if i + 1 < len(messages) else []
-            answered = {b.get("tool_use_id") for b in following if isinstance(b, dict)} if isinstance(following, list) else set()
+            answered = (
+                {b.get("tool_use_id") for b in following if isinstance(b, dict)}
+                if isinstance(following, list)
+                else set()
+            )
         missing = [x for x in ids if x not in answered]
         if missing:
             return str(missing[0])
