@@ -1,8 +1,8 @@
-"""Issue 34, `flux7 agent` as a daily driver: one test (or more) per row of the feature table that was broken; each
-fails on the code before the fix (the missing rows are test_daily_driver_features.py's). Each drives the agent as a user does (the CLI as
-a subprocess, or `Agent.run` in process) against a scripted streaming model on loopback and the real mesh, and
-checks what happened on disk, on the wire and in the mesh's trail. (Row 1, Ctrl-C, is at a real terminal in
-test_pty.py.)"""
+"""Issue 34, `flux7 agent` as a daily driver: one test (or more) per row of the feature table that was broken;
+each fails on the code before the fix (the missing rows are test_daily_driver_features.py's). Each drives the
+agent as a user does (the CLI as a subprocess, or `Agent.run` in process) against a scripted streaming model on
+loopback and the real mesh, and checks what happened on disk, on the wire and in the mesh's trail. (Row 1,
+Ctrl-C, is at a real terminal in test_pty.py.)"""
 
 from __future__ import annotations
 
