@@ -3,8 +3,8 @@ call released after the agent died (killed, interrupted, the machine stopped) do
 an approved call that ran.
 
 Before `/decide`, the agent writes `<sessions>/asked/<trace_id>.json` (it names the trace itself, `X-Trace-Id`);
-it marks the file `running` before the tool runs and removes it once the outcome is reported (or the mesh said
-no). Whatever is left when the agent starts, resumes, is interrupted or exits is reported with
+it renames it `<trace_id>.running` before the tool runs and removes it once the outcome is reported (or the mesh
+said no): one small write, a rename and an unlink per call. Whatever is left when the agent starts, resumes, is interrupted or exits is reported with
 `POST /decide/{trace_id}/outcome`: `not run: the agent stopped` (or `not run: interrupted by the user`), or, for
 a call the agent died while running, `outcome unknown: the agent stopped while it ran`. A call the mesh still holds
 for approval cannot take an outcome yet (409): its file stays for the next time, for at most a week."""
@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,50 +31,56 @@ class AskedCalls:
     def __init__(self, folder: Path, mesh_url: str) -> None:
         self.folder = folder
         self.mesh_url = mesh_url.rstrip("/")
+        self._made = False
 
-    def _path(self, trace_id: str) -> Path:
-        return self.folder / f"{trace_id}.json"
+    def _path(self, trace_id: str, state: str = "asked") -> Path:
+        return self.folder / f"{trace_id}.{'running' if state == 'running' else 'json'}"
 
-    def _write(self, trace_id: str, entry: dict[str, Any]) -> None:
+    def _write(self, path: Path, entry: dict[str, Any]) -> None:
         try:
-            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".asked-")
+            if not self._made:
+                self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self._made = True
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
-                json.dump(entry, f)
-            os.replace(tmp, self._path(trace_id))
+                f.write(json.dumps(entry))
         except OSError:
             pass  # best effort: the call is still governed, only a later correction of its trace is lost
 
     def asked(self, trace_id: str, *, tool: str, agent_id: str, session_id: str, state: str = "asked") -> None:
-        """Before `/decide` (state `asked`), and again before the tool runs (`running`)."""
+        """Before `/decide` (state `asked`); `running` once the mesh allowed it, before the tool runs."""
+        if state == "running" and self._path(trace_id).exists():
+            with contextlib.suppress(OSError):
+                os.replace(self._path(trace_id), self._path(trace_id, "running"))
+                return
         entry = {"trace_id": trace_id, "tool": tool, "agent_id": agent_id, "session_id": session_id}
-        self._write(trace_id, {**entry, "mesh_url": self.mesh_url, "state": state, "at": time.time()})
-
-    def _update(self, trace_id: str, **changes: Any) -> None:
-        try:
-            entry = json.loads(self._path(trace_id).read_text())
-        except (OSError, ValueError):
-            return
-        self._write(trace_id, {**entry, **changes})
+        self._write(self._path(trace_id, state), {**entry, "mesh_url": self.mesh_url, "at": time.time()})
 
     def abandoned(self, trace_id: str, why: str) -> None:
         """The call will not run (the user interrupted it): the reason its outcome will give."""
-        self._update(trace_id, why=why)
+        path = self._path(trace_id)
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return
+        self._write(path, {**entry, "why": why})
 
     def done(self, trace_id: str) -> None:
-        with contextlib.suppress(OSError):
-            self._path(trace_id).unlink()
+        for state in ("running", "asked"):
+            with contextlib.suppress(OSError):
+                self._path(trace_id, state).unlink()
 
     def left(self, agent_id: str) -> list[dict[str, Any]]:
         """The entries of this mesh and this agent (and its sub-agents), oldest first."""
         found: list[dict[str, Any]] = []
         if not self.folder.is_dir():
             return found
-        for path in self.folder.glob("*.json"):
+        for path in [*self.folder.glob("*.json"), *self.folder.glob("*.running")]:
             try:
                 entry = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
+            entry["state"] = "running" if path.suffix == ".running" else "asked"
             same_agent = entry.get("agent_id") == agent_id or str(entry.get("agent_id", "")).startswith(agent_id + "/")
             if entry.get("mesh_url") == self.mesh_url and same_agent:
                 found.append(entry)
