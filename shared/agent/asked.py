@@ -4,10 +4,11 @@ an approved call that ran.
 
 Before `/decide`, the agent writes `<sessions>/asked/<trace_id>.json` (it names the trace itself, `X-Trace-Id`);
 it renames it `<trace_id>.running` before the tool runs and removes it once the outcome is reported (or the mesh
-said no): one small write, a rename and an unlink per call. Whatever is left when the agent starts, resumes, is interrupted or exits is reported with
-`POST /decide/{trace_id}/outcome`: `not run: the agent stopped` (or `not run: interrupted by the user`), or, for
-a call the agent died while running, `outcome unknown: the agent stopped while it ran`. A call the mesh still holds
-for approval cannot take an outcome yet (409): its file stays for the next time, for at most a week."""
+said no): one small write, a rename and an unlink per call. Whatever is left when the agent starts, resumes, is
+interrupted or exits is reported with `POST /decide/{trace_id}/outcome`: `not run: the agent stopped` (or
+`not run: interrupted by the user`), or, for a call the agent died while running, `outcome unknown: the agent
+stopped while it ran`. A call the mesh still holds for approval cannot take an outcome yet (409): its file stays
+for the next time, for at most a week."""
 
 from __future__ import annotations
 
