@@ -41,7 +41,7 @@ from flux7.shared.agent.sessions import Session, SessionError, SessionStore
 from flux7.shared.agent.terminal import Keys
 from flux7.shared.agent.web import WebAccess
 
-__all__ = ["run", "system_prompt"]
+__all__ = ["run", "status_line", "system_prompt"]
 
 _HELP = """commands:
   /tools     the tools this agent is offered (built-in and the mesh's)
@@ -152,7 +152,7 @@ class Renderer:
         if self._output_mid_line:
             self.err.write("\n")
             self._output_mid_line = False
-        self._say(_status_line(event))
+        self._say(status_line(event))
         if event.diff:
             self.err.write(event.diff)
             self.err.flush()
@@ -176,7 +176,7 @@ def _unprefixed(text: str, word: str) -> str:
 _SHOWN_LINES = 6  # lines of a tool's result shown on the terminal (a command's output was shown as it came)
 
 
-def _status_line(event: AgentEvent) -> str:
+def status_line(event: AgentEvent) -> str:
     """`← [gate] policy · approval · trace · exit: the result's first lines`."""
     where = f" · trace {event.trace_id[:12]}" if event.trace_id else ""
     approval = f" · approval {event.approval_id[:8]}" if event.approval_id else ""

@@ -272,7 +272,7 @@ def test_ctrl_c_during_a_command_kills_it_and_the_model_and_trail_read_interrupt
         running_server(pets_mesh_config(tmp_path, backend, POLICY, admin_token=None)) as mesh,
     ):
         env = {**agent_env(llm.url, tmp_path / "home", openai_env()), "TERM": "xterm-256color"}
-        term = Terminal(_argv(mesh.url, "--session", "cc-3", "--mode", "auto", "--plain"), env, work)
+        term = Terminal(_argv(mesh.url, "--session", "cc-3", "--mode", "auto"), env, work)  # Rich's rendering
         try:
             at = term.wait_for("flux7> ")
             term.type("run it\n")
