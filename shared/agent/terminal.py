@@ -10,7 +10,8 @@ One SIGINT handler decides by where the agent is:
 - neither: KeyboardInterrupt, as Python's own handler does.
 
 During a run the terminal is in cbreak mode (no echo, keys read one by one, Ctrl-C still a signal) so Esc can be
-read; what else is typed meanwhile is kept and put back on the next prompt's line."""
+read; what else is typed meanwhile is kept as a terminal would keep it: a whole line typed ahead is the next
+prompt's answer, a part of one is put back on its line for editing."""
 
 from __future__ import annotations
 
@@ -60,6 +61,11 @@ class Keys:
     def read_line(self, prompt: str) -> str:
         """One line, read here in the main thread (EOFError at the end of input; KeyboardInterrupt for Ctrl-C,
         with `interrupted_empty` saying whether the line was empty)."""
+        if "\n" in self.typed_ahead:  # a line typed while the agent worked: read now, as a terminal would
+            line, self.typed_ahead = self.typed_ahead.split("\n", 1)
+            sys.stdout.write(prompt + line + "\n")
+            sys.stdout.flush()
+            return line
         watching = self._saved_mode is not None
         if watching:
             self._cooked()
@@ -108,8 +114,12 @@ class Keys:
         if data == _ESC and self.on_interrupt is not None:  # Esc alone (arrow keys send Esc and more)
             self.on_interrupt()
             return
-        text = data.decode("utf-8", "ignore")
-        self.typed_ahead += "".join(c for c in text if c.isprintable())
+        text = data.decode("utf-8", "ignore").replace("\r", "\n")
+        for c in text:
+            if c in ("\x7f", "\b"):  # backspace
+                self.typed_ahead = self.typed_ahead[:-1]
+            elif c.isprintable() or c == "\n":
+                self.typed_ahead += c
 
     def _cbreak(self) -> None:
         import termios
