@@ -23,6 +23,7 @@ import pytest
 
 from flux7.functions.app import create_app
 from flux7.shared.agent.agent import Agent, Workspace
+from flux7.shared.agent.asked import AskedCalls
 from flux7.shared.agent.builtin_tools import BUILTINS, ToolContext
 from flux7.shared.agent.context import SUMMARY_PROMPT, ContextEngine
 from flux7.shared.agent.llm import make_chat
@@ -460,3 +461,47 @@ async def _mesh_transport(governed: Mesh) -> AsyncIterator[tuple[httpx.ASGITrans
         yield httpx.ASGITransport(app=recording, client=("127.0.0.1", 5000)), decided
     finally:
         await governed.stop()
+
+
+async def test_a_call_interrupted_while_held_is_reported_not_run_once_it_is_approved(
+    tmp_path: Path, backend: Backend
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    script = turns(tool("write_file", path="a.txt", content="x"), [("text", "ok")])
+    policy = 'name: p\nagent: "*"\nrules:\n  - tools: ["write_file"]\n    action: human_approval\n'
+    with (
+        openai_stream(script) as llm,
+        running_server(pets_mesh_config(tmp_path, backend, policy, admin_token=None)) as server,
+    ):
+        asked = AskedCalls(tmp_path / "asked", server.url)
+        mesh_tools = MeshTools(server.url, "coder", session_id="held-int")
+        agent = Agent(
+            make_chat("openai", "m", url=llm.url, api_key="sk-test"),
+            mesh_tools,
+            workspace=Workspace(work, tmp_path, mode="auto"),
+            wait_notice=0.05,
+            asked=asked,
+        )
+        events: list[Any] = []
+        async for event in agent.run("write it"):
+            events.append(event)
+            if event.type == "tool_call_waiting":
+                agent.interrupt()  # the user's Ctrl-C while the mesh holds the call
+        assert events[-1].type == "agent_interrupted"
+        async with httpx.AsyncClient(base_url=server.url, trust_env=False) as admin:
+            held = (await admin.get("/approvals", params={"status": "pending"})).json()
+            await admin.post(f"/approvals/{held[0]['id']}/approve", json={"resolved_by": "ops"})
+            taken = await asked.settle(mesh_tools)  # at the next start (or exit)
+            rows = (await admin.get("/sessions/held-int")).json()
+        await mesh_tools.aclose()
+    assert len(taken) == 1
+    done = next(e for e in events if e.type == "tool_call_complete")
+    assert (done.policy, done.text) == ("interrupted", "not run: interrupted by the user")
+    row = next(r for r in rows if r["tool"] == "write_file")
+    assert (row["approval_status"], row["status_code"], row["error"]) == (
+        "approved",
+        500,
+        "not run: interrupted by the user",
+    )
+    assert not (work / "a.txt").exists()
