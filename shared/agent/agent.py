@@ -485,6 +485,8 @@ class Agent:
                 self._save()
         except asyncio.CancelledError:
             if not self._take_interrupt():
+                if turn.task is not None and turn.interruptible:  # a sub-agent's command, its parent interrupted
+                    turn.task.cancel()
                 raise
             async for event in self._interrupted(turn):
                 yield event
