@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -78,6 +79,7 @@ from flux7.shared.tracecontext import new_trace_id
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "INTERRUPTED", "Agent", "Confirm", "Question", "Workspace"]
 
 INTERRUPTED = "interrupted by the user"
+_PLAN_INLINE = 256 * 1024  # bytes: a file this small has its write or edit computed without a thread
 
 
 @dataclass(frozen=True)
@@ -627,10 +629,16 @@ class Agent:
         if points is None or self.session is None:
             return
         prompt = next((m.text for m in reversed(self.messages) if m.role == "user"), "")
-        try:
-            points.record(self.session.prompts, prompt, tool, change)
-        except OSError as e:
-            self._unsaved = f"the checkpoint of {change.shown} could not be saved: {e}"
+        blobs = points.record(self.session.prompts, prompt, tool, change)
+
+        async def write() -> None:  # beside what comes next; the run waits for it before it ends
+            try:
+                await asyncio.to_thread(points.write, blobs)
+            except OSError as e:
+                self._unsaved = f"the checkpoint of {change.shown} could not be saved: {e}"
+
+        if blobs:
+            self._reports.add(asyncio.ensure_future(write()))
 
     async def _run_call(self, call: ToolCall, results: list[ToolResult]) -> AsyncIterator[AgentEvent]:
         builtin = self._builtin_specs.get(call.name)
@@ -814,7 +822,11 @@ class Agent:
         change: FileChange | None = None
         if tool.run in (BUILTINS["write_file"].run, BUILTINS["edit_file"].run):
             try:
-                change = await asyncio.to_thread(plan_change, tool.name, arguments, ws.cwd)
+                target = ws.cwd / Path(str(arguments["path"])).expanduser()
+                small = not target.exists() or target.stat().st_size <= _PLAN_INLINE
+                # A small file's diff costs less than a thread's round trip (the bench's edit_file call).
+                plan = functools.partial(plan_change, tool.name, arguments, ws.cwd)
+                change = plan() if small else await asyncio.to_thread(plan)
             except (ToolFailed, OSError) as e:
                 failed = str(e) if isinstance(e, ToolFailed) else str(e.strerror or e)
                 yield finish(f"error: {failed}; nothing was written", "error", "", error=True)
@@ -914,7 +926,7 @@ class Agent:
                     )
         ctx = ws.context(sandboxed=sandboxed, confirmed=confirmed)
         if change is not None:
-            ctx = dataclasses.replace(ctx, approved=change.diff)
+            ctx = dataclasses.replace(ctx, planned=change)
         turn.started = time.perf_counter()
         if tool.mesh_name == "task" and tool.run is BUILTINS["task"].run:
             # A sub-agent: its calls pass both gates themselves, shown as they happen.

@@ -106,7 +106,7 @@ class ToolContext:
     web: WebAccess = field(default_factory=WebAccess)
     # a command's output as it comes (awaited: a slow reader slows the command down instead of filling memory)
     output: Callable[[str], Awaitable[None]] | None = None
-    approved: str | None = None  # the diff shown and approved for a write or an edit: what it must still write
+    planned: FileChange | None = None  # a write or an edit as shown and approved: written only if the file is unchanged
 
 
 Runner = Callable[[dict[str, Any], Path, ToolContext], Awaitable[ToolRun]]
@@ -277,26 +277,31 @@ def plan_change(tool: str, a: dict[str, Any], cwd: Path) -> FileChange:
     return FileChange(path, shown, path.read_bytes(), old.encode(edited, shown), _diff(shown, text, edited))
 
 
-def _apply(change: FileChange, ctx: ToolContext) -> None:
-    if ctx.approved is not None and change.diff != ctx.approved:
+def _planned(tool: str, a: dict[str, Any], cwd: Path, ctx: ToolContext) -> FileChange:
+    """The change to write: the one shown for approval when there was one, provided the file is still as it was
+    then (someone may have edited it while the approval was pending); computed now otherwise."""
+    change = ctx.planned
+    if change is None or change.path != _resolve(cwd, a["path"]):
+        return plan_change(tool, a, cwd)
+    now = change.path.read_bytes() if change.path.exists() else None
+    if now != change.before:
         raise ToolFailed(
             f"{change.shown} changed since this edit was shown for approval; nothing was written (read it again)"
         )
-    change.path.parent.mkdir(parents=True, exist_ok=True)
-    change.path.write_bytes(change.after)
+    return change
 
 
 def _write_file(a: dict[str, Any], cwd: Path, ctx: ToolContext) -> ToolRun:
-    change = plan_change("write_file", a, cwd)
-    _apply(change, ctx)
+    change = _planned("write_file", a, cwd, ctx)
+    change.path.parent.mkdir(parents=True, exist_ok=True)
+    change.path.write_bytes(change.after)
     return ToolRun(f"wrote {len(change.after)} bytes to {a['path']}", diff=change.diff, change=change)
 
 
 def _edit_file(a: dict[str, Any], cwd: Path, ctx: ToolContext) -> ToolRun:
-    change = plan_change("edit_file", a, cwd)
-    _apply(change, ctx)
-    times = "" if not a.get("replace_all") else "all"
-    count = "1 replacement" if not times else "every occurrence replaced"
+    change = _planned("edit_file", a, cwd, ctx)
+    change.path.write_bytes(change.after)
+    count = "every occurrence replaced" if a.get("replace_all") else "1 replacement"
     return ToolRun(f"edited {a['path']} ({count})\n{change.diff}", diff=change.diff, change=change)
 
 

@@ -40,19 +40,20 @@ class Checkpoints:
         self.folder = folder
         self.changes = changes  # the session's list, kept in its file
 
-    def _put(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        blob = self.folder / digest
-        if not blob.exists():
-            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            blob.write_bytes(data)
-        return digest
-
-    def record(self, point: int, prompt: str, tool: str, change: FileChange) -> None:
-        before = self._put(change.before) if change.before is not None else ""
-        entry = Change(point, " ".join(prompt.split())[:60], tool, str(change.path), change.shown, before, "")
-        entry = Change(**{**entry.__dict__, "after": hashlib.sha256(change.after).hexdigest()})
+    def record(self, point: int, prompt: str, tool: str, change: FileChange) -> list[tuple[Path, bytes]]:
+        """List the change; what must be written for it (the file's bytes before, once per content), which the
+        caller writes beside what comes next (`write`)."""
+        before = hashlib.sha256(change.before).hexdigest() if change.before is not None else ""
+        after = hashlib.sha256(change.after).hexdigest()
+        entry = Change(point, " ".join(prompt.split())[:60], tool, str(change.path), change.shown, before, after)
         self.changes.append(entry.to_json())
+        return [(self.folder / before, change.before)] if change.before is not None else []
+
+    def write(self, blobs: list[tuple[Path, bytes]]) -> None:
+        for path, data in blobs:
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                path.write_bytes(data)
 
     def points(self) -> list[tuple[int, str, list[str]]]:
         """Each prompt that changed files: its number, its first words, the files."""
