@@ -9,7 +9,8 @@ ignored like its other settings), and are added by an "always" answer at a confi
 
 A rule is a tool name (a glob: `fs.*`) and, for some tools, a pattern in parentheses: a command for `shell` (a
 glob over each simple command of the line, `*` matching anything), a path for tools with a `path` argument (a
-gitignore pattern relative to the project's folder: `src/**`), a URL for `web_fetch`. They are judged in the
+gitignore pattern relative to the project's folder: `src/**`; a tool-wide allow such as `write_file` covers the
+project's files only, a path outside must be named: `/srv/notes/**`), a URL for `web_fetch`. They are judged in the
 local gate, after the safety layer:
 
 - a deny rule refuses the call, in every mode (yolo included);
@@ -50,16 +51,21 @@ class Rule:
     def matches(self, tool: str, arguments: dict[str, Any], cwd: Path, root: Path) -> bool:
         if not fnmatch.fnmatchcase(tool, self.tool):
             return False
+        path = arguments.get("path")
         if self.spec is None:
-            return True
+            # A tool-wide allow covers the project's files; a path outside it must be named (`/abs/**`) to be allowed.
+            return self.action == "deny" or not isinstance(path, str) or under(_resolve(cwd, path), root.resolve())
         if tool == "shell":
             return _command_matches(self.spec, str(arguments.get("command") or ""), deny=self.action == "deny")
         if tool == "web_fetch":
             return fnmatch.fnmatchcase(str(arguments.get("url") or ""), self.spec)
-        path = arguments.get("path")
         if not isinstance(path, str):
             return False
-        return _path_matches(self.spec, (cwd / Path(path).expanduser()).resolve(), root.resolve())
+        return _path_matches(self.spec, _resolve(cwd, path), root.resolve())
+
+
+def _resolve(cwd: Path, path: str) -> Path:
+    return (cwd / Path(path).expanduser()).resolve()
 
 
 def parse_rule(text: str, action: str, source: str) -> Rule:

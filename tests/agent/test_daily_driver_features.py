@@ -106,6 +106,7 @@ def test_permission_rules_answer_the_question_and_never_lift_a_refusal(mesh: Ser
         tool("write_file", path="secrets/k.txt", content="x"),  # a rule allows; the mesh's policy denies
         tool("shell", command="git status; touch x.txt"),  # only part of it is allowed: asks, refused
         tool("shell", command="rm -rf / --no-preserve-root"),  # the safety layer refuses, whatever the rule
+        tool("write_file", path="../outside.txt", content="x"),  # a tool-wide rule covers the project only: asks
         [("text", "done")],
     )
     with openai_stream(script) as llm:
@@ -117,6 +118,8 @@ def test_permission_rules_answer_the_question_and_never_lift_a_refusal(mesh: Ser
     assert results[2].startswith("refused by policy:")
     assert results[3].startswith("refused: the user did not confirm it")
     assert results[4].startswith("refused: dangerous command refused by the local safety layer")
+    assert last_tool_results(llm.bodies[6])[0].startswith("refused: the user did not confirm it (../outside.txt")
+    assert not (tmp_path / "outside.txt").exists()
     assert not (work / "x.txt").exists()
     rows = session_rows(mesh, "rules-1")
     assert [(r["tool"], r["policy"]) for r in rows] == [("edit_file", "allow"), ("write_file", "deny")]
