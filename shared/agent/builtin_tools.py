@@ -73,14 +73,16 @@ class FileChange:
     diff: str
 
     def preview(self, cwd: Path) -> dict[str, str]:
-        """The `preview` sent with `/decide`: the diff, cut at 64 KiB with a marker."""
+        """The `preview` sent with `/decide`: the diff, cut with a marker so that it and the path fit in 64 KiB
+        (the mesh refuses more)."""
         rel = self.path.relative_to(cwd.resolve()).as_posix() if self.path.is_relative_to(cwd.resolve()) else self.shown
         data = self.diff.encode()
-        diff = self.diff
-        if len(data) > _MAX_PREVIEW:
-            marker = f"\n[... diff truncated: {len(data) - _MAX_PREVIEW + 100} more bytes not shown]\n"
-            diff = data[: _MAX_PREVIEW - 100].decode("utf-8", "ignore") + marker
-        return {"kind": "diff", "path": rel, "diff": diff}
+        room = _MAX_PREVIEW - len(rel.encode())
+        if len(data) <= room:
+            return {"kind": "diff", "path": rel, "diff": self.diff}
+        kept = data[: room - 120].decode("utf-8", "ignore")
+        marker = f"\n[... diff truncated: {len(data) - len(kept.encode()):,} more bytes not shown]\n"
+        return {"kind": "diff", "path": rel, "diff": kept + marker}
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,8 @@ async def test_an_edit_s_diff_is_shown_before_the_question_and_sent_with_decide(
     assert first["kind"] == "diff" and first["path"] == "src/app.py"
     assert first["diff"].startswith("--- a/src/app.py\n+++ b/src/app.py\n") and "+GREETING = 'hi'" in first["diff"]
     second = decided[1]["preview"]
-    assert len(second["diff"].encode()) <= 64 * 1024 and "[... diff truncated: " in second["diff"]
+    assert len(second["diff"].encode()) + len(second["path"].encode()) <= 64 * 1024  # what the mesh takes
+    assert "[... diff truncated: " in second["diff"]
     assert (work / "big.txt").read_text() == big  # the file itself is whole
     results = last_tool_results(llm.bodies[3])
     assert results[0].startswith("error: src/app.py changed since this edit was shown for approval")
