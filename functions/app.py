@@ -10,8 +10,9 @@ from typing import Any
 
 from litestar import Litestar
 from litestar.config.cors import CORSConfig
-from litestar.static_files import create_static_files_router
 
+from flux7.functions.conditional import conditional_get
+from flux7.functions.console_assets import console_routes
 from flux7.functions.csrf import browser_guard
 from flux7.functions.errors import EXCEPTION_HANDLERS
 from flux7.functions.head import HeadAsGet
@@ -42,6 +43,7 @@ _ROUTE_MODULES = (
     "flux7.functions.governance",
     "flux7.functions.memory",
     "flux7.functions.tokens",
+    "flux7.functions.users",
     "flux7.functions.wellknown",
 )
 
@@ -117,7 +119,7 @@ def create_app(mesh: Mesh) -> Litestar:
         handlers.extend(importlib.import_module(name).ROUTES)
     dist = _console_dist(mesh)
     if dist is not None:
-        handlers.append(create_static_files_router(path="/console", directories=[dist], html_mode=True))
+        handlers.extend(console_routes(dist))
     console = mesh.settings.console
     # CORS only when asked for (console.cors): listing an origin alone lets its pages send requests (the
     # browser guard admits them) but not read answers cross-origin.
@@ -142,7 +144,7 @@ def create_app(mesh: Mesh) -> Litestar:
         on_shutdown=[_stop],
         request_max_body_size=mesh.settings.max_body_bytes,
         cors_config=cors,
-        middleware=[browser_guard(console.allowed_origins)],
+        middleware=[browser_guard(console.allowed_origins), conditional_get()],
         openapi_config=openapi_config(),  # GET /schema/openapi.json (functions/openapi.py)
         debug=False,
     )

@@ -9,7 +9,7 @@ import msgspec
 from litestar import Request, get, post, put
 from litestar.params import FromPath, FromQuery, RawBody
 
-from flux7.functions.auth import actor_of, control_plane, mesh_of, principal_of, resolvers
+from flux7.functions.auth import actor_of, control_plane, mesh_of, principal_of, readers, resolvers
 from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
 from flux7.functions.schemas import (
     ApprovalSettings,
@@ -19,11 +19,13 @@ from flux7.functions.schemas import (
     Resolve,
     ResolveRequest,
 )
+from flux7.shared.auth.identity import Principal
 from flux7.shared.decisions.facts import resolver_kind
 from flux7.shared.decisions.query import parse_decision_query
-from flux7.shared.errors import BadRequest
-from flux7.shared.gate.audit import record_event
+from flux7.shared.errors import BadRequest, Forbidden
+from flux7.shared.gate.approvals import Approval
 from flux7.shared.json_depth import decode
+from flux7.shared.tracing import entry_to_wire
 
 __all__ = ["ROUTES", "acting_agent", "json_object", "text_field"]
 
@@ -53,7 +55,7 @@ def text_field(body: dict[str, Any], key: str, *, strip: bool = False) -> str:
 
 @get(
     "/approvals",
-    guards=[resolvers],
+    guards=[readers],
     sync_to_thread=True,
     tags=["approvals"],
     security=ADMIN,
@@ -63,7 +65,29 @@ def list_approvals(
     request: Request[Any, Any, Any], status: FromQuery[str] = "pending", tool: FromQuery[str] = ""
 ) -> list[dict[str, Any]]:
     queue = mesh_of(request).approvals
-    return [a.view(queue.expose_content) for a in queue.query(status=status, tool=tool)]
+    principal = principal_of(request)
+    return [_view(a, principal, queue.expose_content) for a in queue.query(status=status, tool=tool)]
+
+
+def _view(approval: Approval, principal: Principal, expose: bool) -> dict[str, Any]:
+    """An approval as this principal sees it: `actionable` says whether they may decide it now."""
+    out = approval.view(expose)
+    if approval.status == "pending":
+        out["actionable"] = _refusal(approval, principal) is None
+    return out
+
+
+def _refusal(approval: Approval, principal: Principal) -> str | None:
+    """Why this principal may not decide this approval, or None when they may."""
+    if not principal.may_decide(approval.tool, approval.agent_id):
+        return f"{principal.actor} may not decide {approval.tool} for {approval.agent_id}: outside their scope"
+    if principal.agent_id and principal.agent_id == approval.agent_id:
+        return f"agent {principal.agent_id!r} cannot resolve its own approval"
+    if principal.kind == "user" and principal.name == approval.requester_user:
+        return f"user {principal.name!r} cannot decide a call made on their own behalf"
+    if any(v.actor == principal.actor for v in approval.votes):
+        return f"{principal.actor} has already voted on this approval"
+    return None
 
 
 @get(
@@ -110,10 +134,9 @@ def put_settings(request: Request[Any, Any, Any], body: RawBody) -> dict[str, An
     changes.pop("by", None)
     changed = mesh.approvals.settings_store.update(changes, by=by)
     if changed:
-        record_event(
-            mesh,
+        mesh.events.record(
             tool="mesh.approval_settings",
-            agent_id=by,
+            actor=by,
             params={k: changes[k] for k in changed},
             policy_rule="approval_settings",
         )
@@ -144,7 +167,7 @@ def list_decisions(request: Request[Any, Any, Any]) -> dict[str, Any]:
 
 @get(
     "/approvals/{approval_id:str}",
-    guards=[resolvers],
+    guards=[readers],
     sync_to_thread=True,
     tags=["approvals"],
     security=ADMIN,
@@ -153,14 +176,10 @@ def list_decisions(request: Request[Any, Any, Any]) -> dict[str, Any]:
 def approval_detail(request: Request[Any, Any, Any], approval_id: FromPath[str]) -> dict[str, Any]:
     mesh = mesh_of(request)
     approval = mesh.approvals.get(approval_id)
-    out = approval.view(mesh.approvals.expose_content)
-    tracer = getattr(mesh, "tracer", None)
-    if tracer is not None:
-        from flux7.shared.tracing import entry_to_wire
-
-        recent = [entry_to_wire(e) for e in tracer.query(agent=approval.agent_id, limit=10)]
-        if recent:
-            out["recent_traces"] = recent
+    out = _view(approval, principal_of(request), mesh.approvals.expose_content)
+    recent = [entry_to_wire(e) for e in mesh.tracer.query(agent=approval.agent_id, limit=10)]
+    if recent:
+        out["recent_traces"] = recent
     grants = [g.view() for g in mesh.grants.active_for_agent(approval.agent_id)]
     if grants:
         out["active_grants"] = grants
@@ -180,17 +199,26 @@ def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, dec
     if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, int | float)):
         raise BadRequest("confidence must be a number")
     principal = principal_of(request)
+    queue = mesh_of(request).approvals
+    target = queue.get(approval_id)
+    if not principal.may_decide(target.tool, target.agent_id):
+        raise Forbidden(f"{principal.actor} may not decide {target.tool} for {target.agent_id}: outside their scope")
     resolved_by, note = principal.resolution(text_field(fields, "resolved_by"))
-    approval = mesh_of(request).approvals.resolve(
-        approval_id,
+    approval = queue.resolve(
+        target.id,
         decision,
         resolved_by=resolved_by,
         note=note,
         resolver=principal.agent_id,
         reasoning=text_field(fields, "reasoning"),
         confidence=float(confidence) if confidence is not None else None,
+        human=principal.human,
+        user=principal.name if principal.kind == "user" else "",
     )
-    return {"status": approval.status, "id": approval.id}
+    out: dict[str, Any] = {"status": approval.status, "id": approval.id}
+    if approval.required_approvals > 1:  # four eyes: how far the approval is
+        out.update(approvals=approval.approved_votes, required_approvals=approval.required_approvals)
+    return out
 
 
 @post(

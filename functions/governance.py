@@ -13,7 +13,6 @@ from litestar.params import FromPath, FromQuery
 from flux7.functions.auth import actor_of, control_plane, mesh_of
 from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
 from flux7.shared.errors import BadRequest
-from flux7.shared.gate.audit import record_event
 from flux7.shared.json_depth import decode
 
 # Every governance route is control plane and answers JSON (docs/governance.md has the shapes).
@@ -55,7 +54,7 @@ def _gov(request: Request[Any, Any, Any]) -> Any:
 
 
 def _event(request: Request[Any, Any, Any], tool: str, by: str, params: Any, rule: str) -> None:
-    record_event(mesh_of(request), tool=tool, agent_id=by, params=params, policy_rule=rule)
+    mesh_of(request).events.record(tool=tool, actor=by, params=params, policy_rule=rule)
 
 
 # -- catalog -----------------------------------------------------------------------------------------------------
@@ -137,6 +136,15 @@ async def scores(request: Request[Any, Any, Any]) -> Response[bytes]:
     gov = _gov(request)
     await asyncio.to_thread(gov.refresh)
     return _json(gov.scores())
+
+
+@get("/governance/agents", **_READ)
+async def agents(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Every agent: declared by an exact entry, covered by a glob entry, or discovered in the trace, with its
+    entry, lifecycle state and latest verdict and scores (docs/governance.md)."""
+    gov = _gov(request)
+    await asyncio.to_thread(gov.refresh)
+    return _json(await asyncio.to_thread(gov.roster))
 
 
 @get("/governance/agents/{agent:str}", **_READ)
@@ -296,6 +304,7 @@ ROUTES = [
     lifecycle,
     evaluate,
     scores,
+    agents,
     agent,
     findings,
     verdicts,

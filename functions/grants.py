@@ -8,11 +8,11 @@ from litestar import Request, Response, delete, get, post
 from litestar.params import FromPath, RawBody
 
 from flux7.functions.approvals import acting_agent, json_object
-from flux7.functions.auth import actor_of, control_plane, mesh_of
+from flux7.functions.auth import actor_of, control_plane, grantors, mesh_of, principal_of
 from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
 from flux7.functions.schemas import GrantRequest, GrantView, Resolve
 from flux7.shared.durations import parse_duration
-from flux7.shared.errors import BadRequest
+from flux7.shared.errors import BadRequest, Forbidden
 
 __all__ = ["ROUTES"]
 
@@ -46,7 +46,7 @@ def list_grants(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
 
 @post(
     "/grants",
-    guards=[control_plane],
+    guards=[grantors],
     operation_class=json_body(GrantRequest, required=True),
     sync_to_thread=True,
     tags=["grants"],
@@ -64,6 +64,10 @@ def create_grant(request: Request[Any, Any, Any], body: RawBody) -> Response[dic
         raise BadRequest(f"invalid duration: {e}") from None
     if seconds <= 0:
         raise BadRequest(f'invalid duration: "{duration}" is not positive')
+    principal = principal_of(request)
+    # an approver grants within its scope only: each of its globs must cover the grant's globs as written
+    if not principal.writes and not principal.may_decide(tools, agent):
+        raise Forbidden(f"{principal.actor} may not grant {tools} to {agent}: outside their scope")
     grant = mesh_of(request).grants.create(
         agent,
         tools,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from litestar import Request, Response, post, route
@@ -37,6 +37,9 @@ from flux7.shared.mcp.messages import (
 )
 from flux7.shared.mcp.server import RequestContext
 from flux7.shared.mcp.sessions import McpSession, same_identity
+
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
 
 __all__ = ["ROUTES", "McpRequest", "Reply", "post_reply"]
 
@@ -69,7 +72,7 @@ class McpRequest:
 
     __slots__ = ("base", "headers", "mesh")
 
-    def __init__(self, mesh: Any, headers: Mapping[str, str], base: Callable[[], str]) -> None:
+    def __init__(self, mesh: Mesh, headers: Mapping[str, str], base: Callable[[], str]) -> None:
         self.mesh = mesh
         self.headers = headers
         self.base = base
@@ -155,6 +158,7 @@ async def _handshake_era(req: McpRequest, msg: Message) -> Reply:
         caller = _require(req, presented, msg.id)
         ctx = _context(req, caller, "", False)
         result = await mesh.mcp.handle(msg, ctx)
+        assert result is not None  # initialize is a request: it always has a result
         params = msg.params if isinstance(msg.params, dict) else {}
         info: dict[str, Any] = params["clientInfo"] if isinstance(params.get("clientInfo"), dict) else {}
         session = mesh.mcp_sessions.create(caller, str(result["protocolVersion"]), str(info.get("name") or ""))

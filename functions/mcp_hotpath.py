@@ -11,13 +11,16 @@ stays the route's owner (OpenAPI, DELETE, the 405s, the 413, the guard's JSON-RP
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from flux7.functions.csrf import refusal
 from flux7.functions.mcp import McpRequest, post_reply
 from flux7.functions.raw_asgi import GONE, INTERNAL, TOO_LARGE, Answer, BodyReader, BodyTooLarge, RawRoute, error_answer
 from flux7.shared.auth.resource_metadata import base_url
 from flux7.shared.errors import Flux7Error
+
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
 
 __all__ = ["McpHotPath"]
 
@@ -51,6 +54,6 @@ class McpHotPath(RawRoute):
             return 500, INTERNAL, None
 
 
-def _base(mesh: Any, scheme: str, headers: dict[str, str]) -> str:
+def _base(mesh: Mesh, scheme: str, headers: dict[str, str]) -> str:
     """functions/wellknown.py `public_base` of the request (it has a Host: the hot path requires it)."""
     return base_url(mesh.settings, scheme, headers["host"], headers.get("x-forwarded-proto"))

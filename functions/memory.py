@@ -19,6 +19,7 @@ from flux7.functions.head import HeadAsGet
 from flux7.functions.openapi import ADMIN, PUBLIC, json_body, ok, text_responses
 from flux7.functions.schemas import JsonRpcMessage, MemoryChain, MemoryHealth, SnapshotReminder
 from flux7.shared.auth.tokens import looks_like_agent_token
+from flux7.shared.auth.users import SESSION_COOKIE
 from flux7.shared.errors import Unauthorized
 from flux7.shared.memory.jsonrpc import RpcAnswer, dispatch, error_answer
 from flux7.shared.memory.service import MemoryService
@@ -34,7 +35,7 @@ def _service(request: Request[Any, Any, Any]) -> MemoryService | None:
     state = request.app.state
     service = state.get("memory")
     if service is None and state.get("mesh") is not None:
-        service = getattr(state.mesh, "memory", None)
+        service = state.mesh.memory
     return service
 
 
@@ -74,8 +75,10 @@ def _authenticated(request: Request[Any, Any, Any], service: MemoryService) -> _
     if service.token and hmac.compare_digest(offered.encode(), f"Bearer {service.token}".encode()):
         return _Auth(True)
     mesh = request.app.state.get("mesh")
-    if mesh is not None and offered and mesh.identity.is_admin(offered, None):
-        return _Auth(True)  # the admin token itself (the console, the operator): as trusted as the memory token
+    if mesh is not None and (offered or SESSION_COOKIE in request.cookies):
+        principal = mesh.identity.principal(offered, None, request.cookies.get(SESSION_COOKIE, ""))
+        if principal is not None and principal.writes:
+            return _Auth(True)  # the admin token, an admin or owner (the console): as trusted as the memory token
     agent = _verified_agent(request, offered)
     if isinstance(agent, str):
         return _Auth(True, agent)

@@ -13,7 +13,6 @@ from flux7.functions.auth import control_plane, mesh_of
 from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
 from flux7.functions.schemas import PolicyEdit, PolicyFileText
 from flux7.shared.errors import BadRequest
-from flux7.shared.gate.audit import record_event
 from flux7.shared.gate.policy_edit import PolicyFiles
 from flux7.shared.json_depth import decode
 
@@ -31,7 +30,7 @@ def _files(request: Request[Any, Any, Any]) -> PolicyFiles:
 def _trace_edit(request: Request[Any, Any, Any], params: dict[str, Any], by: str) -> None:
     client = request.scope.get("client")
     who = by or f"http:{client[0] if client else ''}"
-    record_event(mesh_of(request), tool="mesh.policy_edit", agent_id=who, params=params, policy_rule="policy_edit")
+    mesh_of(request).events.record(tool="mesh.policy_edit", actor=who, params=params, policy_rule="policy_edit")
 
 
 @get(

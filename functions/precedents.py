@@ -12,7 +12,8 @@ from litestar.params import FromPath
 from flux7.functions.auth import actor_of, control_plane, mesh_of
 from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
 from flux7.functions.schemas import ApprovalDecision, ForgetPrecedents
-from flux7.shared.errors import BadRequest, NotImplementedFeature
+from flux7.shared.decisions.precedents import Precedents
+from flux7.shared.errors import BadRequest
 from flux7.shared.json_depth import decode
 
 __all__ = ["ROUTES"]
@@ -22,11 +23,8 @@ def _json(body: Any, status: int = 200) -> Response[bytes]:
     return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
 
 
-def _precedents(request: Request[Any, Any, Any]) -> Any:
-    precedents = getattr(mesh_of(request), "precedents", None)
-    if precedents is None:
-        raise NotImplementedFeature("precedents are not available in this process")
-    return precedents
+def _precedents(request: Request[Any, Any, Any]) -> Precedents:
+    return mesh_of(request).precedents
 
 
 class _Forget(msgspec.Struct):

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from flux7.shared.errors import Flux7Error
+
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
 
 __all__ = [
     "GONE",
@@ -58,7 +61,7 @@ def error_answer(error: Flux7Error) -> Answer:
 class RawRoute:
     """A route served ahead of Litestar, for an app whose console origins are `allowed_origins`."""
 
-    def __init__(self, mesh: Any, max_body: int, allowed_origins: tuple[str, ...]) -> None:
+    def __init__(self, mesh: Mesh, max_body: int, allowed_origins: tuple[str, ...]) -> None:
         self.mesh = mesh
         self.max_body = max_body
         self.allowed = allowed_origins

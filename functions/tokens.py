@@ -15,7 +15,6 @@ from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
 from flux7.functions.schemas import TokenRequest, TokenView
 from flux7.shared.auth.tokens import AgentToken, parse_expiry
 from flux7.shared.errors import BadRequest
-from flux7.shared.gate.audit import record_event
 
 __all__ = ["ROUTES"]
 
@@ -36,7 +35,7 @@ def _str(fields: dict[str, Any], key: str) -> str:
 def _audit(request: Request[Any, Any, Any], event: str, record: AgentToken) -> None:
     """Issuing and revoking credentials are control-plane events in the trace (never the token itself)."""
     params = {"agent": record.agent_id, "id": record.id, "note": record.note}
-    record_event(mesh_of(request), tool=event, agent_id=actor_of(request), params=params, policy_rule=event[5:])
+    mesh_of(request).events.record(tool=event, actor=actor_of(request), params=params, policy_rule=event[5:])
 
 
 @get(

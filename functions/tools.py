@@ -6,22 +6,26 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
-from flux7.functions.auth import caller_of, caller_or_admin, control_plane, mesh_of
+from flux7.functions.auth import caller_of, caller_or_admin, control_plane, mesh_of, peer_of
 from flux7.functions.openapi import ADMIN, AGENT, BODY, CALL_HEADERS, header, json_body, ok, responses
 from flux7.functions.schemas import Decide, DecideOutcome, Decision, McpServer, Tool, ToolCall, ToolResult
 from flux7.shared.auth.identity import Caller
+from flux7.shared.auth.users import SESSION_COOKIE
 from flux7.shared.errors import BadRequest, Forbidden, OutboundRefused, TooDeep, Unauthorized, Unavailable
 from flux7.shared.gate.decide_outcome import OutcomeReport, report_outcome
 from flux7.shared.gate.pipeline import ApprovalMode, Call, Outcome
 from flux7.shared.json_depth import decode
 from flux7.shared.tracecontext import from_headers
 from flux7.shared.tracing import entry_to_wire
+
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
 
 __all__ = ["ROUTES", "governed_call"]
 
@@ -69,7 +73,7 @@ def _refused(message: str) -> Reply:
     return 400, msgspec.json.encode({"error": message, "policy": "error", "trace_id": "", "latency_ms": 0}), None
 
 
-async def governed_call(mesh: Any, name: str, raw: bytes, headers: Mapping[str, str]) -> Reply:
+async def governed_call(mesh: Mesh, name: str, raw: bytes, headers: Mapping[str, str]) -> Reply:
     """POST /tool/{name} once the request is read (and passed the browser guard): served by the Litestar route
     and by the hot path (functions/hotpath.py), which must answer the same."""
     try:
@@ -134,11 +138,23 @@ async def call_tool(request: Request[Any, Any, Any], name: FromPath[str]) -> Res
     return Response(body, status_code=status, media_type=_JSON, headers=headers)
 
 
+class _Preview(msgspec.Struct, forbid_unknown_fields=True):
+    """What the call would change, shown to the human who approves it (a file edit's unified diff)."""
+
+    kind: str = "diff"
+    path: str = ""
+    diff: str = ""
+
+
+PREVIEW_MAX_BYTES = 64 * 1024
+
+
 class _DecideBody(msgspec.Struct):
     tool: str = ""
     arguments: Any = None
     agent: str = ""
     wait: bool = False  # hold a human_approval in the queue and answer once it is resolved
+    preview: _Preview | None = None  # shown beside the approval (flux7 agent sends a diff for its edits)
 
 
 @post(
@@ -169,13 +185,22 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
         raise Unauthorized("authentication required: the admin token names no agent; give one in `agent`")
     caller = resolved or Caller(agent_id=body.agent, authenticated=True)
     if body.agent and body.agent != caller.agent_id:
-        # DESIGN decision 2: no impersonation unless the caller holds control-plane rights.
-        peer = request.scope.get("client")
-        if not mesh.identity.is_admin(request.headers.get("authorization"), peer[0] if peer else None):
+        # No impersonation unless the caller holds the control plane's write rights (an admin, an owner).
+        principal = mesh.identity.principal(
+            request.headers.get("authorization"), peer_of(request), request.cookies.get(SESSION_COOKIE, "")
+        )
+        if principal is None or not principal.writes:
             raise Forbidden(f"agent {body.agent!r} does not match the authenticated caller {caller.agent_id!r}")
         caller = Caller(agent_id=body.agent, authenticated=True)
     mode: ApprovalMode = "decide_wait" if body.wait else "decide"
-    out = await mesh.pipeline.run(_call(request.headers, caller, body.tool, body.arguments, "decide"), mode=mode)
+    call = _call(request.headers, caller, body.tool, body.arguments, "decide")
+    if body.preview is not None:
+        if body.preview.kind != "diff":
+            return _json({"error": f"preview.kind must be diff, not {body.preview.kind!r}"}, 400)
+        if len(body.preview.diff.encode()) + len(body.preview.path.encode()) > PREVIEW_MAX_BYTES:
+            return _json({"error": f"preview: at most {PREVIEW_MAX_BYTES} bytes (truncate the diff)"}, 400)
+        call.preview = msgspec.to_builtins(body.preview)
+    out = await mesh.pipeline.run(call, mode=mode)
     action = out.policy if out.policy in ("allow", "deny", "human_approval") else "deny"
     if body.wait and out.approval_status:  # resolved by a human: approved runs, denied or timed out does not
         # (approved but over a limit when released: refused like any call over it)
@@ -190,6 +215,10 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
     }
     if out.approval_id:
         payload.update(approval_id=out.approval_id, approval_status=out.approval_status)
+    if out.approval_status == "denied":  # the reviewer's words reach the agent
+        payload["reason"] = out.error
+        if out.resolved_by:
+            payload["resolved_by"] = out.resolved_by
     if out.halted:
         payload["halted"] = True
     if out.policy == "rate_limited":
@@ -222,7 +251,7 @@ async def decide_outcome(request: Request[Any, Any, Any], trace_id: FromPath[str
         return _json({"error": e.message}, 400)
     mesh = mesh_of(request)
     # The admin token may report for any agent; everyone else (loopback included) only for its own calls.
-    admin = mesh.identity.is_admin(request.headers.get("authorization"), None)
+    admin = mesh.identity.holds_admin_token(request.headers.get("authorization"))
     agent_id = None if admin else caller_of(request).agent_id
     entry = await asyncio.to_thread(report_outcome, mesh, trace_id, agent_id, report)
     return _json(entry_to_wire(entry) if entry is not None else {"trace_id": trace_id})

@@ -10,9 +10,12 @@ import msgspec
 
 from flux7.shared.auth.identity import IdentityResolver
 from flux7.shared.auth.tokens import TokenStore
-from flux7.shared.decisions.precedents import wire_precedents
+from flux7.shared.auth.users import UserStore
+from flux7.shared.decisions.precedents import decision_memory
 from flux7.shared.gate.approvals import ApprovalQueue
+from flux7.shared.gate.audit import EventLog
 from flux7.shared.gate.callbacks import Notifier
+from flux7.shared.gate.deps import GateDeps
 from flux7.shared.gate.grants import GrantStore
 from flux7.shared.gate.halts import HaltRegistry
 from flux7.shared.gate.limits import RateLimiter
@@ -44,13 +47,14 @@ class Mesh:
         self.settings = settings
         self.db = db or database_for(settings)
         self.tokens = TokenStore(self.db)  # per-agent bearer tokens (flux7 token …)
-        self.identity = IdentityResolver(settings, self.tokens)
+        self.users = UserStore(self.db)  # named humans and their roles (flux7 user …)
+        self.identity = IdentityResolver(settings, self.tokens, self.users)
         self.versions = Versions(self.db)  # every policy, catalog and tool definition version seen
         self.policies = PolicyStore(settings, self.db, on_loaded=self.versions.sync)
         self.catalog = Catalog(settings, self.db, self.versions)
         self.registry = Registry(settings)
-        self.pipeline = Pipeline(self)
         self.tracer = Tracer(settings, self.db)
+        self.events = EventLog(self.tracer)  # control-plane events as mesh.* trace entries
         self.metrics = Metrics(
             self.db,
             settings.metrics,
@@ -61,22 +65,40 @@ class Mesh:
         self.approvals = ApprovalQueue(
             self.db,
             settings,
-            owner=self,
+            events=self.events,
             notifier=Notifier(guard=self.outbound),
             policy_version=lambda: self.policies.current.version,
         )
-        self.grants = GrantStore(self.db, owner=self)
-        self.halts = HaltRegistry(self.db, self.grants, self.approvals, owner=self)
+        self.grants = GrantStore(self.db, events=self.events)
+        self.halts = HaltRegistry(self.db, self.grants, self.approvals, events=self.events)
         self.limits = RateLimiter(self.db, settings)
-        self.pins = PinStore(self.db, enabled=settings.pin_tools, owner=self)
+        self.pins = PinStore(self.db, enabled=settings.pin_tools, events=self.events, versions=self.versions)
+        # the memory role in this process (CONTRACT 2), over the same database; None when off or remote
+        self.memory = memory_service_for(settings, self.db)
+        # decision memory and precedents (CONTRACT 1.16): every decision a fact, read tools auto-approved
+        self.decisions, self.precedents = decision_memory(
+            settings, self.db, self.approvals, self.metrics, self.registry, self.memory
+        )
+        self.pipeline = Pipeline(
+            GateDeps(
+                settings=settings,
+                registry=self.registry,
+                policies=self.policies,
+                catalog=self.catalog,
+                halts=self.halts,
+                limits=self.limits,
+                grants=self.grants,
+                pins=self.pins,
+                precedents=self.precedents,
+                approvals=self.approvals,
+                tracer=self.tracer,
+                metrics=self.metrics,
+            )
+        )
         self.governance = Governance(self)
         self.mcp_sessions = SessionStore(self.db)
         self.mcp = McpServer(self)
         self.extras: dict[str, Any] = {}
-        # the memory role in this process (CONTRACT 2), over the same database; None when off or remote
-        self.memory = memory_service_for(settings, self.db)
-        # decision memory and precedents (CONTRACT 1.16): sets self.decisions and self.precedents
-        wire_precedents(self)
 
     @property
     def data_dir(self) -> Path:
@@ -86,21 +108,13 @@ class Mesh:
         """Start background parts (upstream connections, exporters). Called once per worker at startup."""
         await self.registry.start()
         self.metrics.start()  # a worker's series are held in memory and written every metrics.FLUSH_SECONDS
-        tracer = getattr(self, "tracer", None)
-        if tracer is not None:
-            await tracer.start()
-        decisions = getattr(self, "decisions", None)
-        if decisions is not None:  # deliver what the outbox still owes memory (a previous run, memory down)
-            decisions.start()
+        await self.tracer.start()
+        self.decisions.start()  # deliver what the outbox still owes memory (a previous run, memory down)
 
     async def stop(self) -> None:
         """Stop background parts and flush what they hold."""
-        tracer = getattr(self, "tracer", None)
-        if tracer is not None:
-            await tracer.stop()
-        decisions = getattr(self, "decisions", None)
-        if decisions is not None:  # finish the delivery under way (in process, it needs the db); the rest waits
-            await decisions.stop(5)
+        await self.tracer.stop()
+        await self.decisions.stop(5)  # finish the delivery under way (in process, it needs the db); the rest waits
         await self.registry.stop()
         try:
             await self.metrics.stop()  # what it still holds
@@ -111,20 +125,7 @@ class Mesh:
     # -- views shared by several transports --------------------------------------------------------------
 
     def health(self, config: str) -> dict[str, Any]:
-        tracer = getattr(self, "tracer", None)
-        counts = (
-            tracer.counts()
-            if tracer is not None
-            else {
-                "total": 0,
-                "allowed": 0,
-                "denied": 0,
-                "human_approval": 0,
-                "errors": 0,
-                "estimated_input_tokens": 0,
-                "estimated_output_tokens": 0,
-            }
-        )
+        counts = self.tracer.counts()
         from flux7.shared import __version__
 
         return {
@@ -138,12 +139,12 @@ class Mesh:
     def tool_decisions(self, agent: str) -> list[dict[str, Any]]:
         """GET /tools/decisions: the effective action of every tool for one agent, with empty arguments."""
         current = self.policies.current
-        pins = getattr(self, "pins", None)
-        lifecycle = self.pipeline.lifecycle_floor(agent)
+        pins = self.pins
+        lifecycle = self.pipeline.decider.lifecycle_floor(agent)
         out: list[dict[str, Any]] = []
         for tool in self.registry.tools():
             # a suspended or retired agent is refused before any policy (the catalog's lifecycle floor)
-            decision = lifecycle or self.pipeline.evaluate(agent, tool.name, {}, tool)
+            decision = lifecycle or self.pipeline.decider.evaluate(agent, tool.name, {}, tool)
             where = current.deciding_rule(agent, tool.name, {})
             item: dict[str, Any] = {
                 "name": tool.name,
@@ -156,10 +157,9 @@ class Mesh:
             }
             if tool.mcp_server:
                 item["mcp_server"] = tool.mcp_server
-            if pins is not None:
-                pin = pins.status_of(tool)
-                if pin:
-                    item["pin"] = pin
+            pin = pins.status_of(tool)
+            if pin:
+                item["pin"] = pin
             policy = current.by_name.get(where[0]) if where else None
             if policy is not None and policy.source_file:
                 item["source_file"] = policy.source_file

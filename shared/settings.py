@@ -8,7 +8,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
 import msgspec
@@ -134,6 +134,8 @@ class Rule(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True
     tools: tuple[str, ...]
     action: Action
     condition: Condition | None = None
+    # four eyes: a human_approval this rule decides waits for this many distinct humans (one deny ends it)
+    approvals: Annotated[int, msgspec.Meta(ge=1, le=10)] = 1
 
 
 class RateLimit(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

@@ -1,4 +1,5 @@
 import { useEffect, useRef, useState, type ReactNode } from "react";
+import { ApiError } from "./api/client";
 import { useApprovals, useHealth } from "./api/queries";
 import { HaltBanner } from "./components/HaltBanner";
 import { AgentDetailPage, AgentsPage } from "./pages/Agents";
@@ -93,14 +94,24 @@ function PendingCount() {
   return n ? <span className="count" aria-label={`${n} pending`}>{n}</span> : null;
 }
 
+/** Green only when the console can see what it shows: /health answers anyone, so the admin token's own check
+ *  is the pending approvals (polled on every page for the count beside Approvals). */
 function ConnectionDot() {
   const s = useSettings();
   const health = useHealth();
+  const pending = useApprovals("pending");
   const ok = health.data?.status === "ok";
-  const label = health.isPending ? "connecting" : ok ? `connected, ${health.data?.version ?? ""}` : "unreachable";
+  const refused = pending.error instanceof ApiError && pending.error.status === 401;
+  const [tone, label] = health.isPending
+    ? ["wait", "connecting"]
+    : !ok
+      ? ["bad", "unreachable"]
+      : refused
+        ? ["warn", "not authorised: set the admin token"]
+        : ["ok", `connected, ${health.data?.version ?? ""}`];
   return (
-    <Link to="/settings" className="conn" title={`${meshBase(s)} — ${label}`}>
-      <span className={`dot ${health.isPending ? "dot-wait" : ok ? "dot-ok" : "dot-bad"}`} aria-hidden="true" />
+    <Link to="/settings" className="conn" title={`${meshBase(s)} — ${label}`} data-conn={tone}>
+      <span className={`dot dot-${tone}`} aria-hidden="true" />
       <span className="conn-text">{label}</span>
     </Link>
   );

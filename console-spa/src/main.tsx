@@ -15,6 +15,9 @@ const client = new QueryClient({
       // A refused token or a missing route will not fix itself on retry.
       retry: (count, error) => !(error instanceof ApiError && [400, 401, 403, 404, 501].includes(error.status)) && count < 1,
       staleTime: 2_000,
+      // A hidden tab polls nothing (the intervals wait for the tab to be visible again, when every stale query
+      // refetches at once); an idle visible tab polls, and the server answers 304 while nothing changed.
+      refetchIntervalInBackground: false,
       refetchOnWindowFocus: true,
     },
   },

@@ -12,6 +12,7 @@ import jwt
 import msgspec
 
 from flux7.shared.auth.tokens import TokenStore, looks_like_agent_token
+from flux7.shared.auth.users import User, UserStore, looks_like_user_token
 from flux7.shared.errors import Unauthorized
 from flux7.shared.globs import glob_match
 from flux7.shared.settings import Settings
@@ -25,6 +26,7 @@ __all__ = [
     "claims_allowed",
     "is_loopback",
     "is_loopback_bind",
+    "user_principal",
 ]
 
 
@@ -44,28 +46,61 @@ class Caller(msgspec.Struct, frozen=True):
 ANONYMOUS = Caller(agent_id="anonymous")
 
 
-PrincipalKind = Literal["owner", "supervisor", "loopback"]
+PrincipalKind = Literal["owner", "user", "supervisor", "loopback"]
+# What a principal may do on the control plane (shared/auth/users.py for the roles).
+PrincipalRole = Literal["owner", "admin", "approver", "viewer", "supervisor"]
 
 
 class Principal(msgspec.Struct, frozen=True):
-    """Who acts on the control plane, as its credential proves it: the admin token is the
-    bootstrap owner, a supervisor is an agent token or JWT whose agent matches `supervisor.supervisor_agents`;
-    `loopback` is a caller believed for being local, only with `auth.open_loopback` (the reference's trust mode).
-    """
+    """Who acts on the control plane, as its credential proves it: the admin token is the bootstrap owner; a user
+    (personal token or console session) has a role; a supervisor is an agent token or JWT whose agent matches
+    `supervisor.supervisor_agents`; `loopback` is a caller believed for being local, only with
+    `auth.open_loopback` (the reference's trust mode, which trusts it as an owner)."""
 
     kind: PrincipalKind
     name: str
+    role: PrincipalRole = "owner"
+    approve_tools: tuple[str, ...] = ()  # an approver's scope (globs; empty: any)
+    approve_agents: tuple[str, ...] = ()
 
     @property
     def actor(self) -> str:
-        """How decisions and events name this principal: `owner:admin-token`, `supervisor:<id>`,
-        `loopback:<claimed agent or anonymous>`."""
+        """How decisions and events name this principal: `owner:admin-token`, `user:<name>`,
+        `supervisor:<id>`, `loopback:<claimed agent or anonymous>`."""
         return f"{self.kind}:{self.name}"
 
     @property
     def agent_id(self) -> str:
-        """The agent identity the principal holds, which never settles its own approvals ("" for the owner)."""
-        return "" if self.kind == "owner" or self.name == "anonymous" else self.name
+        """The agent identity the principal holds, which never settles its own approvals ("" for humans)."""
+        return "" if self.kind in ("owner", "user") or self.name == "anonymous" else self.name
+
+    @property
+    def human(self) -> bool:
+        return self.kind in ("owner", "user", "loopback")
+
+    @property
+    def reads(self) -> bool:
+        """May read the control plane (traces, approvals, grants, policies, settings)."""
+        return self.role != "supervisor"
+
+    @property
+    def writes(self) -> bool:
+        """May change the control plane (policies, halts, grants, tokens, catalog, settings)."""
+        return self.role in ("owner", "admin")
+
+    @property
+    def manages_users(self) -> bool:
+        return self.role == "owner"
+
+    def may_decide(self, tool: str, agent: str) -> bool:
+        """Whether this principal may resolve an approval of `agent` calling `tool`, or grant it."""
+        if self.role in ("owner", "admin", "supervisor"):
+            return True
+        if self.role != "approver":
+            return False
+        tools_ok = not self.approve_tools or any(glob_match(p, tool) for p in self.approve_tools)
+        agents_ok = not self.approve_agents or any(glob_match(p, agent) for p in self.approve_agents)
+        return tools_ok and agents_ok
 
     def resolution(self, claimed: str) -> tuple[str, str]:
         """(resolved_by, note) for a decision this principal makes whose request body said `claimed`. The
@@ -77,7 +112,16 @@ class Principal(msgspec.Struct, frozen=True):
         return self.actor, claimed if claimed and claimed != self.actor else ""
 
 
+def user_principal(user: User) -> Principal:
+    return Principal("user", user.name, user.role, user.approve_tools, user.approve_agents)
+
+
 OWNER = Principal("owner", "admin-token")
+
+
+def _bearer(authorization: str | None) -> str:
+    token = (authorization or "").strip()
+    return token[7:].strip() if token.lower().startswith("bearer ") else token
 
 
 def is_loopback(host: str | None) -> bool:
@@ -133,9 +177,10 @@ class _Jwks:
 
 
 class IdentityResolver:
-    def __init__(self, settings: Settings, tokens: TokenStore | None = None) -> None:
+    def __init__(self, settings: Settings, tokens: TokenStore | None = None, users: UserStore | None = None) -> None:
         self._settings = settings
         self._tokens = tokens
+        self._users = users
         self.claims_allowed = claims_allowed(settings)
         jwt_cfg = settings.auth.jwt
         self._jwks = _Jwks(jwt_cfg.jwks_url) if jwt_cfg and jwt_cfg.jwks_url else None
@@ -153,6 +198,8 @@ class IdentityResolver:
             token = token[7:].strip()
         if not token:
             return ANONYMOUS
+        if looks_like_user_token(token):
+            raise Unauthorized("a personal token (f7u_…) names a person, not an agent: agents use f7a_ tokens or JWTs")
         if looks_like_agent_token(token):
             record = self._tokens.authenticate(token) if self._tokens is not None else None
             if record is None:
@@ -224,10 +271,7 @@ class IdentityResolver:
         """The request presents the admin token itself (never true in the open-loopback mode, which has none)."""
         if not self._admin_token:
             return False
-        token = (authorization or "").strip()
-        if token.lower().startswith("bearer "):
-            token = token[7:].strip()
-        return hmac.compare_digest(token.encode(), self._admin_token)
+        return hmac.compare_digest(_bearer(authorization).encode(), self._admin_token)
 
     def is_supervisor(self, caller: Caller) -> bool:
         """Supervisor rights (the MCP `approval.*` and `grant.*` tools, resolving approvals over REST): an agent
@@ -237,9 +281,18 @@ class IdentityResolver:
             return False
         return any(glob_match(p, caller.agent_id) for p in self._settings.supervisor.supervisor_agents)
 
-    def principal(self, authorization: str | None, peer: str | None) -> Principal | None:
-        """The control-plane principal a request's credential proves, or None for no control-plane rights.
-        A bad credential (a revoked token, an invalid JWT) proves nothing: None, not an error."""
+    def principal(self, authorization: str | None, peer: str | None, session: str = "") -> Principal | None:
+        """The control-plane principal a request's credential proves, or None for no control-plane rights:
+        the admin token, a user's personal token or console session (`session`: the cookie's value), a
+        supervisor's agent token or JWT, or (open loopback only) any local caller. A bad credential (a revoked
+        token, an invalid JWT) proves nothing: None, not an error."""
+        bearer = _bearer(authorization)
+        if self._users is not None and (looks_like_user_token(bearer) or session):
+            user = self._users.authenticate(bearer) if bearer else self._users.session_user(session)
+            if user is not None:
+                return user_principal(user)
+            if bearer:
+                return None
         if self._admin_token:
             if self.holds_admin_token(authorization):
                 return OWNER
@@ -256,5 +309,5 @@ class IdentityResolver:
         except Unauthorized:
             return None
         if caller.verified and self.is_supervisor(caller):
-            return Principal("supervisor", caller.agent_id)
+            return Principal("supervisor", caller.agent_id, "supervisor")
         return None

@@ -19,10 +19,22 @@ from typing import Any, TextIO
 
 import click
 
-__all__ = ["CONTEXT", "Fail", "LazyGroup", "Runtime", "UsageFail", "namespace", "run", "runtime"]
+__all__ = ["CONTEXT", "Fail", "LazyGroup", "Runtime", "UsageFail", "WebApps", "namespace", "run", "runtime", "web_apps"]
 
 # -h as well as --help; help text as wide as the terminal allows (up to 100 columns).
 CONTEXT: dict[str, Any] = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@dataclass(frozen=True)
+class WebApps:
+    """The HTTP apps, as the core reaches them: handed to the command tree by the entry point (functions/entry.py),
+    never imported here, since the core (`shared/`) never imports the edge (`functions/`). `flux7 serve` hands
+    granian a factory to import in each worker, `mem7 serve` the memory role's, and `mesh7 --mcp` serves the
+    mesh's HTTP API beside stdio."""
+
+    mesh_factory: str  # "module:function" that granian imports in each `flux7 serve` worker: an RSGI app
+    memory_factory: str  # the same for `mem7 serve`
+    mesh_app: Callable[[Any], Any]  # Mesh -> its ASGI app (the HTTP API beside `mesh7 --mcp`)
 
 
 @dataclass(frozen=True)
@@ -32,12 +44,25 @@ class Runtime:
     env: Mapping[str, str]
     out: TextIO
     err: TextIO
+    apps: WebApps | None = None  # the web apps, when the entry point provides them
 
 
 def runtime() -> Runtime:
     ctx = click.get_current_context()
     found = ctx.find_object(Runtime)
     return found if found is not None else Runtime(os.environ, sys.stdout, sys.stderr)
+
+
+def web_apps() -> WebApps:
+    """The web apps the entry point handed over; a command that serves HTTP without them says how to run it."""
+    apps = runtime().apps
+    if apps is None:
+        raise Fail(
+            "this command serves HTTP and needs the web apps: run it as `flux7 …` / `mesh7 …` / `mem7 …` "
+            "(or `python -m flux7.functions.entry …`)",
+            2,
+        )
+    return apps
 
 
 class Fail(Exception):
@@ -122,9 +147,11 @@ def run(
     env: Mapping[str, str] | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    apps: WebApps | None = None,
 ) -> int:
-    """Run `command` as the program `prog` on `argv` (default sys.argv[1:]); return the exit status."""
-    rt = Runtime(os.environ if env is None else env, out or sys.stdout, err or sys.stderr)
+    """Run `command` as the program `prog` on `argv` (default sys.argv[1:]); return the exit status. `apps`: the
+    web apps, for the commands that serve HTTP."""
+    rt = Runtime(os.environ if env is None else env, out or sys.stdout, err or sys.stderr, apps)
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         result = command.main(args=args, prog_name=prog, standalone_mode=False, obj=rt)

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from flux7.shared import __version__
-from flux7.shared.cli.kit import CONTEXT, LazyGroup, UsageFail, delegate, run
+from flux7.shared.cli.kit import CONTEXT, LazyGroup, UsageFail, WebApps, delegate, run, web_apps
 
 __all__ = ["flux7", "main", "mesh7", "mesh7_main"]
 
@@ -24,6 +24,10 @@ _ROOT_LAZY = {
     "memory": ("flux7.shared.memory.cli:memory", "The memory role: daemon, MCP stdio, verify, rescan (alias: mem7)."),
     "supervisor": ("flux7.shared.supervisor.cli:supervisor", "sup7, the level-1 approval reviewer (alias: sup7)."),
     "token": ("flux7.shared.cli.tokens:token", "Per-agent tokens, and the machine's admin and memory tokens."),
+    "user": (
+        "flux7.shared.cli.users:user",
+        "Named humans: users, roles, personal tokens (add, list, disable, rotate).",
+    ),
     "agent": ("flux7.shared.cli.main:agent", "A terminal agent whose every tool call goes through the mesh."),
     "governance": (
         "flux7.shared.cli.main:governance",
@@ -92,6 +96,7 @@ def _serve(
 
     return serve(
         config,
+        web_apps(),
         host=host,
         port=port,
         workers=workers,
@@ -133,6 +138,7 @@ def mcp_command(
     from flux7.shared.mcp.stdio import main as stdio_main
 
     return stdio_main(
+        web_apps(),
         config=_inherit(ctx, "config", config),
         port=_inherit(ctx, "port", port),
         agent=agent or _inherit(ctx, "mcp_agent", None) or "claude",
@@ -200,7 +206,7 @@ def mesh7(ctx: click.Context, mcp: bool, mcp_agent: str | None, mcp_session_id: 
         from flux7.shared.mcp.stdio import main as stdio_main
 
         return stdio_main(
-            config=o["config"], port=o["port"], agent=mcp_agent or "claude", session_id=mcp_session_id or ""
+            web_apps(), config=o["config"], port=o["port"], agent=mcp_agent or "claude", session_id=mcp_session_id or ""
         )
     return _serve(**o, access_log=None)
 
@@ -209,12 +215,12 @@ mesh7.add_command(serve_command)
 mesh7.add_command(mcp_command)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run(flux7, argv, prog="flux7")
+def main(argv: list[str] | None = None, apps: WebApps | None = None) -> int:
+    return run(flux7, argv, prog="flux7", apps=apps)
 
 
-def mesh7_main(argv: list[str] | None = None) -> int:
-    return run(mesh7, argv, prog="mesh7")
+def mesh7_main(argv: list[str] | None = None, apps: WebApps | None = None) -> int:
+    return run(mesh7, argv, prog="mesh7", apps=apps)
 
 
 if __name__ == "__main__":

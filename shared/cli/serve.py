@@ -10,10 +10,10 @@ import msgspec
 
 from flux7.shared.auth.admin_token import effective_admin_token, token_file
 from flux7.shared.auth.identity import accepted_identities, is_loopback_bind
+from flux7.shared.cli.kit import WebApps
 from flux7.shared.errors import ConfigError, Unavailable
 from flux7.shared.ports import PortUnavailable, check_listen
 from flux7.shared.settings import Settings, load_settings
-from flux7.shared.webapps import current
 
 __all__ = ["check_bind", "check_cli_binaries", "serve", "startup_line"]
 
@@ -70,6 +70,7 @@ def startup_line(settings: Settings, host: str, port: int) -> str:
 
 def serve(
     config: str | None,
+    apps: WebApps,
     *,
     host: str | None = None,
     port: int | None = None,
@@ -122,7 +123,7 @@ def serve(
     n = workers or settings.workers
     tls = settings.tls
     server = Granian(
-        factory or current().mesh_factory,
+        factory or apps.mesh_factory,
         address=bind,
         port=port or settings.port,
         # RSGI: the hot paths answered in one await and one call, the rest bridged to the ASGI app (issue 19,

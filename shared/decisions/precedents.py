@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flux7.shared.decisions.facts import WRITER_AGENT, DecisionWriter, resolver_kind, signed_decision
 from flux7.shared.decisions.memory_client import ListedMemory, MemoryClient, MemoryUnavailable, parse_memory_list
@@ -29,6 +29,13 @@ from flux7.shared.gate.guard import injection_risk
 from flux7.shared.memory.workspace import go_trim
 from flux7.shared.store.db import Database
 
+if TYPE_CHECKING:
+    from flux7.shared.gate.approvals import ApprovalQueue
+    from flux7.shared.memory.service import MemoryService
+    from flux7.shared.metrics import Metrics
+    from flux7.shared.settings import Settings
+    from flux7.shared.upstreams.registry import Registry
+
 __all__ = [
     "EffectiveSettings",
     "LedgerView",
@@ -36,8 +43,8 @@ __all__ = [
     "Precedents",
     "Verdict",
     "approval_reason",
+    "decision_memory",
     "tool_is_eligible",
-    "wire_precedents",
 ]
 
 log = logging.getLogger("flux7.precedents")
@@ -521,47 +528,45 @@ def _couple_of(fact: ListedMemory) -> tuple[str, str] | None:
     return None
 
 
-def wire_precedents(mesh: Any) -> None:
-    """Build the decision writer and the precedent check over one mesh, and listen to its approvals.
-
-    Components are looked up when used, not now, so the order of construction in Mesh does not matter."""
+def decision_memory(
+    settings: Settings,
+    db: Database,
+    approvals: ApprovalQueue,
+    metrics: Metrics,
+    registry: Registry,
+    service: MemoryService | None,
+) -> tuple[DecisionWriter, Precedents]:
+    """The decision writer and the precedent check of one mesh, listening to its approvals: every resolution's
+    fact is written in the resolution's own transaction, then delivered once it has committed."""
     from flux7.shared.decisions.memory_client import memory_client_for
     from flux7.shared.decisions.outbox import DecisionOutbox
     from flux7.shared.decisions.signing import signer_for
 
     cached: list[MemoryClient] = []
 
-    def memory() -> MemoryClient | None:
+    def memory() -> MemoryClient | None:  # connected on first use: a remote memory may come up after the mesh
         if not cached:
-            client = memory_client_for(mesh.settings, lambda: getattr(mesh, "memory", None))
+            client = memory_client_for(settings, lambda: service)
             if client is None:
                 return None
             cached.append(client)
         return cached[0]
 
-    def settings() -> EffectiveSettings:
-        approvals = getattr(mesh, "approvals", None)
-        effective = getattr(approvals, "effective_settings", None)
-        if effective is not None:
-            e = effective()
-            return EffectiveSettings(bool(e.auto_approve), int(e.min_approvals), bool(e.auto_approve_writes))
-        s = mesh.settings
-        return EffectiveSettings(s.auto_approve_enabled, s.supervisor.min_approvals, s.supervisor.auto_approve_writes)
+    def effective() -> EffectiveSettings:
+        e = approvals.effective_settings()
+        return EffectiveSettings(bool(e.auto_approve), int(e.min_approvals), bool(e.auto_approve_writes))
 
-    signer = signer_for(mesh.settings, mesh.db.path)
+    signer = signer_for(settings, db.path)
     writer = DecisionWriter(
         memory,
-        lambda: getattr(mesh, "metrics", None),
+        lambda: metrics,
         signer=signer,
-        outbox=DecisionOutbox(mesh.db),
-        retry_max=mesh.settings.decisions.retry_max_seconds,
+        outbox=DecisionOutbox(db),
+        retry_max=settings.decisions.retry_max_seconds,
     )
-    mesh.decisions = writer
-    ledger = PrecedentLedger(signer, mesh.db)
-    approvals = getattr(mesh, "approvals", None)
 
     def record(agent: str, tool: str, arguments: Any, trace_id: str, reason: str, session_id: str) -> Any:
-        return mesh.approvals.record_settled(
+        return approvals.record_settled(
             agent=agent,
             tool=tool,
             arguments=arguments,
@@ -572,15 +577,7 @@ def wire_precedents(mesh: Any) -> None:
             session_id=session_id,
         )
 
-    mesh.precedents = Precedents(
-        memory,
-        settings,
-        ledger,
-        writer,
-        lambda name: mesh.registry.lookup(name),
-        record=record if approvals is not None and hasattr(approvals, "record_settled") else None,
-    )
-    if approvals is not None and hasattr(approvals, "add_listener"):
-        # the fact is written in the resolution's own transaction, then delivered once it has committed
-        approvals.add_transaction_hook(writer.enqueue_resolved)
-        approvals.add_listener(writer.on_resolved)
+    precedents = Precedents(memory, effective, PrecedentLedger(signer, db), writer, registry.lookup, record=record)
+    approvals.add_transaction_hook(writer.enqueue_resolved)
+    approvals.add_listener(writer.on_resolved)
+    return writer, precedents

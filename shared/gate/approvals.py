@@ -32,7 +32,7 @@ from flux7.shared.decisions.query import DecisionQuery
 from flux7.shared.durations import format_duration
 from flux7.shared.errors import BadRequest, Conflict, Forbidden, NotFound
 from flux7.shared.gate.approval_settings import ApprovalPolicy, ApprovalSettingsStore
-from flux7.shared.gate.audit import record_event, rfc3339
+from flux7.shared.gate.audit import EventLog, rfc3339
 from flux7.shared.gate.callbacks import Notifier
 from flux7.shared.gate.guard import injection_risk, redact
 from flux7.shared.globs import glob_match
@@ -79,6 +79,10 @@ class Approval(msgspec.Struct, kw_only=True):
     used_at: str = ""
     session_id: str = ""
     callback_url: str = ""
+    required_approvals: int = 1  # four eyes: distinct humans who must approve (one deny ends it)
+    votes: tuple[Vote, ...] = ()  # who has voted so far (loaded with the approval when it needs several)
+    preview: Any = None  # what the call would change, as its caller showed it ({kind: "diff", path, diff})
+    requester_user: str = ""  # the user on whose behalf the agent called (a JWT's user claim): never its approver
     # The same times as epoch seconds, for arithmetic.
     created_ts: float = 0.0
     expires_ts: float = 0.0
@@ -116,7 +120,27 @@ class Approval(msgspec.Struct, kw_only=True):
             out["confidence"] = self.confidence
         if self.injection_risk:
             out["injection_risk"] = True
+        if self.required_approvals > 1:
+            out["required_approvals"] = self.required_approvals
+            out["approvals"] = [v.view() for v in self.votes if v.decision == "approve"]
+        if self.preview is not None:
+            out["preview"] = self.preview if expose_content else {"kind": "redacted"}
+        if self.requester_user:
+            out["requester_user"] = self.requester_user
         return out
+
+    @property
+    def approved_votes(self) -> int:
+        return sum(1 for v in self.votes if v.decision == "approve")
+
+
+class Vote(msgspec.Struct, frozen=True):
+    actor: str
+    decision: str  # approve | deny
+    at: float
+
+    def view(self) -> dict[str, Any]:
+        return {"actor": self.actor, "at": rfc3339(self.at)}
 
 
 def _from_row(row: Any) -> Approval:
@@ -141,6 +165,9 @@ def _from_row(row: Any) -> Approval:
         used_at=rfc3339(row["used_at"]),
         session_id=row["session_id"],
         callback_url=row["callback_url"],
+        required_approvals=int(row["required_approvals"]),
+        preview=json.loads(row["preview"]) if row["preview"] else None,
+        requester_user=row["requester_user"],
         created_ts=row["created_at"],
         expires_ts=row["expires_at"],
         resolved_ts=row["resolved_at"],
@@ -173,13 +200,13 @@ class ApprovalQueue:
         db: Database,
         settings: Settings,
         *,
-        owner: Any = None,
+        events: EventLog | None = None,
         notifier: Notifier | None = None,
         policy_version: Callable[[], str] | None = None,
     ) -> None:
         self._db = db
         self._settings = settings
-        self._owner = owner  # the Mesh, for its tracer; None in a bare core
+        self._events = events or EventLog()  # a bare core (a test) records no events
         self.notifier = notifier
         self._policy_version = policy_version
         self.settings_store = ApprovalSettingsStore(db, settings)
@@ -226,11 +253,24 @@ class ApprovalQueue:
             row = self._db.query_one("SELECT * FROM approvals WHERE id = ?", (key,))
             if row is None:
                 raise NotFound("approval not found")
-            return _from_row(row)
+            return self._with_votes([_from_row(row)])[0]
         rows = self._db.query("SELECT * FROM approvals WHERE id >= ? AND id < ? ORDER BY id LIMIT 2", (key, key + "g"))
         if len(rows) != 1:
             raise NotFound("approval not found")
-        return _from_row(rows[0])
+        return self._with_votes([_from_row(rows[0])])[0]
+
+    def _with_votes(self, items: list[Approval], conn: Any = None) -> list[Approval]:
+        """The approvals, those that need several humans with their votes."""
+        ids = [a.id for a in items if a.required_approvals > 1]
+        if not ids:
+            return items
+        marks = ", ".join("?" * len(ids))
+        sql = f"SELECT approval_id, actor, decision, at FROM approval_votes WHERE approval_id IN ({marks}) ORDER BY at"
+        rows = conn.execute(sql, tuple(ids)).fetchall() if conn is not None else self._db.query(sql, tuple(ids))
+        votes: dict[str, list[Vote]] = {}
+        for r in rows:
+            votes.setdefault(r[0], []).append(Vote(r[1], r[2], float(r[3])))
+        return [msgspec.structs.replace(a, votes=tuple(votes.get(a.id, ()))) if a.id in votes else a for a in items]
 
     def query(self, status: str = "pending", tool: str = "", limit: int = 1000) -> list[Approval]:
         """Newest first. `status` "pending" lists pending ones; any other value lists all (CONTRACT 1.6)."""
@@ -242,7 +282,7 @@ class ApprovalQueue:
         items = [_from_row(r) for r in rows]
         if tool:
             items = [a for a in items if glob_match(tool, a.tool)]
-        return items
+        return self._with_votes(items)
 
     def decisions(self, query: DecisionQuery) -> tuple[list[Approval], int]:
         """Settled approvals (the decisions), newest first, filtered and paged: (this page, how many match)."""
@@ -259,7 +299,7 @@ class ApprovalQueue:
             f"SELECT * FROM approvals {sql_where} ORDER BY resolved_at DESC, id DESC LIMIT ? OFFSET ?",
             (*params, query.limit, query.offset),
         )
-        return [_from_row(r) for r in rows], total
+        return self._with_votes([_from_row(r) for r in rows]), total
 
     def couple_history(self, agent: str, tool: str, *, exclude: str = "", limit: int = 50) -> list[Approval]:
         """The settled approvals of one agent and tool, newest first (a pending approval's precedents)."""
@@ -312,10 +352,15 @@ class ApprovalQueue:
         policy_version: str,
         session_id: str = "",
         callback_url: str = "",
+        required_approvals: int = 1,
+        preview: Any = None,
+        requester_user: str = "",
         also: Callable[[Any, Approval], None] | None = None,
     ) -> Approval:
         """Queue a call for approval. `also(conn, approval)` runs in the same write transaction (the call's
-        trace), so the approval and its trace are committed together or not at all."""
+        trace), so the approval and its trace are committed together or not at all. `required_approvals`: four
+        eyes; `preview`: what the call would change (a diff its caller sent); `requester_user`: the user on whose
+        behalf the agent called, who never approves it."""
         params_text = _params_text(arguments)
         now = time.time()
         timeout = self.effective_settings().timeout_seconds
@@ -333,6 +378,9 @@ class ApprovalQueue:
             "injection_risk": int(injection_risk(arguments)),
             "created_at": now,
             "expires_at": now + timeout,
+            "required_approvals": max(1, required_approvals),
+            "preview": json.dumps(preview) if preview is not None else "",
+            "requester_user": requester_user,
         }
         with self._db.write() as conn:
             stored = conn.execute(
@@ -408,19 +456,43 @@ class ApprovalQueue:
         note: str = "",
         reasoning: str = "",
         confidence: float | None = None,
+        human: bool = True,
+        user: str = "",
     ) -> Approval:
         """`resolver` is the agent identity the resolution arrives with ("" for the admin credential, a person
         at the terminal, the system); the agent an approval belongs to never settles it, by any route.
         `resolved_by` names the credential; `note` is what the request said of itself (a decision whose note
-        claims a machine resolver never counts as a human's: shared/decisions/facts.py resolver_kind)."""
+        claims a machine resolver never counts as a human's: shared/decisions/facts.py resolver_kind). `human`:
+        the resolver is a person (only people count toward four eyes); `user`: that person's user name, who never
+        approves a call made on their own behalf.
+
+        Four eyes (`required_approvals` > 1): an approval is a vote, counted once per resolver; the call is
+        approved when that many distinct humans have voted so, and a single deny ends it. A vote that does not
+        settle the approval answers it still pending, with its votes."""
         if decision not in ("approve", "deny"):
             raise BadRequest(f"decision must be approve or deny, not {decision!r}")
         self.sweep()
         target = self._lookup(approval_id_or_prefix)
         if resolver and resolver == target.agent_id:
             raise Forbidden(f"agent {resolver!r} cannot resolve its own approval")
+        if user and user == target.requester_user:
+            raise Forbidden(f"user {user!r} cannot decide a call made on their own behalf")
         status = "approved" if decision == "approve" else "denied"
         now = time.time()
+        if target.required_approvals > 1 and target.status == "pending":
+            if not human and decision == "approve":
+                raise Forbidden(
+                    f"this call needs {target.required_approvals} people to approve it: {resolved_by} cannot"
+                )
+            with self._db.write() as conn:
+                conn.execute(
+                    "INSERT INTO approval_votes (approval_id, actor, decision, reasoning, at) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT DO NOTHING",
+                    (target.id, resolved_by, decision, reasoning, now),
+                )
+                votes = self._with_votes([target], conn)[0]
+            if decision == "approve" and votes.approved_votes < target.required_approvals:
+                return votes  # still pending: more people must approve
         with self._db.write() as conn:
             row = conn.execute(
                 "UPDATE approvals SET status = ?, resolved_by = ?, resolved_note = ?, resolved_at = ?, reasoning = ?, "
@@ -665,9 +737,9 @@ class ApprovalQueue:
             return
         self._wake([a.id for a in resolved])
         for approval in resolved:
-            record_event(
-                self._owner,
+            self._events.record(
                 tool="mesh.approval",
+                actor=approval.resolved_by,
                 agent_id=approval.agent_id,
                 params={"approval_id": approval.id, "tool": approval.tool, "status": approval.status},
                 policy_rule=f"approval:{approval.id}",

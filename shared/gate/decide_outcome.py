@@ -7,11 +7,14 @@ size, error. The trace and the console then show one call, decided and done.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from flux7.shared.errors import BadRequest, Conflict, Forbidden, NotFound
+
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
 
 __all__ = ["OutcomeReport", "report_outcome"]
 
@@ -26,7 +29,7 @@ class OutcomeReport(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     error: str = ""
 
 
-def report_outcome(mesh: Any, trace_id: str, agent_id: str | None, report: OutcomeReport) -> Any:
+def report_outcome(mesh: Mesh, trace_id: str, agent_id: str | None, report: OutcomeReport) -> Any:
     """Complete the `/decide` row `trace_id` with `report`; `agent_id` None is the admin. Returns the new revision.
 
     Refused: an unknown trace (404), another agent's call (403), a call that was not allowed to run or whose

@@ -15,7 +15,7 @@ import msgspec
 
 from flux7.shared.durations import format_duration
 from flux7.shared.errors import BadRequest, Forbidden, NotFound
-from flux7.shared.gate.audit import record_event, rfc3339
+from flux7.shared.gate.audit import EventLog, rfc3339
 from flux7.shared.globs import glob_match
 from flux7.shared.store.db import Database
 
@@ -80,9 +80,9 @@ _ACTIVE = "revoked_at IS NULL AND expires_at > ?"
 
 
 class GrantStore:
-    def __init__(self, db: Database, *, owner: Any = None) -> None:
+    def __init__(self, db: Database, *, events: EventLog | None = None) -> None:
         self._db = db
-        self._owner = owner
+        self._events = events or EventLog()
 
     def create(
         self,
@@ -116,10 +116,9 @@ class GrantStore:
                 row,
             ).fetchone()
         grant = _from_row(stored)
-        record_event(
-            self._owner,
+        self._events.record(
             tool="mesh.grant",
-            agent_id=granted_by,
+            actor=granted_by,
             params={
                 "grant_id": grant.id,
                 "agent": agent,
@@ -165,10 +164,9 @@ class GrantStore:
                 (now, by, rows[0][0]),
             ).fetchone()
         grant = _from_row(stored)
-        record_event(
-            self._owner,
+        self._events.record(
             tool="mesh.grant_revoke",
-            agent_id=by,
+            actor=by,
             params={"grant_id": grant.id, "agent": grant.agent, "tools": grant.tools},
             policy_rule=f"grant:{grant.id}",
             grant_id=grant.id,

@@ -16,7 +16,7 @@ import msgspec
 
 from flux7.shared.errors import BadRequest, NotFound
 from flux7.shared.gate.approvals import Approval, ApprovalQueue
-from flux7.shared.gate.audit import record_event, rfc3339
+from flux7.shared.gate.audit import EventLog, rfc3339
 from flux7.shared.gate.grants import GrantStore
 from flux7.shared.globs import glob_match
 from flux7.shared.store.db import Database
@@ -109,11 +109,13 @@ def _from_row(row: Any) -> Halt:
 
 
 class HaltRegistry:
-    def __init__(self, db: Database, grants: GrantStore, approvals: ApprovalQueue, *, owner: Any = None) -> None:
+    def __init__(
+        self, db: Database, grants: GrantStore, approvals: ApprovalQueue, *, events: EventLog | None = None
+    ) -> None:
         self._db = db
         self._grants = grants
         self._approvals = approvals
-        self._owner = owner
+        self._events = events or EventLog()
         self._lock = threading.Lock()
         self._cache: tuple[float, list[Halt]] = (float("-inf"), [])
         self._generation = 0  # bumped by every invalidation: a read that straddles one is not cached
@@ -194,10 +196,9 @@ class HaltRegistry:
         if denied:
             self._db.execute("UPDATE halts SET denied_approvals = ? WHERE id = ?", (len(denied), halt_id))
         halt = self._get(halt_id)
-        record_event(
-            self._owner,
+        self._events.record(
             tool="mesh.halt",
-            agent_id=by,
+            actor=by,
             params={"halt_id": halt_id, "scope": scope, "target": target, "reason": reason},
             policy="halted",
             policy_rule=f"halt:{halt_id}",
@@ -231,10 +232,9 @@ class HaltRegistry:
             restored = GrantStore.restore_for_halt(conn, halt.id, still_stopped)
             self._db.notify(conn, CHANNEL, halt.id)
         self._invalidate()
-        record_event(
-            self._owner,
+        self._events.record(
             tool="mesh.resume",
-            agent_id=by,
+            actor=by,
             params={
                 "halt_id": halt.id,
                 "scope": halt.scope,

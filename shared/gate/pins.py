@@ -16,13 +16,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flux7.shared.errors import BadRequest
-from flux7.shared.gate.audit import record_event, rfc3339
+from flux7.shared.gate.audit import EventLog, rfc3339
 from flux7.shared.gate.policy import Decision
 from flux7.shared.store.db import Database
 from flux7.shared.upstreams.base import ToolDef
+
+if TYPE_CHECKING:
+    from flux7.shared.governance.versions import Versions
 
 __all__ = ["PinStore", "fingerprint", "observe_tool"]
 
@@ -31,10 +34,9 @@ def fingerprint(tool: ToolDef) -> str:
     return hashlib.sha256(tool.fingerprint_text().encode()).hexdigest()
 
 
-def observe_tool(owner: Any, tool: ToolDef, current: str = "") -> None:
+def observe_tool(versions: Versions | None, tool: ToolDef, current: str = "") -> None:
     """Keep the definition as a version for the diff engine (shared/governance/versions.py), once per
     fingerprint per process: a version's sha256 is the pin fingerprint, so a pin mismatch finds its text."""
-    versions = getattr(owner, "versions", None) if owner is not None else None
     if versions is None:
         return
     current = current or fingerprint(tool)
@@ -56,10 +58,13 @@ def pinnable(tool: ToolDef) -> bool:
 
 
 class PinStore:
-    def __init__(self, db: Database, *, enabled: bool, owner: Any = None) -> None:
+    def __init__(
+        self, db: Database, *, enabled: bool, events: EventLog | None = None, versions: Versions | None = None
+    ) -> None:
         self._db = db
         self.enabled = enabled
-        self._owner = owner  # the Mesh, for its tracer
+        self._events = events or EventLog()
+        self._versions = versions  # where each definition seen is kept for the diff engine
 
     def _pinned(self, name: str) -> Any | None:
         return self._db.query_one("SELECT * FROM tool_pins WHERE tool = ?", (name,))
@@ -84,7 +89,7 @@ class PinStore:
         if not self.enabled or not pinnable(tool):
             return None
         current = fingerprint(tool)
-        observe_tool(self._owner, tool, current)
+        observe_tool(self._versions, tool, current)
         return self._status(tool, self._pinned(tool.name), current)
 
     def floor_for(self, tool: ToolDef) -> Decision | None:
@@ -105,7 +110,7 @@ class PinStore:
                 continue
             row = self._pinned(tool.name)
             current = fingerprint(tool)
-            observe_tool(self._owner, tool, current)
+            observe_tool(self._versions, tool, current)
             status = self._status(tool, row, current)
             item: dict[str, Any] = {"tool": tool.name, "server": tool.mcp_server, "status": status}
             if row is not None:
@@ -135,7 +140,7 @@ class PinStore:
         now = time.time()
         accepted: list[str] = []
         for tool in chosen:
-            observe_tool(self._owner, tool)
+            observe_tool(self._versions, tool)
         with self._db.write() as conn:
             for tool in chosen:
                 current = fingerprint(tool)
@@ -151,10 +156,9 @@ class PinStore:
                 )
                 accepted.append(tool.name)
         if accepted:
-            record_event(
-                self._owner,
+            self._events.record(
                 tool="mesh.pin_accept",
-                agent_id=by,
+                actor=by,
                 params={"tools": accepted, "server": server},
                 policy_rule="pin:accept",
             )

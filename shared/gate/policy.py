@@ -23,6 +23,7 @@ class Decision(msgspec.Struct, frozen=True):
     action: str
     rule: str
     reason: str
+    approvals: int = 1  # a human_approval's four eyes: how many distinct humans must approve
 
 
 DEFAULT_DENY = Decision("deny", "default", "no matching policy — fail closed")
@@ -160,7 +161,9 @@ class PolicySet:
             cond = cand.rule.condition
             if cond is None or condition_holds(cond, arguments):
                 action = cand.rule.action
-                decision = Decision(action, cand.policy, f"policy={cand.policy} tool={tool} action={action}")
+                decision = Decision(
+                    action, cand.policy, f"policy={cand.policy} tool={tool} action={action}", cand.rule.approvals
+                )
                 if cand is candidates[0] and cond is None:
                     self._remember(key, decision)
                 return decision
@@ -211,6 +214,8 @@ class PolicySet:
             for r in item["rules"]:
                 if r.get("condition") is None:
                     r.pop("condition", None)
+                if r.get("approvals") == 1:
+                    r.pop("approvals")
             if p.source_file:
                 item["source_file"] = p.source_file
             out.append(item)

@@ -44,6 +44,14 @@ def _undo(path: Path, backup: str) -> None:
         path.unlink(missing_ok=True)
 
 
+def _stem(name: str) -> str:
+    """The file's name without `.yaml`: every route takes either spelling."""
+    stem = name.removesuffix(".yaml")
+    if not _NAME.fullmatch(stem):
+        raise BadRequest(f"invalid policy file name {stem!r}")
+    return stem
+
+
 class PolicyFiles:
     def __init__(self, store: PolicyStore) -> None:
         self.store = store
@@ -56,11 +64,7 @@ class PolicyFiles:
         return d
 
     def _path(self, name: str) -> Path:
-        if name.endswith(".yaml"):
-            name = name[:-5]
-        if not _NAME.fullmatch(name):
-            raise BadRequest(f"invalid policy file name {name!r}")
-        return self.directory / f"{name}.yaml"
+        return self.directory / f"{_stem(name)}.yaml"
 
     def list(self) -> list[dict[str, str]]:
         return [{"name": f.stem, "file": str(f)} for f in sorted(self.directory.glob("*.yaml"))]
@@ -78,6 +82,7 @@ class PolicyFiles:
         """Raise BadRequest naming the key and fault, as the loader would at start (also for a file that is
         too big, nested too deep or not UTF-8: shared/safe_yaml.py)."""
         self._path(name)  # a bad name is refused before the content is parsed
+        name = _stem(name)  # `pets.yaml` and `pets` are one file, as for reads
         try:
             policy = self.store.validate_text(data, name)
         except ConfigError as e:

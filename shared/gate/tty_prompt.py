@@ -5,6 +5,7 @@ terminal instead, and an unanswered or unreadable prompt is no decision (the cal
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -12,7 +13,7 @@ import select
 import time
 from typing import Any, Literal
 
-__all__ = ["DEFAULT_TTY", "ask", "available"]
+__all__ = ["DEFAULT_TTY", "TerminalChannel", "ask", "available", "terminal_channel"]
 
 DEFAULT_TTY = "/dev/tty"
 Decision = Literal["approve", "deny"]
@@ -74,3 +75,29 @@ def ask(view: dict[str, Any], timeout: float, *, tty_path: str = DEFAULT_TTY) ->
     finally:
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+class TerminalChannel:
+    """The tty channel as the stdio transport hands it to the gate (shared/gate/approval_flow.py). `fail_closed`
+    (`approval.channel: tty`): with nobody to ask, the call is denied; otherwise (`tty-fallback`) the approval is
+    left to the queue."""
+
+    def __init__(self, *, fail_closed: bool, tty_path: str = DEFAULT_TTY) -> None:
+        self.fail_closed = fail_closed
+        self._tty_path = tty_path
+
+    async def ask(self, view: dict[str, Any], timeout: float) -> tuple[Decision | None, str]:
+        """(the answer, why): None leaves the approval pending."""
+        answer = None
+        if available(self._tty_path):
+            answer = await asyncio.to_thread(ask, view, timeout, tty_path=self._tty_path)
+        if answer is None and self.fail_closed:
+            return "deny", "approval.channel is tty and no terminal answered"
+        return answer, "answered at the terminal"
+
+
+def terminal_channel(channel: str) -> TerminalChannel | None:
+    """The channel `approval.channel` names for the stdio transport: None for `queue`."""
+    if channel == "queue":
+        return None
+    return TerminalChannel(fail_closed=channel == "tty")

@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -16,6 +16,7 @@ from flux7.shared.errors import BadRequest, ConfigError, NotFound
 from flux7.shared.gate.audit import rfc3339
 from flux7.shared.gate.pins import observe_tool
 from flux7.shared.gate.policy import PolicySet
+from flux7.shared.globs import is_exact
 from flux7.shared.governance.activity import EVENTS, Activity
 from flux7.shared.governance.diff import (
     catalog_changes,
@@ -30,6 +31,9 @@ from flux7.shared.governance.replay import replay
 from flux7.shared.governance.rules import Finding, Rules, load_rules, verdict_of
 from flux7.shared.governance.scores import Axes
 from flux7.shared.governance.versions import KINDS
+
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
 
 __all__ = ["Governance"]
 
@@ -48,7 +52,7 @@ def _finding_view(f: Finding) -> dict[str, Any]:
 
 
 class Governance:
-    def __init__(self, mesh: Any) -> None:
+    def __init__(self, mesh: Mesh) -> None:
         self.mesh = mesh
         self.settings = mesh.settings.governance
         rules_file = self.settings.rules_file
@@ -60,15 +64,52 @@ class Governance:
 
     def catalog(self) -> dict[str, Any]:
         """The catalog listing, with the agents seen in the folded activity (the last 30 days) that no entry
-        declares: folding reads only the trace lines written since the last fold."""
+        declares, and those a glob entry describes (`covered`, each naming its entry; the glob entry lists them
+        in `covers`): folding reads only the trace lines written since the last fold."""
         self.activity.fold()
-        listing = self.mesh.catalog.listing(self.activity.agents())
+        seen = self.activity.agents()
+        catalog = self.mesh.catalog
+        listing = catalog.listing(seen)
         latest = {s["agent"]: s for s in self.scores()}  # verdict badges: the latest evaluation's, if any
-        for item in (*listing["agents"], *listing["discovered"]):
+        covered: list[dict[str, Any]] = []
+        covers: dict[str, list[str]] = {}
+        for agent in sorted(set(seen) | set(latest)):
+            entry = catalog.match(agent)
+            if entry is None or entry.id == agent:
+                continue
+            covers.setdefault(entry.id, []).append(agent)
+            row = {k: getattr(entry, k) for k in ("name", "owner", "team")}
+            covered.append({"id": agent, "entry": entry.id, "state": catalog.state_of(entry), **row})
+        listing["covered"] = covered
+        for item in listing["agents"]:
+            if item["id"] in covers:
+                item["covers"] = covers[item["id"]]
+        for item in (*listing["agents"], *listing["discovered"], *covered):
             scored = latest.get(item["id"])
             item["verdict"] = scored["verdict"] if scored else ""
             item["scores"] = {k: scored[k] for k in ("capability", "behaviour", "hygiene")} if scored else None
         return listing
+
+    def roster(self) -> list[dict[str, Any]]:
+        """GET /governance/agents: one row per agent id - declared by an exact entry, covered by a glob entry, or
+        discovered - each with the entry that describes it, its lifecycle state, and the latest verdict and
+        scores; glob entries themselves are catalog entries, not agents (GET /governance/catalog lists them)."""
+        listing = self.catalog()
+        keys = ("name", "owner", "team", "state", "verdict", "scores")
+        rows = [
+            {"id": a["id"], "origin": "declared", "entry": a["id"], **{k: a[k] for k in keys}}
+            for a in listing["agents"]
+            if is_exact(a["id"])
+        ]
+        rows += [
+            {"id": c["id"], "origin": "covered", **{k: c[k] for k in ("entry", *keys)}} for c in listing["covered"]
+        ]
+        blank = {"entry": "", "name": "", "owner": "", "team": "", "state": "discovered"}
+        rows += [
+            {"id": d["id"], "origin": "discovered", **blank, "verdict": d["verdict"], "scores": d["scores"]}
+            for d in listing["discovered"]
+        ]
+        return sorted(rows, key=lambda r: r["id"])
 
     # -- evaluation ----------------------------------------------------------------------------------------
 
@@ -91,7 +132,7 @@ class Governance:
             now = time.time() if now is None else now
             self.activity.fold()
             for tool in self.mesh.registry.tools():
-                observe_tool(self.mesh, tool)
+                observe_tool(self.mesh.versions, tool)
             days = self.settings.window_days
             window = self.activity.window(days, now)
             since_ns = int((now - days * 86400) * 1e9)
@@ -170,7 +211,7 @@ class Governance:
             int(last["hygiene"]),
             str(last["verdict"]),
         ) == (scores["capability"], scores["behaviour"], scores["hygiene"], verdict)
-        if same and now - float(last["at"]) < SCORE_ROW_EVERY:
+        if last is not None and same and now - float(last["at"]) < SCORE_ROW_EVERY:
             return
         self.mesh.db.execute(
             "INSERT INTO governance_scores (agent_id, at, capability, behaviour, hygiene, verdict, evidence) "
@@ -355,7 +396,7 @@ class Governance:
         )
         if row is None:
             raise NotFound(f"{tool_name} is not pinned")
-        observe_tool(self.mesh, tool)
+        observe_tool(self.mesh.versions, tool)
         current = tool.fingerprint_text()
         kept = self.mesh.db.query_one(
             "SELECT version, content FROM governance_versions WHERE kind = 'tool' AND name = ? AND sha256 = ? "

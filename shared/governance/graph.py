@@ -3,11 +3,14 @@ from the trace (calls, last seen, error rate over the window), and impact analys
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flux7.shared.errors import BadRequest, NotFound
 from flux7.shared.globs import glob_match, is_exact
 from flux7.shared.tracing.entry import format_timestamp
+
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
 
 __all__ = ["IMPACT_KINDS", "Graph"]
 
@@ -16,7 +19,7 @@ _NS = 1_000_000_000
 
 
 class Graph:
-    def __init__(self, mesh: Any, window: dict[str, dict[str, dict[str, int]]]) -> None:
+    def __init__(self, mesh: Mesh, window: dict[str, dict[str, dict[str, int]]]) -> None:
         self.mesh = mesh
         self.window = window  # agent -> tool -> counts, over the graph's days
         self.tool_upstream: dict[str, str] = {}
@@ -69,9 +72,9 @@ class Graph:
             for sub in entry.sub_agents:
                 edges.append({"source": a, "target": node("agent", sub), "kind": "declared", "relation": "sub_agent"})
         for agent, tools in sorted(self.window.items()):
-            entry = catalog.match(agent)
-            a = node("agent", agent, declared=entry is not None, discovered=entry is None)
-            if entry is not None and entry.id != agent:
+            matched = catalog.match(agent)
+            a = node("agent", agent, declared=matched is not None, discovered=matched is None)
+            if matched is not None and matched.id != agent:
                 edges.append(
                     {"source": a, "target": node("agent", entry.id), "kind": "declared", "relation": "matches"}
                 )
@@ -109,11 +112,11 @@ class Graph:
                 "WHERE agent_id = ? AND ts_ns >= ? AND tool NOT LIKE 'mesh.%' GROUP BY tool ORDER BY tool",
                 (name, since),
             )
-            total = db.query_one(
+            total = db.query(
                 "SELECT count(*), count(DISTINCT NULLIF(session_id, '')) FROM traces WHERE agent_id = ? "
                 "AND ts_ns >= ? AND tool NOT LIKE 'mesh.%'",
                 (name, since),
-            )
+            )[0]  # an aggregate: one row
             if not rows and self.mesh.catalog.match(name) is None and not dependants:
                 raise NotFound(f"agent {name!r} is neither declared nor seen in the last {days} days")
             return {
@@ -146,11 +149,11 @@ class Graph:
             "AND agent_id != '' GROUP BY agent_id, tool",
             (*tools, since),
         )
-        total = db.query_one(
+        total = db.query(
             f"SELECT count(*), count(DISTINCT NULLIF(session_id, '')) FROM traces WHERE tool IN ({marks}) "
             f"AND ts_ns >= ? AND agent_id != ''",
             (*tools, since),
-        )
+        )[0]  # an aggregate: one row
         if kind == "tool" and not rows and name not in self.tool_upstream:
             raise NotFound(f"tool {name!r} is neither registered nor seen in the last {days} days")
         sessions = {

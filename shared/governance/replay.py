@@ -11,12 +11,15 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from flux7.shared.gate.policy import Decision, PolicySet, stricter
 from flux7.shared.store.db import Database
+
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
 
 __all__ = ["ReplayCall", "iter_calls", "replay"]
 
@@ -60,7 +63,7 @@ def iter_calls(db: Database, days: float, now: float | None = None, batch: int =
 
 
 def replay(
-    mesh: Any, proposed: PolicySet, days: float, *, now: float | None = None, current: PolicySet | None = None
+    mesh: Mesh, proposed: PolicySet, days: float, *, now: float | None = None, current: PolicySet | None = None
 ) -> dict[str, Any]:
     started = time.perf_counter()
     current = current if current is not None else mesh.policies.current
@@ -75,11 +78,11 @@ def replay(
         calls += 1
         tool = call.tool
         if tool not in floors:
-            floors[tool] = pipeline.floor_for(mesh.registry.lookup(tool))
+            floors[tool] = pipeline.decider.floor_for(mesh.registry.lookup(tool))
         floor = floors[tool]
         agent = call.agent_id
         if agent not in lifecycle:
-            lifecycle[agent] = pipeline.lifecycle_floor(agent)
+            lifecycle[agent] = pipeline.decider.lifecycle_floor(agent)
         if lifecycle[agent] is not None:
             continue  # refused before any policy, whatever the set: it cannot change
         before = stricter(current.decide(call.agent_id, tool, call.params), floor)

@@ -8,11 +8,14 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flux7.shared.globs import glob_match, is_exact
 from flux7.shared.governance.catalog import AgentEntry
 from flux7.shared.upstreams.base import ToolDef
+
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
 
 __all__ = ["KIND_WEIGHTS", "Axes", "tool_kind"]
 
@@ -59,7 +62,7 @@ def _penalty(points: int, count: int, cap: int) -> int:
 class Axes:
     """Computes the three axes for one agent from the mesh's current state and the activity window."""
 
-    def __init__(self, mesh: Any) -> None:
+    def __init__(self, mesh: Mesh) -> None:
         self.mesh = mesh
 
     def _agent_rules(self, agent: str) -> list[dict[str, Any]]:
@@ -79,7 +82,7 @@ class Axes:
         score = 0
         current = self.mesh.policies.current
         for tool in self.mesh.registry.tools():
-            decision = self.mesh.pipeline.evaluate(agent, tool.name, {}, tool)
+            decision = self.mesh.pipeline.decider.evaluate(agent, tool.name, {}, tool)
             conditional = any(c["action"] == "allow" for c in current.conditional(agent, tool.name))
             if decision.action != "allow" and not conditional:
                 continue

@@ -8,12 +8,13 @@ the session, and hand both here; `tools/call` becomes a pipeline `Call`, so gove
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from flux7.shared.auth.identity import Caller
-from flux7.shared.gate.pipeline import Call, Outcome
+from flux7.shared.gate.pipeline import ApprovalMode, Call, Outcome
+from flux7.shared.gate.tty_prompt import TerminalChannel
 from flux7.shared.mcp import texts
 from flux7.shared.mcp.messages import (
     INVALID_PARAMS,
@@ -29,6 +30,9 @@ from flux7.shared.mcp.shapes import outcome_result, tool_entry
 from flux7.shared.mcp.virtual import OPERATOR_ONLY, VirtualTools
 from flux7.shared.tracecontext import from_headers
 from flux7.shared.upstreams.base import ToolDef
+
+if TYPE_CHECKING:
+    from flux7.shared.mesh import Mesh
 
 __all__ = ["McpServer", "RequestContext"]
 
@@ -48,6 +52,7 @@ class RequestContext(msgspec.Struct, kw_only=True):
     mcp_session_id: str = ""  # an MCP session: Mcp-Session-Id, or the stdio session
     protocol_version: str = ""
     jsonrpc_id: str = ""
+    terminal: TerminalChannel | None = None  # the tty approval channel (stdio only: shared/gate/tty_prompt.py)
 
 
 def _modern(result: dict[str, Any], *, cacheable: bool = False) -> dict[str, Any]:
@@ -60,7 +65,7 @@ def _modern(result: dict[str, Any], *, cacheable: bool = False) -> dict[str, Any
 
 
 class McpServer:
-    def __init__(self, mesh: Any) -> None:
+    def __init__(self, mesh: Mesh) -> None:
         self.mesh = mesh
         self.virtual = VirtualTools(mesh, self)
 
@@ -110,7 +115,7 @@ class McpServer:
         for tool in tools:
             if current.can_only_deny(agent, tool.name):
                 continue
-            floor = mesh.pipeline.floor_for(tool)
+            floor = mesh.pipeline.decider.floor_for(tool)
             if floor is not None and floor.action == "deny":
                 continue
             out.append(tool)
@@ -145,8 +150,7 @@ class McpServer:
                     "supervisor.supervisor_agents and proven by their own token (flux7 token issue) or a JWT may "
                     "use it; ask an operator to resolve approvals.",
                 )
-            halts = getattr(self.mesh, "halts", None)
-            halt = halts.active_for(agent, ctx.session_id) if halts is not None else None
+            halt = self.mesh.halts.active_for(agent, ctx.session_id)
             if halt is not None:
                 return texts.text_result(halt.message, is_error=True)
             return await self.virtual.call(name, arguments, ctx, trace)
@@ -161,12 +165,13 @@ class McpServer:
             mcp_protocol_version=ctx.protocol_version,
             jsonrpc_id=ctx.jsonrpc_id,
         )
-        return await self.run(call)
+        return await self.run(call, ctx.terminal)
 
-    async def run(self, call: Call) -> dict[str, Any]:
-        """One governed call through the pipeline, shaped as a tools/call result."""
-        mode = "block" if self.mesh.settings.supervisor.enabled else "claim"
-        out = await self.mesh.pipeline.run(call, mode=mode)
+    async def run(self, call: Call, terminal: TerminalChannel | None = None) -> dict[str, Any]:
+        """One governed call through the pipeline, shaped as a tools/call result. `terminal`: the tty approval
+        channel the stdio transport brings."""
+        mode: ApprovalMode = "block" if self.mesh.settings.supervisor.enabled else "claim"
+        out = await self.mesh.pipeline.run(call, mode=mode, terminal=terminal)
         if out.unknown_tool:
             raise McpError(INVALID_PARAMS, f"Unknown tool: {call.tool}")
         if mode == "claim" and out.approval_status == "pending" and out.approval_id:
@@ -184,8 +189,7 @@ class McpServer:
         )
 
     def _valid_seconds(self, approval_id: str) -> int:
-        approvals = getattr(self.mesh, "approvals", None)
         try:
-            return round(approvals.get(approval_id).remaining()) if approvals is not None else 0
+            return round(self.mesh.approvals.get(approval_id).remaining())
         except Exception:  # a vanished approval: report the configured validity
             return round(self.mesh.settings.approval.timeout_seconds)

@@ -118,7 +118,9 @@ def outcome_result(
             text = texts.approval_required(out.approval_id, name, valid_seconds())
             return texts.text_result(text, is_error=shape == "faithful")
         if out.approval_status == "denied":
-            return texts.text_result(texts.approval_denied(out.resolved_by, name, out.approval_id), is_error=True)
+            return texts.text_result(
+                texts.approval_denied(out.resolved_by, name, out.approval_id, out.reasoning), is_error=True
+            )
         if out.approval_status == "timeout":
             return texts.text_result(texts.approval_timed_out(name, out.approval_id), is_error=True)
         if not out.error:

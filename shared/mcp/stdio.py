@@ -21,7 +21,9 @@ import httpx
 import msgspec
 
 from flux7.shared.auth.identity import Caller
+from flux7.shared.cli.kit import WebApps
 from flux7.shared.errors import ConfigError, Flux7Error
+from flux7.shared.gate.tty_prompt import terminal_channel
 from flux7.shared.mcp.messages import (
     INTERNAL_ERROR,
     NAME_BEARING,
@@ -129,6 +131,8 @@ class StdioServer:
         # `--mcp-agent` is a claim; an agent token (MESH_AGENT_TOKEN) proves the identity instead.
         self.caller = caller or Caller(agent_id=agent or "claude", authenticated=True)
         self.session_id = session_id or secrets.token_hex(16)
+        # the person at the terminal, asked when approval.channel says so (stdin and stdout carry JSON-RPC)
+        self.terminal = terminal_channel(server.mesh.settings.approval.channel)
         self.protocol_version = ""  # negotiated by initialize (handshake era), for the OpenTelemetry spans
         self._ready = ready  # the mesh's start (upstream connections): tools wait for it, the handshake does not
         self._tasks: set[asyncio.Task[None]] = set()
@@ -157,6 +161,7 @@ class StdioServer:
             session_id=self.session_id,
             modern=modern,
             transport="stdio",
+            terminal=self.terminal,
             mcp_session_id=self.session_id,
             protocol_version=version,
         )
@@ -285,14 +290,14 @@ def _report_http_end(task: asyncio.Task[Any], port: int) -> None:
         log.warning("the HTTP API on port %s is not available: %s", port, task.exception())
 
 
-async def _standalone(settings: Settings, port: int, agent: str, session_id: str, token: str = "") -> int:
+async def _standalone(
+    apps: WebApps, settings: Settings, port: int, agent: str, session_id: str, token: str = ""
+) -> int:
     from flux7.shared.errors import Unauthorized
     from flux7.shared.mesh import Mesh
 
     # The HTTP edge is composed here, at the entry point, as `serve` does with its factory string.
-    from flux7.shared.webapps import current
-
-    create_app = current().mesh_app  # the composition root's (functions/entry.py): the core never imports the edge
+    create_app = apps.mesh_app  # the composition root's (functions/entry.py): the core never imports the edge
     mesh = Mesh(settings)
     caller: Caller | None = None
     if token:
@@ -332,7 +337,7 @@ async def _standalone(settings: Settings, port: int, agent: str, session_id: str
     return 0
 
 
-def main(config: str | None, port: int | None, agent: str = "claude", session_id: str = "") -> int:
+def main(apps: WebApps, config: str | None, port: int | None, agent: str = "claude", session_id: str = "") -> int:
     """The `mesh7 --mcp` entry point; returns the exit status."""
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="[%(levelname)s] %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per relayed message is noise
@@ -369,4 +374,5 @@ def main(config: str | None, port: int | None, agent: str = "claude", session_id
     except ConfigError as e:
         print(f"mesh7 --mcp: config error: {e}", file=sys.stderr)
         return 2
-    return asyncio.run(_standalone(settings, port, agent, session_id, os.environ.get("MESH_AGENT_TOKEN", "")))
+    token = os.environ.get("MESH_AGENT_TOKEN", "")
+    return asyncio.run(_standalone(apps, settings, port, agent, session_id, token))

@@ -84,8 +84,10 @@ def approval_required(approval_id: str, tool: str, valid_seconds: int) -> str:
     )
 
 
-def approval_denied(who: str, tool: str, approval_id: str) -> str:
-    return f"Approval denied by {who} for {tool} (id: {approval_id[:8]}): do not retry this call."
+def approval_denied(who: str, tool: str, approval_id: str, reason: str = "") -> str:
+    why = " ".join(reason.split())
+    said = f" Reason: {why}." if why else ""
+    return f"Approval denied by {who} for {tool} (id: {approval_id[:8]}): do not retry this call.{said}"
 
 
 def approval_timed_out(tool: str, approval_id: str) -> str:

@@ -24,6 +24,7 @@ from flux7.shared.tracecontext import TraceContext, new_span_id
 
 if TYPE_CHECKING:
     from flux7.shared.mcp.server import McpServer, RequestContext
+    from flux7.shared.mesh import Mesh
 
 __all__ = ["OPERATOR_ONLY", "VirtualTools"]
 
@@ -115,7 +116,7 @@ def _actor(caller: Caller) -> str:
 class VirtualTools:
     names = NAMES
 
-    def __init__(self, mesh: Any, server: McpServer) -> None:
+    def __init__(self, mesh: Mesh, server: McpServer) -> None:
         self.mesh = mesh
         self.server = server
 
@@ -182,7 +183,7 @@ class VirtualTools:
             group = groups.setdefault(key, {"source": tool.source, "count": 0, "tools": []})
             if runtime:
                 group["runtime"] = runtime
-            action = mesh.pipeline.evaluate(agent, tool.name, {}, tool).action
+            action = mesh.pipeline.decider.evaluate(agent, tool.name, {}, tool).action
             group["tools"].append({"name": tool.name, "description": tool.description, "action": action})
         virtual = groups.setdefault("mesh", {"source": "virtual", "count": 0, "tools": []})
         for entry in self.entries(caller):
@@ -199,7 +200,7 @@ class VirtualTools:
         pending = approvals.query("pending")
         if not pending:
             return texts.text_result("No pending approvals.")
-        expose = bool(getattr(approvals, "expose_content", True))
+        expose = approvals.expose_content
         lines = [f"{len(pending)} pending approval(s):"]
         for a in pending:
             view = a.view(expose_content=expose)
@@ -236,7 +237,7 @@ class VirtualTools:
             mcp_protocol_version=ctx.protocol_version,
             jsonrpc_id=ctx.jsonrpc_id,
         )
-        return await self.server.run(replay)
+        return await self.server.run(replay, ctx.terminal)
 
     def _grant_create(self, arguments: dict[str, Any], ctx: RequestContext, trace: TraceContext) -> dict[str, Any]:
         tools, duration_text = _arg(arguments, "tools"), _arg(arguments, "duration")

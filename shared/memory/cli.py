@@ -17,7 +17,7 @@ from typing import Any
 import click
 import msgspec
 
-from flux7.shared.cli.kit import CONTEXT, Fail, LazyGroup, run, runtime
+from flux7.shared.cli.kit import CONTEXT, Fail, LazyGroup, WebApps, run, runtime, web_apps
 from flux7.shared.errors import ConfigError, Flux7Error
 from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.fts import TEXT_SEARCH_CONFIGS
@@ -111,7 +111,7 @@ def worker_service() -> MemoryService:
     return _service(config)
 
 
-def _serve(config: MemoryConfig, listen: str, workers: int) -> int:
+def _serve(config: MemoryConfig, listen: str, workers: int, apps: WebApps) -> int:
     from granian import Granian
     from granian.constants import Interfaces
 
@@ -128,10 +128,9 @@ def _serve(config: MemoryConfig, listen: str, workers: int) -> int:
     log.info("mem7 listening on %s:%d (data dir %s)", host, port, config.dir)
     os.environ[_WORKER_CONFIG] = msgspec.json.encode(config).decode()
     from flux7.shared.settings import STOP_TIMEOUT_SECONDS
-    from flux7.shared.webapps import current
 
     Granian(
-        current().memory_factory,
+        apps.memory_factory,
         address=host,
         port=port,
         interface=Interfaces.ASGI,
@@ -306,7 +305,8 @@ def serve(listen: str | None, token: str | None, scopes: str | None, workers: in
     """The memory HTTP daemon on its own.
 
     flux7 serve also answers memory on the mesh's port; this runs memory without the mesh."""
-    return _guard(lambda: _serve(_config(token=token, scopes_file=scopes), _listen(listen), workers))
+    apps = web_apps()
+    return _guard(lambda: _serve(_config(token=token, scopes_file=scopes), _listen(listen), workers, apps))
 
 
 @memory.command("rescan", context_settings=CONTEXT)
@@ -346,8 +346,8 @@ def export(to: str | None, force: bool, db: str | None) -> int:
     return _guard(lambda: _export(_config(), to, force))
 
 
-def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    return run(memory, argv, prog="mem7", env=env)
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None, apps: WebApps | None = None) -> int:
+    return run(memory, argv, prog="mem7", env=env, apps=apps)
 
 
 if __name__ == "__main__":

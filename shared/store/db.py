@@ -14,9 +14,9 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from flux7.shared.errors import Unavailable
 from flux7.shared.paths import MIGRATIONS_DIR
@@ -29,7 +29,37 @@ except ImportError:  # pragma: no cover - platform without the wheel
 
 log = logging.getLogger("flux7.db")
 
-__all__ = ["MIGRATIONS_DIR", "Database", "SqliteDatabase", "database_for", "is_postgresql_url", "sqlite3"]
+__all__ = [
+    "MIGRATIONS_DIR",
+    "Connection",
+    "Cursor",
+    "Database",
+    "SqliteDatabase",
+    "database_for",
+    "is_postgresql_url",
+    "sqlite3",
+]
+
+
+class Cursor(Protocol):
+    """What `Connection.execute` answers on both engines: rows by index or by column name."""
+
+    rowcount: int
+    lastrowid: int | None  # SQLite only; PostgreSQL writes `INSERT … RETURNING id`
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """The connection a `Database.write()` block gets, on either engine: SQLite-flavoured SQL, `?` placeholders."""
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, seq: Iterable[Any], /) -> Cursor: ...
 
 
 # The longest a write waits for a lock held outside this deployment's writer queue (which the flock orders).

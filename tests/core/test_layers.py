@@ -39,7 +39,7 @@ def _edge_references(path: Path) -> list[str]:
 
 def test_no_module_under_shared_imports_functions() -> None:
     offenders = [ref for path in sorted((REPO / "shared").rglob("*.py")) for ref in _edge_references(path)]
-    why = "shared/ must not import functions/ (the web apps come from flux7.shared.webapps):\n"
+    why = "shared/ must not import functions/ (the web apps come from functions/entry.py, as an argument):\n"
     assert offenders == [], why + "\n".join(offenders)
 
 

@@ -128,7 +128,10 @@ def test_the_agent_page_shows_scores_findings_with_traces_and_moves_the_lifecycl
     assert report["stateNow"] == "suspended" and "incident 42 in e2e" in report["history"][0]
     lifecycle = get(server, "/governance/catalog/claude/lifecycle")
     assert lifecycle["state"] == "suspended"
-    assert lifecycle["history"][-1]["reason"] == "incident 42 in e2e" and lifecycle["history"][-1]["by"] == "console"
+    assert (
+        lifecycle["history"][-1]["reason"] == "incident 42 in e2e"
+        and lifecycle["history"][-1]["by"] == "owner:admin-token"
+    )
     assert call(server, "claude", "list_pets") == 403
     r = httpx.post(
         f"{server.url}/governance/catalog/claude/lifecycle",
@@ -168,6 +171,8 @@ def test_replay_then_apply_a_draft_then_the_diff_breaking_first_side_by_side(ser
     [row] = report["groups"][0]["rows"]
     assert row["tool"] == "get_boom" and "allow → deny" in row["text"]
     assert "Applied no-boom-e2e" in report["applied"]
+    # the diff pane turned to the applied file by itself (it stayed on "choose…")
+    assert report["diffName"] == "agents.yaml" and "name=agents.yaml" in report["diffUrl"]
     [draft] = [d for d in get(server, "/governance/drafts") if d["name"] == "no-boom-e2e"]
     assert draft["applied_at"] and draft["files"] == {"agents.yaml": TIGHTER}
     assert call(server, "helper", "get_boom") == 403  # the applied policy decides live

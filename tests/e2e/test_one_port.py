@@ -67,7 +67,7 @@ def test_mem7_serve_refuses_a_bound_port_before_its_workspace_exists(tmp_path: P
         memory.mkdir()
         env = {**os.environ, "PYTHONPATH": str(REPO), "MEM7_DIR": str(memory / "data")}
         done = subprocess.run(
-            [sys.executable, "-m", "flux7.shared.memory.cli", "serve", "--listen", f"127.0.0.1:{first.port}"],
+            [sys.executable, "-m", "flux7.functions.entry", "memory", "serve", "--listen", f"127.0.0.1:{first.port}"],
             cwd=memory,
             env=env,
             capture_output=True,

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from flux7.functions.app import create_app
-from flux7.functions.auth import control_plane, resolvers
+from flux7.functions.auth import control_plane, grantors, owners, readers, resolvers
 from flux7.functions.memory import create_memory_app
 from flux7.shared.errors import ConfigError
 from flux7.shared.memory.service import MemoryService
@@ -97,7 +97,7 @@ def app_routes(tmp_path: Path, backend: Backend) -> list[tuple[str, str, bool]]:
     try:
         for route in create_app(mesh).routes:
             for handler in getattr(route, "route_handlers", []):
-                guarded = bool({control_plane, resolvers} & set(handler.guards or []))
+                guarded = bool({control_plane, resolvers, grantors, owners, readers} & set(handler.guards or []))
                 path = re.sub(r"\{[^}]+\}", "x", route.path)
                 out += [(method, path, guarded) for method in sorted(getattr(handler, "http_methods", ()))]
     finally:

@@ -62,7 +62,7 @@ def test_per_tool_edit_adds_an_exact_rule_before_the_deciding_one_and_keeps_a_ba
     assert r.json()["changed"] is True
     assert client.post("/decide", json={"tool": "create_pet"}, headers=AGENT).json()["action"] == "human_approval"
     edits = client.get("/traces", params={"tool": "mesh.policy_edit"}, headers=ADMIN).json()
-    assert len(edits) == 3 and edits[-1]["agent_id"] == "ann"
+    assert len(edits) == 3 and edits[-1]["user_id"] == "ann" and edits[-1]["agent_id"] == ""
 
 
 def test_per_tool_edit_refuses_bad_actions_and_hand_written_conditional_rules(
@@ -99,3 +99,32 @@ def test_policy_files_are_validated_before_writing(client: TestClient[Any], conf
     decided = client.post("/decide", json={"tool": "delete_pet"}, headers={"Authorization": "Bearer agent:zed"})
     assert decided.json()["rule"] == "extra"
     assert client.get("/policy-files/missing", headers=ADMIN).status_code == 404
+
+
+def test_put_takes_the_names_get_takes_with_or_without_yaml(client: TestClient[Any], config: Path) -> None:
+    policy = config.parent / "policies" / "agents.yaml"
+    text = client.get("/policy-files/agents.yaml", headers=ADMIN).json()["text"]
+    assert text == client.get("/policy-files/agents", headers=ADMIN).json()["text"] == policy.read_text()
+    edited = text.replace('tools: ["delete_pet"]\n    action: deny', 'tools: ["delete_pet"]\n    action: allow')
+    assert edited != text
+    r = client.put("/policy-files/agents.yaml", json={"text": edited}, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    assert r.json()["name"] == "agents" and policy.read_text() == edited
+    assert [f["name"] for f in client.get("/policy-files", headers=ADMIN).json()] == ["agents"]  # no agents.yaml.yaml
+    assert client.post("/decide", json={"tool": "delete_pet"}, headers=AGENT).json()["action"] == "allow"
+    # the same validation under either name: a fault names its key, nothing is written
+    bad = client.put(
+        "/policy-files/agents.yaml", json={"text": "name: agents\nrules: [{tools: [x], action: no}]\n"}, headers=ADMIN
+    )
+    assert bad.status_code == 400 and bad.json()["key"] == "rules[0].action" and policy.read_text() == edited
+    # the browser guard holds on the new spelling: another site's page may not write a policy file
+    cross = {**ADMIN, "Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}
+    refused = client.put("/policy-files/agents.yaml", json={"text": text}, headers=cross)
+    assert refused.status_code == 403 and policy.read_text() == edited
+    # and the same refusals of names neither accepts
+    for name in ("..yaml", ".hidden.yaml", "a%20b.yaml"):
+        got, put = (
+            client.get(f"/policy-files/{name}", headers=ADMIN),
+            client.put(f"/policy-files/{name}", json={"text": "name: x\n"}, headers=ADMIN),
+        )
+        assert got.status_code == put.status_code == 400, (name, got.text, put.text)

@@ -18,6 +18,7 @@ SCRIPT = textwrap.dedent(
     from flux7.shared.auth.identity import Caller
     from flux7.shared.mesh import Mesh
     from flux7.shared.gate.pipeline import Call
+    from flux7.shared.gate.tty_prompt import terminal_channel
     from flux7.shared.settings import load_settings
     from flux7.shared.tracecontext import from_headers
 
@@ -26,7 +27,7 @@ SCRIPT = textwrap.dedent(
         await mesh.start()
         call = Call(caller=Caller(agent_id="claude"), tool="create_pet", arguments={"name": "Kit"},
                     trace=from_headers(None, None), transport="stdio")
-        out = await mesh.pipeline.run(call, mode="claim")
+        out = await mesh.pipeline.run(call, mode="claim", terminal=terminal_channel(mesh.settings.approval.channel))
         print(json.dumps({"status": out.status, "approval_status": out.approval_status,
                           "resolved_by": out.resolved_by}))
         await mesh.stop()

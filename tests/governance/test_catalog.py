@@ -250,10 +250,49 @@ async def test_a_transition_on_one_worker_is_enforced_by_another(tmp_path: Path,
     first = governed_mesh(tmp_path, backend)
     second = Mesh(first.settings)  # another worker over the same database
     try:
-        assert second.pipeline.lifecycle_floor("claude") is None
+        assert second.pipeline.decider.lifecycle_floor("claude") is None
         first.catalog.transition("claude", "suspended", by="bob", reason="incident")
-        floor = second.pipeline.lifecycle_floor("claude")
+        floor = second.pipeline.decider.lifecycle_floor("claude")
         assert floor is not None and floor.rule == "lifecycle:suspended"
     finally:
         first.db.close()
         second.db.close()
+
+
+async def test_agents_under_a_glob_entry_are_listed_with_their_own_verdicts(tmp_path: Path, backend: Backend) -> None:
+    async with mesh_client(governed_mesh(tmp_path, backend)) as client:
+        for who in ("claude", "batch-nightly", "batch-weekly", "stranger"):
+            assert (await call(client, who, "list_pets")).status_code == 200
+        assert (await call(client, "batch-nightly", "delete_pet", {"petId": "1"})).status_code == 403
+        assert (await client.post("/governance/evaluate", headers=ADMIN)).status_code == 200
+        listing = (await client.get("/governance/catalog", headers=ADMIN)).json()
+        scored = {s["agent"]: s["verdict"] for s in (await client.get("/governance/scores", headers=ADMIN)).json()}
+        # the glob entry is still one entry (no verdict of its own) and names the agents it describes
+        [glob] = [a for a in listing["agents"] if a["id"] == "batch-*"]
+        assert glob["verdict"] == "" and glob["covers"] == ["batch-nightly", "batch-weekly"]
+        covered = {c["id"]: c for c in listing["covered"]}
+        assert set(covered) == {"batch-nightly", "batch-weekly"}
+        nightly = covered["batch-nightly"]
+        assert (nightly["entry"], nightly["state"], nightly["owner"]) == ("batch-*", "active", "ops@example.com")
+        assert nightly["verdict"] == scored["batch-nightly"] != "" and nightly["scores"]["behaviour"] < 100
+        assert [d["id"] for d in listing["discovered"]] == ["stranger"]
+
+        # GET /governance/agents: one row per agent, whichever way the catalog knows it
+        r = await client.get("/governance/agents", headers=ADMIN)
+        assert r.status_code == 200, r.text
+        rows = {a["id"]: a for a in r.json()}
+        assert [a["id"] for a in r.json()] == sorted(rows) == ["batch-nightly", "batch-weekly", "claude", "stranger"]
+        assert {k: (a["origin"], a["entry"], a["state"]) for k, a in rows.items()} == {
+            "batch-nightly": ("covered", "batch-*", "active"),
+            "batch-weekly": ("covered", "batch-*", "active"),
+            "claude": ("declared", "claude", "active"),
+            "stranger": ("discovered", "", "discovered"),
+        }
+        assert {k: a["verdict"] for k, a in rows.items()} == {k: scored[k] for k in rows}
+        assert rows["claude"]["owner"] == "alice@example.com" and rows["claude"]["scores"]["behaviour"] == 100
+        # each row opens with the per-agent route, and /governance/catalog keeps answering as before
+        for agent_id in rows:
+            assert (await client.get(f"/governance/agents/{agent_id}", headers=ADMIN)).status_code == 200
+        assert (await client.get("/governance/agents")).status_code == 401  # control plane only
+        bad = await client.get("/governance/agents", headers={"Authorization": "Bearer wrong"})
+        assert bad.status_code == 401

@@ -46,7 +46,7 @@ async def test_new_tools_are_denied_until_accepted(tmp_path: Path) -> None:
         assert await rpc.text("echo.echo", {"text": "hi"}) == "hi"
         assert {p["status"] for p in (await client.get("/tools/pins")).json()} == {"pinned"}
         traced = (await client.get("/traces", params={"tool": "mesh.pin_accept"})).json()
-        assert traced[0]["agent_id"] == "ops"
+        assert traced[0]["user_id"] == "ops"
 
 
 async def test_a_changed_description_needs_approval_until_accepted_again(tmp_path: Path) -> None:

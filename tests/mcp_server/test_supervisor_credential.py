@@ -90,9 +90,9 @@ async def test_over_rest_a_supervisor_token_works_the_queue_and_the_body_cannot_
         assert (detail["resolved_by"], detail["resolved_note"]) == ("owner:admin-token", "bob")
         decided = {d["id"]: d for d in (await client.get("/approvals/decisions", headers=ADMIN)).json()["decisions"]}
         assert decided[first]["resolver_kind"] == "supervisor"  # "alice" in the body never makes it a human's
-        # the rest of the control plane stays the operator's
-        assert (await client.get("/approvals/decisions", headers=sup7)).status_code == 401
-        assert (await client.post("/halts", json={"scope": "all"}, headers=sup7)).status_code == 401
+        # the rest of the control plane stays the operators': a proven supervisor, but not theirs (403)
+        assert (await client.get("/approvals/decisions", headers=sup7)).status_code == 403
+        assert (await client.post("/halts", json={"scope": "all"}, headers=sup7)).status_code == 403
 
 
 async def test_a_token_of_an_agent_not_listed_as_supervisor_gets_no_rights(config: Path) -> None:

@@ -454,7 +454,7 @@ def test_a_catalog_edited_on_one_instance_is_served_by_the_others_and_by_one_sta
             "SELECT by FROM governance_versions WHERE kind = 'catalog' AND name = 'claude.yaml' AND content = %s",
             (CATALOG_V2,),
         ).fetchall()
-    assert rows == [("ann",)]
+    assert rows == [("owner:admin-token",)]  # the credential that made it
 
     # an instance starting with the files it was deployed with takes the deployment's catalog at once
     assert _disk(trio.homes[3]) == {"claude.yaml": CATALOG_V1}

@@ -197,7 +197,7 @@ def test_the_health_counts_move_into_the_chain_head_row_and_keep_their_values(
         with db.write() as conn:
             conn.execute(f"UPDATE trace_stats SET ({columns}) = ({', '.join(str(c) for c in counts)}) WHERE id = 1")
             conn.execute("UPDATE trace_chain SET seq = 41, hash = 'ab12' WHERE id = 1")
-        assert db.migrate() == ["0022_trace_stats_in_chain.sql"]
+        assert db.migrate()[0] == "0022_trace_stats_in_chain.sql"
         row = db.query_one(f"SELECT seq, hash, {columns} FROM trace_chain WHERE id = 1")
         assert row is not None and tuple(row) == (41, "ab12", *counts)
         assert not db.has_table("trace_stats")

@@ -75,8 +75,10 @@ def test_three_instances_on_one_postgresql_govern_as_one(tmp_path: Path, backend
     # the state is in PostgreSQL, not in a file beside the config
     assert not (tmp_path / "flux7.db").exists()
     with psycopg.connect(postgres_url) as conn:
-        approved = conn.execute("SELECT status, resolved_by FROM approvals WHERE id = %s", (approval,)).fetchone()
-    assert approved == ("approved", "ann")
+        approved = conn.execute(
+            "SELECT status, resolved_by, resolved_note FROM approvals WHERE id = %s", (approval,)
+        ).fetchone()
+    assert approved == ("approved", "owner:admin-token", "ann")
 
 
 def test_serve_with_an_unreachable_database_says_so_and_exits_2(tmp_path: Path, backend: Backend) -> None:

@@ -208,7 +208,9 @@ async def test_a_low_confidence_verdict_escalates_and_a_denial_refuses_the_call(
         [item] = await s.pending()
         assert json.loads(text_of(await s.verdict(item["id"], "DENY", 0.9, "spam")))["outcome"] == "denied"
         resp = await asyncio.wait_for(spam, 20)
-        assert resp.status_code == 403 and resp.json()["error"] == "approval denied by supervisor:supervisor"
+        # the supervisor's verdict reaches the agent, reasons and all
+        assert resp.status_code == 403 and resp.json()["error"].startswith("approval denied by supervisor:supervisor: ")
+        assert "spam" in resp.json()["error"]
         assert (await s.logged(item["id"]))["decision"] == "denied"
         assert not [r for r in backend.requests if r.method == "POST"]
 

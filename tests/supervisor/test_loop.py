@@ -85,7 +85,8 @@ async def test_a_deny_rule_refuses_the_call(tmp_path: Path, backend: Backend) ->
         [d] = await decisions_until(sup)
         assert d.decision == "denied"
         resp = await asyncio.wait_for(pending, 10)
-        assert resp.status_code == 403 and resp.json()["error"] == "approval denied by supervisor:supervisor"
+        assert resp.status_code == 403
+        assert resp.json()["error"] == f"approval denied by supervisor:supervisor: {d.reasoning}"
         assert not [r for r in backend.requests if r.method == "POST"]
         await sup.aclose()
 

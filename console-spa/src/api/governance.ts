@@ -35,6 +35,20 @@ export interface CatalogAgent extends CatalogEntry {
   state: Lifecycle;
   verdict: Verdict;
   scores: Scores | null;
+  /** a glob entry: the agents it describes (each scored as itself, listed under `covered`) */
+  covers?: string[];
+}
+
+/** An agent a glob entry describes (`batch-nightly` under `batch-*`). */
+export interface CoveredAgent {
+  id: string;
+  entry: string;
+  state: Lifecycle;
+  name: string;
+  owner: string;
+  team: string;
+  verdict: Verdict;
+  scores: Scores | null;
 }
 
 export interface DiscoveredAgent {
@@ -47,6 +61,8 @@ export interface DiscoveredAgent {
 
 export interface CatalogListing {
   agents: CatalogAgent[];
+  /** absent from servers before it was added */
+  covered?: CoveredAgent[];
   discovered: DiscoveredAgent[];
   error: string;
 }

@@ -1,7 +1,8 @@
 // Every poll of the console in one place, at CONTRACT 4's intervals. Queries refetch in the background
 // (never a page reload) and keep showing the last good data while a refetch is in flight.
 import { useQuery } from "@tanstack/react-query";
-import { mesh, seg, supervisor } from "./client";
+import { getSettings, meshBase } from "../settings";
+import { ApiError, mesh, seg, supervisor } from "./client";
 import type {
   ApprovalDetail,
   ApprovalPrecedents,
@@ -153,8 +154,42 @@ export const useToolDecisions = (agent: string) =>
 export const useMcpServers = () =>
   useQuery({ queryKey: ["mcp-servers"], queryFn: ({ signal }) => mesh.get<McpServer[] | null>("/mcp-servers", undefined, signal).then(arr), refetchInterval: POLL.catalog });
 
-export const usePins = () =>
-  useQuery({ queryKey: ["pins"], queryFn: ({ signal }) => mesh.get<Pin[] | null>("/tools/pins", undefined, signal).then(arr), refetchInterval: POLL.catalog });
+/** GET /tools/pins answers 501 while `pin_tools` is off: a setting, not a fault. The page says "not configured",
+ *  stops polling, and the tab remembers it per server, so later visits do not ask (and the browser does not log
+ *  a failed request) until someone asks to check again. */
+const PINS_OFF = "flux7.console.pins-off";
+
+export const isNotConfigured = (e: unknown) => e instanceof ApiError && e.status === 501;
+
+export function pinningKnownOff(): boolean {
+  try {
+    return globalThis.sessionStorage?.getItem(PINS_OFF) === meshBase(getSettings());
+  } catch {
+    return false;
+  }
+}
+
+export function rememberPinningOff(off: boolean): void {
+  try {
+    if (off) globalThis.sessionStorage?.setItem(PINS_OFF, meshBase(getSettings()));
+    else globalThis.sessionStorage?.removeItem(PINS_OFF);
+  } catch {
+    // storage disabled: the page asks again on the next visit
+  }
+}
+
+export const usePins = (enabled = true) =>
+  useQuery({
+    queryKey: ["pins"],
+    queryFn: ({ signal }) =>
+      mesh.get<Pin[] | null>("/tools/pins", undefined, signal).then(arr, (e: unknown) => {
+        if (isNotConfigured(e)) rememberPinningOff(true);
+        throw e;
+      }),
+    enabled,
+    retry: false,
+    refetchInterval: (q) => (isNotConfigured(q.state.error) ? false : POLL.catalog),
+  });
 
 /** GET /halts may answer a list or `{halts: [...]}`; a stop is in force until it has been resumed. */
 export function normalizeHalts(body: unknown): Halt[] {

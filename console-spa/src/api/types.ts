@@ -113,6 +113,10 @@ export interface ApprovalView {
   created_at: string;
   remaining?: string;
   resolved_by?: string;
+  /** what the resolving request said of itself (its `resolved_by`); the resolver is its credential */
+  resolved_note?: string;
+  /** the server's classification of the resolver, once settled */
+  resolver_kind?: string;
   resolved_at?: string;
   reasoning?: string;
   confidence?: number;

@@ -34,6 +34,13 @@ describe("DecisionBadge", () => {
     }
   });
 
+  it("takes the server's kind of the resolver over its name: sup7 holding the admin token is a supervisor", () => {
+    render(<DecisionBadge status="approved" by="owner:admin-token" kind="supervisor" />);
+    expect(screen.getByText("approved by supervisor").getAttribute("data-decision")).toBe("approved-supervisor");
+    expect(decisionState("approved", "owner:admin-token")!.key).toBe("approved-human"); // without it, a human
+    expect(decisionState("denied", "owner:admin-token", "mem7")!.label).toBe("denied by precedent");
+  });
+
   it("renders nothing without a status", () => {
     const { container } = render(<DecisionBadge status={undefined} />);
     expect(container.textContent).toBe("");

@@ -17,6 +17,20 @@ const base: TraceEntry = {
 };
 
 describe("TraceTable", () => {
+  it("shows a failed call's outcome beside the policy that let it through", () => {
+    const boom: TraceEntry = { ...base, trace_id: "cccccccc33333333", tool: "get_boom", status_code: 500, error: "backend returned HTTP 500" };
+    const badArgs: TraceEntry = { ...base, trace_id: "dddddddd44444444", tool: "get_animal", status_code: 400, error: "backend returned HTTP 400" };
+    render(<TraceTable traces={[boom, badArgs, base]} />);
+    const [r500, r400, ok] = screen.getAllByRole("row").slice(1).map((r) => within(r));
+    for (const [row, code] of [[r500!, 500], [r400!, 400]] as const) {
+      expect(row.getByText("allow").className).toBe("badge badge-ok"); // what the policy decided, still shown
+      const failed = row.getByText(`failed ${code}`);
+      expect(failed.className).toBe("badge badge-bad");
+      expect(failed.getAttribute("title")).toBe(`backend returned HTTP ${code}`);
+    }
+    expect(ok!.queryByText(/failed/)).toBeNull();
+  });
+
   it("marks a call whose intent has no outcome (status_code 0) as outcome unknown", () => {
     const unknown: TraceEntry = { ...base, trace_id: "bbbbbbbb22222222", tool: "hang", status_code: 0, latency_ms: 7 };
     render(<TraceTable traces={[unknown, base]} />);

@@ -1,5 +1,6 @@
 import { Fragment, useState } from "react";
 import type { TraceEntry } from "../api/types";
+import { callOutcome } from "../lib/outcome";
 import { Link, pathSeg } from "../router";
 import { Badge, DecisionBadge, Params, Resolver, Time, TraceLink } from "./bits";
 
@@ -19,14 +20,24 @@ export function traceDecision(t: TraceEntry): { status: string; by?: string } | 
 }
 
 /** The outcome badges of a trace. With an approval decision, that decision is the badge: a policy "allow" or
- * "human approval" beside it would only repeat it (or, beside a timeout, contradict it). */
+ * "human approval" beside it would only repeat it (or, beside a timeout, contradict it). A forwarded call that
+ * failed (its upstream's 500, its arguments' 400) says so beside the policy that let it through. */
 export function TraceOutcome({ t }: { t: TraceEntry }) {
   const d = traceDecision(t);
   const showPolicy = !d || (t.policy !== "allow" && t.policy !== "human_approval");
+  const failed = callOutcome(t); // the policy let it through; the call itself failed
   return (
     <>
       {showPolicy ? <Badge value={t.policy} /> : null}
       {d ? <>{showPolicy ? " " : null}<DecisionBadge status={d.status} by={d.by} /></> : null}
+      {failed ? (
+        <>
+          {" "}
+          <span className="badge badge-bad" data-outcome={failed.key} title={failed.title}>
+            {failed.label}
+          </span>
+        </>
+      ) : null}
       {outcomeUnknown(t) ? <> <Badge value="outcome_unknown" title={UNKNOWN_TITLE} /></> : null}
     </>
   );

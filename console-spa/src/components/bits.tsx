@@ -68,9 +68,9 @@ export function Countdown({ remaining, fetchedAt }: { remaining: string | undefi
   );
 }
 
-export function Resolver({ by }: { by: string | undefined }) {
+export function Resolver({ by, kind: given }: { by: string | undefined; kind?: string }) {
   if (!by) return <span className="muted">–</span>;
-  const kind = resolverKind(by);
+  const kind = given || resolverKind(by);
   return (
     <span>
       {by} <span className={`tag tag-${kind}`}>{kind}</span>
@@ -152,8 +152,8 @@ export function Section({ title, actions, children, id }: { title: ReactNode; ac
 
 /** The one badge of an approval's state: pending, approved by human / supervisor / precedent, denied, or refused
  * by timeout (red, never beside a green "allow"). `data-decision` names the state for tests and styles. */
-export function DecisionBadge({ status, by }: { status: string | undefined | null; by?: string | null }) {
-  const s = decisionState(status, by);
+export function DecisionBadge({ status, by, kind }: { status: string | undefined | null; by?: string | null; kind?: string | null }) {
+  const s = decisionState(status, by, kind);
   if (!s) return null;
   return (
     <span className={`badge badge-${s.tone}`} title={s.title} data-decision={s.key}>

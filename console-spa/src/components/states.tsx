@@ -4,12 +4,15 @@ import type { ReactNode } from "react";
 import { ApiError } from "../api/client";
 import { MemoryError } from "../api/memory";
 import { Link } from "../router";
+import { getSettings } from "../settings";
 
 export function ErrorNote({ error, what }: { error: unknown; what?: string }) {
   if (error instanceof ApiError) {
     if (error.status === 401) {
-      const who =
-        error.realm === "supervisor"
+      const none = error.realm === "mesh" && !getSettings().adminToken.trim();
+      const who = none
+        ? "Not authorised: no admin token is set."
+        : error.realm === "supervisor"
           ? "The supervisor refused its admin token."
           : error.realm === "memory"
             ? "The server refused the memory token (or the admin token, when no memory token is set)."

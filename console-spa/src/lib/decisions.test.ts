@@ -48,3 +48,11 @@ describe("decision filters", () => {
     expect(pageInfo(3, 25, 60)).toEqual({ first: 51, last: 60, pages: 3, hasPrev: true, hasNext: false });
   });
 });
+
+describe("a malformed glob in the filters", () => {
+  it("is a problem to show, not a query that matches nothing", () => {
+    expect(filterProblem({ ...EMPTY_FILTERS, agent: "batch-[" })).toBe("The agent filter is not a valid glob: the [ at position 7 is never closed with ].");
+    expect(filterProblem({ ...EMPTY_FILTERS, tool: "get_\\" })).toContain("The tool filter is not a valid glob");
+    expect(filterProblem({ ...EMPTY_FILTERS, agent: "batch-*", tool: "get_[a-z]*" })).toBe("");
+  });
+});

@@ -1,4 +1,5 @@
 // Decisions: one badge per approval state, and the filters of the Decisions page (kept in the URL).
+import { globProblem } from "./glob";
 import { resolverKind } from "./format";
 
 export type DecisionTone = "ok" | "bad" | "warn" | "muted";
@@ -13,10 +14,12 @@ export interface DecisionState {
 
 const WHO: Record<string, string> = { human: "human", supervisor: "supervisor", mem7: "precedent", system: "system", timeout: "system" };
 
-/** The one badge an approval shows. A timeout is a refusal (the call did not run): never green. */
-export function decisionState(status: string | undefined | null, resolvedBy?: string | null): DecisionState | null {
+/** The one badge an approval shows. A timeout is a refusal (the call did not run): never green. `kind` is the
+ *  server's classification of the resolver (`resolver_kind`), which wins: the resolver is named by its credential
+ *  (`owner:admin-token`) while the request may have said a machine acted (sup7 on the admin token). */
+export function decisionState(status: string | undefined | null, resolvedBy?: string | null, kind?: string | null): DecisionState | null {
   if (!status) return null;
-  const who = WHO[resolverKind(resolvedBy)] ?? "";
+  const who = WHO[kind || resolverKind(resolvedBy)] ?? "";
   switch (status) {
     case "pending":
       return { key: "pending", label: "pending", tone: "warn", title: "Waiting for a decision" };
@@ -109,6 +112,10 @@ export function filtersToQuery(f: DecisionFilters): Record<string, string> {
 
 /** What is wrong with the filters, or "" (checked before asking the server, which checks again). */
 export function filterProblem(f: DecisionFilters): string {
+  for (const [what, value] of [["agent", f.agent], ["tool", f.tool]] as const) {
+    const bad = globProblem(value.trim());
+    if (bad) return `The ${what} filter is not a valid glob: ${bad}.`;
+  }
   if (f.range !== "custom") return "";
   const from = f.from ? new Date(f.from).getTime() : null;
   const to = f.to ? new Date(f.to).getTime() : null;

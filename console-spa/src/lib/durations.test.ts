@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatCountdown, parseGoDuration } from "./durations";
+import { durationProblem, formatCountdown, parseGoDuration } from "./durations";
 
 describe("Go durations", () => {
   it("parses the strings the mesh writes for remaining time", () => {
@@ -23,5 +23,16 @@ describe("Go durations", () => {
     expect(formatCountdown(3_723_000)).toBe("1h02m");
     expect(formatCountdown(1_200)).toBe("2s");
     expect(formatCountdown(-5)).toBe("0s");
+  });
+});
+
+describe("a grant's duration", () => {
+  it("says why a value cannot be one", () => {
+    expect(durationProblem("1h30m")).toBe("");
+    expect(durationProblem("15m")).toBe("");
+    expect(durationProblem("1 hour")).toContain("is not a duration");
+    expect(durationProblem("90")).toContain("is not a duration");
+    expect(durationProblem("")).toContain("is not a duration");
+    expect(durationProblem("0s")).toBe("A grant needs a duration above zero.");
   });
 });

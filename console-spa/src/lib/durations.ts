@@ -42,3 +42,11 @@ export function formatCountdown(ms: number): string {
 export function toGoDuration(amount: number, unit: "m" | "h"): string {
   return `${Math.max(0, Math.floor(amount))}${unit}`;
 }
+
+/** Why `text` cannot be a grant's duration, or "" when it can (a Go duration above zero). */
+export function durationProblem(text: string): string {
+  const ms = parseGoDuration(text);
+  if (ms === null) return `“${text.trim()}” is not a duration: a number and a unit (s, m, h), such as 30m, 2h or 1h30m.`;
+  if (ms <= 0) return "A grant needs a duration above zero.";
+  return "";
+}

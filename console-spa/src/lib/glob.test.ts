@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { globMatch } from "./glob";
+import { globMatch, globProblem } from "./glob";
 
 describe("policy globs (Go filepath.Match)", () => {
   it("matches stars within a segment but not across a slash", () => {
@@ -18,5 +18,21 @@ describe("policy globs (Go filepath.Match)", () => {
     expect(globMatch("v[0-9]", "v7")).toBe(true);
     expect(globMatch("v[!0-9]", "v7")).toBe(false);
     expect(globMatch("v[!0-9]", "vx")).toBe(true);
+  });
+});
+
+describe("malformed globs", () => {
+  it("say what is wrong instead of matching nothing", () => {
+    expect(globProblem("claude")).toBe("");
+    expect(globProblem("batch-*")).toBe("");
+    expect(globProblem("v[0-9]")).toBe("");
+    expect(globProblem("v[!a-c]x")).toBe("");
+    expect(globProblem("a\\[b")).toBe("");
+    expect(globProblem("fs.]")).toBe("");
+    expect(globProblem("batch-[")).toBe("the [ at position 7 is never closed with ]");
+    expect(globProblem("claude[ab")).toBe("the [ at position 7 is never closed with ]");
+    expect(globProblem("x[]")).toContain("empty");
+    expect(globProblem("x[a-]")).toContain("no end");
+    expect(globProblem("tool\\")).toContain("lone \\");
   });
 });

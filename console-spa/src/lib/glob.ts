@@ -38,3 +38,34 @@ export function globMatch(pattern: string, name: string): boolean {
   }
   return re ? re.test(name) : false;
 }
+
+/** Why a pattern is not a valid glob (Go's filepath.Match reports ErrBadPattern; the server never matches it), or
+ *  "" when it is. A malformed glob in a filter would otherwise look like "nothing matches". */
+export function globProblem(pattern: string): string {
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i]!;
+    if (c === "\\") {
+      if (i + 1 >= pattern.length) return "ends with a lone \\ (escape a character after it, or remove it)";
+      i++;
+    } else if (c === "]") {
+      continue; // a lone ] is an ordinary character
+    } else if (c === "[") {
+      let j = i + 1;
+      if (pattern[j] === "^" || pattern[j] === "!") j++;
+      if (pattern[j] === "]" || pattern[j] === "-") return `the class at position ${i + 1} is empty or starts with "${pattern[j]}"`;
+      let closed = false;
+      for (; j < pattern.length; j++) {
+        if (pattern[j] === "\\") j++;
+        else if (pattern[j] === "]") {
+          closed = true;
+          break;
+        } else if (pattern[j] === "-" && (pattern[j + 1] === "]" || j + 1 >= pattern.length)) {
+          return `the range at position ${j + 1} has no end`;
+        }
+      }
+      if (!closed) return `the [ at position ${i + 1} is never closed with ]`;
+      i = j;
+    }
+  }
+  return "";
+}

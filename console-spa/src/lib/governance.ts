@@ -8,33 +8,55 @@ export interface CatalogRow {
   owner: string;
   team: string;
   state: string; // a lifecycle state, or "discovered"
+  /** declared by its own entry, described by a glob entry, or seen in the trace only */
+  origin: "declared" | "covered" | "discovered";
   declared: boolean;
+  /** the glob entry that describes a covered agent */
+  entry: string;
+  /** a glob entry's agents (each its own row) */
+  covers: string[] | null;
   verdict: Verdict;
   scores: Scores | null;
   tools: string[];
   flag: string;
 }
 
+const isGlob = (id: string) => /[*?[\\]/.test(id);
+
+/** One row per entry and per agent: a glob entry's agents follow it, each with its own verdict. */
 export function catalogRows(l: CatalogListing): CatalogRow[] {
-  const declared = (l.agents ?? []).map((a) => ({
-    id: a.id,
-    name: a.name,
-    owner: a.owner,
-    team: a.team,
-    state: a.state,
-    declared: true,
-    verdict: a.verdict,
-    scores: a.scores,
-    tools: a.tools ?? [],
-    flag: "",
-  }));
-  const found = (l.discovered ?? []).map((d) => ({
+  const covered = l.covered ?? [];
+  const declared = (l.agents ?? []).flatMap((a): CatalogRow[] => {
+    const row: CatalogRow = {
+      id: a.id,
+      name: a.name,
+      owner: a.owner,
+      team: a.team,
+      state: a.state,
+      origin: "declared",
+      declared: true,
+      entry: a.id,
+      covers: isGlob(a.id) ? (a.covers ?? covered.filter((c) => c.entry === a.id).map((c) => c.id)) : null,
+      verdict: a.verdict,
+      scores: a.scores,
+      tools: a.tools ?? [],
+      flag: "",
+    };
+    const under = covered
+      .filter((c) => c.entry === a.id)
+      .map((c): CatalogRow => ({ ...c, origin: "covered", declared: true, covers: null, tools: a.tools ?? [], flag: "" }));
+    return [row, ...under];
+  });
+  const found = (l.discovered ?? []).map((d): CatalogRow => ({
     id: d.id,
     name: "",
     owner: "",
     team: "",
     state: "discovered",
+    origin: "discovered",
     declared: false,
+    entry: "",
+    covers: null,
     verdict: d.verdict,
     scores: d.scores,
     tools: [],
@@ -47,16 +69,17 @@ export interface CatalogFilter {
   verdict?: string;
   state?: string;
   who?: string; // matches owner or team, case-insensitively
-  origin?: string; // "declared" | "discovered"
+  origin?: string; // "declared" (entries and the agents they cover) | "covered" | "discovered"
 }
 
 export function filterRows(rows: CatalogRow[], f: CatalogFilter): CatalogRow[] {
   const who = (f.who ?? "").trim().toLowerCase();
   return rows.filter(
     (r) =>
-      (!f.verdict || (f.verdict === "none" ? !r.verdict : r.verdict === f.verdict)) &&
+      // a glob entry has no verdict of its own (its agents have theirs): it is never "not scored"
+      (!f.verdict || (f.verdict === "none" ? !r.verdict && !r.covers : r.verdict === f.verdict)) &&
       (!f.state || r.state === f.state) &&
-      (!f.origin || (f.origin === "declared") === r.declared) &&
+      (!f.origin || (f.origin === "covered" ? r.origin === "covered" : (f.origin === "declared") === r.declared)) &&
       (!who || r.owner.toLowerCase().includes(who) || r.team.toLowerCase().includes(who)),
   );
 }

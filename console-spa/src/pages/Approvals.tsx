@@ -6,6 +6,7 @@ import type { ApprovalPrecedents, ApprovalSettingsValues, ApprovalView } from ".
 import { Countdown, DecisionBadge, Params, Resolver, Section, Time, TraceLink } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
 import { TraceTable } from "../components/TraceTable";
+import { precedentCounts } from "../lib/precedents";
 import { Link, navigate, pathSeg, useLocation } from "../router";
 import { DecisionsView } from "./Decisions";
 
@@ -54,17 +55,42 @@ export function ResolveForm({ id, compact, onDone }: { id: string; compact?: boo
   );
   const err = act.error;
   return (
-    <form className={compact ? "resolve resolve-compact" : "resolve"} onSubmit={(e) => e.preventDefault()}>
+    <form
+      className={compact ? "resolve resolve-compact" : "resolve"}
+      aria-label={`Decide approval ${id.slice(0, 8)}`}
+      onSubmit={(e) => {
+        // Enter in the reasoning field submits, as in any form: with its first button, Approve.
+        e.preventDefault();
+        if (!act.isPending) act.mutate("approve");
+      }}
+    >
       <label className={compact ? "sr-only" : undefined} htmlFor={`reason-${id}`}>
         Reasoning (optional, recorded on the trace)
       </label>
       {compact ? (
         <input id={`reason-${id}`} placeholder="reasoning (optional)" value={reasoning} onChange={(e) => setReasoning(e.target.value)} />
       ) : (
-        <textarea id={`reason-${id}`} rows={3} value={reasoning} onChange={(e) => setReasoning(e.target.value)} />
+        <textarea
+          id={`reason-${id}`}
+          rows={3}
+          value={reasoning}
+          aria-describedby={`reason-help-${id}`}
+          onChange={(e) => setReasoning(e.target.value)}
+          onKeyDown={(e) => {
+            if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+              e.preventDefault();
+              e.currentTarget.form?.requestSubmit();
+            }
+          }}
+        />
+      )}
+      {compact ? null : (
+        <span className="help" id={`reason-help-${id}`}>
+          Ctrl+Enter approves.
+        </span>
       )}
       <div className="row">
-        <button type="button" className="btn btn-ok" disabled={act.isPending} onClick={() => act.mutate("approve")}>
+        <button type="submit" className="btn btn-ok" disabled={act.isPending}>
           Approve
         </button>
         <button type="button" className="btn btn-bad" disabled={act.isPending} onClick={() => act.mutate("deny")}>
@@ -192,10 +218,11 @@ function PrecedentsView() {
                       <td data-label="">
                         <button
                           type="button"
-                          className="btn btn-small"
+                          className="btn btn-small btn-danger"
                           disabled={forget.isPending}
                           onClick={() => {
-                            if (window.confirm(`Forget the decisions for ${p.tool} by ${p.agent}?`)) forget.mutate({ tool: p.tool, agent: p.agent });
+                            if (window.confirm(`Forget the decisions for ${p.tool} by ${p.agent}? The next calls ask a human again until new approvals count.`))
+                              forget.mutate({ tool: p.tool, agent: p.agent });
                           }}
                         >
                           Forget
@@ -318,7 +345,7 @@ export function ApprovalDetailPage({ id }: { id: string }) {
               <Section title="Request">
                 <dl className="facts">
                   <dt>Status</dt>
-                  <dd><DecisionBadge status={a.status} by={a.resolved_by} /> {a.status === "pending" ? <Countdown remaining={a.remaining} fetchedAt={q.dataUpdatedAt} /> : null}</dd>
+                  <dd><DecisionBadge status={a.status} by={a.resolved_by} kind={a.resolver_kind} /> {a.status === "pending" ? <Countdown remaining={a.remaining} fetchedAt={q.dataUpdatedAt} /> : null}</dd>
                   <dt>Agent</dt>
                   <dd><Link to={`/agents/${pathSeg(a.agent_id)}`}>{a.agent_id}</Link></dd>
                   <dt>Tool</dt>
@@ -334,7 +361,7 @@ export function ApprovalDetailPage({ id }: { id: string }) {
                   {a.resolved_by ? (
                     <>
                       <dt>Resolved by</dt>
-                      <dd><Resolver by={a.resolved_by} /> <Time ts={a.resolved_at} /></dd>
+                      <dd><Resolver by={a.resolved_by} kind={a.resolver_kind} />{a.resolved_note ? <span className="muted small"> (said: {a.resolved_note})</span> : null} <Time ts={a.resolved_at} /></dd>
                     </>
                   ) : null}
                   {a.reasoning ? (
@@ -405,6 +432,7 @@ const resolverOfKind = (kind: string) => ({ mem7: "supervisor:mem7", supervisor:
 
 export function PrecedentsBody({ p, pending }: { p: ApprovalPrecedents; pending: boolean }) {
   const r = p.rule;
+  const counts = precedentCounts(p); // as the rows below count them
   return (
     <>
       <div className={`note ${r.would_auto_approve ? "note-ok" : "note-warn"} precedent-rule`} role="status">
@@ -416,7 +444,7 @@ export function PrecedentsBody({ p, pending }: { p: ApprovalPrecedents; pending:
         {r.reasons.join("; ")}.
         <span className="muted small">
           {" "}
-          Human approvals counted: {r.human_approvals ?? "–"} of {r.min_approvals}; refusals: {r.refusals}
+          Human approvals counted: {counts.approvals} of {r.min_approvals}; refusals: <span data-refusals={counts.refusals}>{counts.refusals}</span>
           {r.reset_at ? <>; forgotten <Time ts={r.reset_at} /></> : null}.
         </span>
       </div>
@@ -440,9 +468,9 @@ export function PrecedentsBody({ p, pending }: { p: ApprovalPrecedents; pending:
               {p.decisions.map((d, i) => (
                 <tr key={`${d.approval_id}:${i}`}>
                   <td data-label="When"><Time ts={d.resolved_at} /></td>
-                  <td data-label="Outcome"><DecisionBadge status={d.status} by={d.resolved_by || resolverOfKind(d.kind)} /></td>
+                  <td data-label="Outcome"><DecisionBadge status={d.status} by={d.resolved_by || resolverOfKind(d.kind)} kind={d.kind} /></td>
                   <td data-label="By">
-                    {d.resolved_by ? <Resolver by={d.resolved_by} /> : <span className={`tag tag-${d.kind || "unknown"}`}>{d.kind || "untagged"}</span>}
+                    {d.resolved_by ? <Resolver by={d.resolved_by} kind={d.kind} /> : <span className={`tag tag-${d.kind || "unknown"}`}>{d.kind || "untagged"}</span>}
                     {d.source === "memory" ? <span className="muted small"> (memory only{d.signed ? ", signed" : ", unsigned"})</span> : null}
                   </td>
                   <td data-label="Counts?" className="small">{d.counts ? <span className="badge badge-ok">counts</span> : <span className="muted">{d.note}</span>}</td>

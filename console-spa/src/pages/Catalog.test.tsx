@@ -31,8 +31,9 @@ const LISTING: CatalogListing = {
   agents: [
     { ...entry("claude", "alice@example.com", "pets"), state: "active", verdict: "pass", scores: { capability: 30, behaviour: 83, hygiene: 83 } },
     { ...entry("cursor", "bob@example.com", "billing"), state: "suspended", verdict: "warn", scores: { capability: 70, behaviour: 90, hygiene: 70 } },
-    { ...entry("batch-*", "", "ops"), state: "proposed", verdict: "", scores: null },
+    { ...entry("batch-*", "", "ops"), state: "proposed", verdict: "", scores: null, covers: ["batch-nightly"] },
   ],
+  covered: [{ id: "batch-nightly", entry: "batch-*", state: "proposed", name: "batch-* bot", owner: "", team: "ops", verdict: "fail", scores: { capability: 30, behaviour: 40, hygiene: 55 } }],
   discovered: [{ id: "stranger", discovered: true, flag: "seen in traces, not declared in the catalog", verdict: "fail", scores: { capability: 30, behaviour: 100, hygiene: 55 } }],
   error: "",
 };
@@ -45,22 +46,35 @@ describe("Catalog page", () => {
     connect(server.url, "adm");
     window.location.hash = "#/catalog";
     renderWithClient(<CatalogPage />);
-    await screen.findByText("Agents (4 of 4)", undefined, { timeout: 5000 });
-    expect(agents()).toEqual(["claude", "cursor", "batch-*", "stranger"]);
+    await screen.findByText("Agents (5 of 5)", undefined, { timeout: 5000 });
+    // the agent a glob entry covers has its own row, under its entry, with its own verdict
+    expect(agents()).toEqual(["claude", "cursor", "batch-*", "batch-nightly", "stranger"]);
+    const nightly = document.querySelector('tr[data-agent="batch-nightly"]') as HTMLElement;
+    expect(nightly.getAttribute("data-origin")).toBe("covered");
+    expect(within(nightly).getByText("fail").className).toBe("badge badge-bad");
+    expect(within(nightly).getByRole("link", { name: "batch-nightly" }).getAttribute("href")).toBe("#/catalog/batch-nightly");
+    expect(nightly.textContent).toContain("under batch-*");
     const stranger = document.querySelector('tr[data-agent="stranger"]') as HTMLElement;
     expect(stranger.className).toBe("row-flagged");
     expect(within(stranger).getByText("⚑ discovered").getAttribute("title")).toContain("not declared");
     expect(within(stranger).getByText("fail").className).toBe("badge badge-bad");
     expect(within(document.querySelector('tr[data-agent="claude"]') as HTMLElement).getByText("pass").className).toBe("badge badge-ok");
-    expect(within(document.querySelector('tr[data-agent="batch-*"]') as HTMLElement).getByText("not scored")).toBeTruthy();
+    // the glob entry itself is not "not scored": its agents are
+    const glob = document.querySelector('tr[data-agent="batch-*"]') as HTMLElement;
+    expect(within(glob).queryByText("not scored")).toBeNull();
+    expect(within(glob).getByText("covers 1 agent").getAttribute("data-verdict")).toBe("glob");
     expect(within(stranger).getByRole("link", { name: "stranger" }).getAttribute("href")).toBe("#/catalog/stranger");
 
     fireEvent.change(screen.getByLabelText("Verdict"), { target: { value: "fail" } });
-    await waitFor(() => expect(agents()).toEqual(["stranger"]));
+    await waitFor(() => expect(agents()).toEqual(["batch-nightly", "stranger"]));
     expect(window.location.hash).toBe("#/catalog?verdict=fail");
     fireEvent.change(screen.getByLabelText("Verdict"), { target: { value: "" } });
     fireEvent.change(screen.getByLabelText("Declared"), { target: { value: "declared" } });
-    await waitFor(() => expect(agents()).toEqual(["claude", "cursor", "batch-*"]));
+    await waitFor(() => expect(agents()).toEqual(["claude", "cursor", "batch-*", "batch-nightly"]));
+    fireEvent.change(screen.getByLabelText("Declared"), { target: { value: "covered" } });
+    await waitFor(() => expect(agents()).toEqual(["batch-nightly"]));
+    fireEvent.change(screen.getByLabelText("Declared"), { target: { value: "declared" } });
+    await waitFor(() => expect(agents()).toEqual(["claude", "cursor", "batch-*", "batch-nightly"]));
     fireEvent.change(screen.getByLabelText("Lifecycle"), { target: { value: "suspended" } });
     await waitFor(() => expect(agents()).toEqual(["cursor"]));
     fireEvent.change(screen.getByLabelText("Lifecycle"), { target: { value: "" } });

@@ -39,8 +39,8 @@ export function CatalogPage() {
     <>
       <h1>Catalog</h1>
       <p className="muted small">
-        Agents declared in <code>catalog_dir</code> with their lifecycle and latest verdict, and agents seen in the trace (last 30 days) that no
-        entry declares. Verdicts come from the latest evaluation.
+        Agents declared in <code>catalog_dir</code> with their lifecycle and latest verdict, each agent a glob entry covers (under its entry,
+        with its own verdict), and agents seen in the trace (last 30 days) that no entry declares. Verdicts come from the latest evaluation.
       </p>
       <form className="filters" onSubmit={(e) => e.preventDefault()} aria-label="Filter the catalog">
         <div className="field">
@@ -67,6 +67,7 @@ export function CatalogPage() {
           <select id="f-origin" value={f.origin} onChange={(e) => set("origin", e.target.value)}>
             <option value="">declared and discovered</option>
             <option value="declared">declared only</option>
+            <option value="covered">covered by a glob entry</option>
             <option value="discovered">discovered only</option>
           </select>
         </div>
@@ -79,7 +80,8 @@ export function CatalogPage() {
         {(d) => {
           const all = catalogRows(d);
           const rows = filterRows(all, f);
-          const discovered = all.filter((r) => !r.declared).length;
+          const discovered = all.filter((r) => r.origin === "discovered").length;
+          const covered = all.filter((r) => r.origin === "covered").length;
           return (
             <>
               {d.error ? (
@@ -88,7 +90,8 @@ export function CatalogPage() {
                 </div>
               ) : null}
               <div className="kpis">
-                <Kpi label="declared" value={all.length - discovered} />
+                <Kpi label="declared entries" value={all.length - discovered - covered} />
+                <Kpi label="covered by a glob entry" value={covered} to="/catalog?origin=covered" />
                 <Kpi label="discovered (not declared)" value={discovered} tone={discovered ? "bad" : "ok"} to="/catalog?origin=discovered" />
                 <Kpi label="fail" value={all.filter((r) => r.verdict === "fail").length} tone="bad" to="/catalog?verdict=fail" />
                 <Kpi label="warn" value={all.filter((r) => r.verdict === "warn").length} tone="warn" to="/catalog?verdict=warn" />
@@ -114,24 +117,39 @@ export function CatalogPage() {
                       </thead>
                       <tbody>
                         {rows.map((r) => (
-                          <tr key={`${r.declared}:${r.id}`} data-agent={r.id} className={r.declared ? "" : "row-flagged"}>
+                          <tr key={`${r.origin}:${r.id}`} data-agent={r.id} data-origin={r.origin} className={r.origin === "discovered" ? "row-flagged" : r.origin === "covered" ? "row-covered" : ""}>
                             <td data-label="Agent">
-                              <Link to={`/catalog/${pathSeg(r.id)}`} className="mono">{r.id}</Link>
+                              {r.covers ? (
+                                <span className="mono" title="a glob entry: each agent it covers has its own row">{r.id}</span>
+                              ) : (
+                                <Link to={`/catalog/${pathSeg(r.id)}`} className="mono">{r.id}</Link>
+                              )}
                               {r.name ? <div className="small muted">{r.name}</div> : null}
+                              {r.origin === "covered" ? <div className="small muted">under <span className="mono">{r.entry}</span></div> : null}
                               {!r.declared ? (
                                 <div>
                                   <span className="badge badge-bad" title={r.flag}>⚑ discovered</span>
                                 </div>
                               ) : null}
                             </td>
-                            <td data-label="Verdict"><VerdictBadge verdict={r.verdict} /></td>
+                            <td data-label="Verdict">
+                              {r.covers ? (
+                                <span className="badge badge-muted" data-verdict="glob" title="a glob entry has no verdict of its own: its agents have theirs">
+                                  covers {r.covers.length} {r.covers.length === 1 ? "agent" : "agents"}
+                                </span>
+                              ) : (
+                                <VerdictBadge verdict={r.verdict} />
+                              )}
+                            </td>
                             <td data-label="Lifecycle"><StateBadge state={r.state} /></td>
                             <td data-label="Owner">{r.owner || <span className="muted">–</span>}</td>
                             <td data-label="Team">{r.team || <span className="muted">–</span>}</td>
                             <td data-label="Capability" className="num">{r.scores?.capability ?? "–"}</td>
                             <td data-label="Behaviour" className="num">{r.scores?.behaviour ?? "–"}</td>
                             <td data-label="Hygiene" className="num">{r.scores?.hygiene ?? "–"}</td>
-                            <td data-label="Declared tools" className="hide-narrow mono small tool-names">{r.declared ? r.tools.join(", ") : <span className="muted">not declared</span>}</td>
+                            <td data-label="Declared tools" className="hide-narrow mono small tool-names">
+                              {r.origin === "discovered" ? <span className="muted">not declared</span> : r.origin === "covered" ? <span className="muted">as {r.entry}</span> : r.tools.join(", ")}
+                            </td>
                           </tr>
                         ))}
                       </tbody>

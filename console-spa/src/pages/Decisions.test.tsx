@@ -21,7 +21,8 @@ const row = (i: number, status: string, by: string): DecisionView => ({
   created_at: "2026-12-01T10:00:00Z",
   resolved_at: "2026-12-01T10:00:05Z",
   resolved_by: by,
-  resolver_kind: "human",
+  // as the server classifies it (shared/decisions/facts.py resolver_kind)
+  resolver_kind: by === "supervisor:mem7" ? "mem7" : by.startsWith("system:") ? "system" : by.startsWith("supervisor:") ? "supervisor" : "human",
   fact_key: "",
 });
 

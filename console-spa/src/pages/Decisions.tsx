@@ -146,8 +146,8 @@ function DecisionTable({ page, filters, onPage }: { page: DecisionPage; filters:
                 <td data-label="Approval"><Link to={`/approvals/${pathSeg(a.id)}`} className="mono">{a.id.slice(0, 8)}</Link></td>
                 <td data-label="Agent"><Link to={`/agents/${pathSeg(a.agent_id)}`}>{a.agent_id}</Link></td>
                 <td data-label="Tool" className="mono">{a.tool}</td>
-                <td data-label="Outcome"><DecisionBadge status={a.status} by={a.resolved_by} /></td>
-                <td data-label="By"><Resolver by={a.resolved_by} /></td>
+                <td data-label="Outcome"><DecisionBadge status={a.status} by={a.resolved_by} kind={a.resolver_kind} /></td>
+                <td data-label="By"><Resolver by={a.resolved_by} kind={a.resolver_kind} /></td>
                 <td data-label="Reasoning" className="hide-narrow small">
                   {a.reasoning}
                   {a.confidence != null ? <span className="muted"> ({a.confidence})</span> : null}

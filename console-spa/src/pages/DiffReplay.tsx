@@ -228,6 +228,11 @@ function ReplayPane({ draft, go }: { draft: string; go: (o: Record<string, strin
   const apply = useAction(
     (name: string) => mesh.post<{ name: string; applied: { name: string }[] }>(`/governance/drafts/${seg(name)}/apply`, { by: CONSOLE_BY }),
     [["governance"], ["policies"], ["policy-files"], ["policy-file"]],
+    // The diff pane turns to what the draft changed: the first file it wrote, its two newest versions.
+    (r) => {
+      const first = r.applied[0]?.name;
+      if (first) go({ kind: "policy", name: `${first.replace(/\.yaml$/, "")}.yaml`, old: "", new: "" });
+    },
   );
   const nDays = Number(days);
   const daysOk = Number.isFinite(nDays) && nDays > 0 && nDays <= 365;

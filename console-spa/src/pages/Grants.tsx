@@ -5,7 +5,8 @@ import { useGrants } from "../api/queries";
 import type { GrantView } from "../api/types";
 import { Countdown, Section, TraceLink } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
-import { parseGoDuration } from "../lib/durations";
+import { durationProblem } from "../lib/durations";
+import { globProblem } from "../lib/glob";
 import { Link, pathSeg, useLocation } from "../router";
 
 const PRESETS = ["15m", "1h", "4h", "24h"];
@@ -16,7 +17,10 @@ export function GrantsPage() {
   const [form, setForm] = useState({ agent: loc.query.get("agent") ?? "", tools: loc.query.get("tools") ?? "", duration: "1h" });
   const create = useAction((v: typeof form) => mesh.post<GrantView>("/grants", v), [["grants"]], () => setForm({ agent: "", tools: "", duration: "1h" }));
   const revoke = useAction((id: string) => mesh.del<{ status: string; id: string }>(`/grants/${seg(id)}`), [["grants"]]);
-  const durationOk = (parseGoDuration(form.duration) ?? 0) > 0;
+  const durationError = durationProblem(form.duration);
+  const agentError = globProblem(form.agent.trim());
+  const toolsError = globProblem(form.tools.trim());
+  const invalid = !!(durationError || agentError || toolsError);
   return (
     <>
       <h1>Grants</h1>
@@ -29,20 +33,47 @@ export function GrantsPage() {
           className="form form-row"
           onSubmit={(e) => {
             e.preventDefault();
+            if (invalid) return;
             create.mutate({ agent: form.agent.trim(), tools: form.tools.trim(), duration: form.duration.trim() });
           }}
         >
           <div className="field">
             <label htmlFor="g-agent">Agent (glob)</label>
-            <input id="g-agent" required value={form.agent} onChange={(e) => setForm({ ...form, agent: e.target.value })} placeholder="claude or team-*" />
+            <input
+              id="g-agent"
+              required
+              value={form.agent}
+              aria-invalid={agentError ? true : undefined}
+              aria-describedby={agentError ? "g-agent-problem" : undefined}
+              onChange={(e) => setForm({ ...form, agent: e.target.value })}
+              placeholder="claude or team-*"
+            />
+            {agentError ? <span className="field-error" id="g-agent-problem" role="alert">Not a valid glob: {agentError}.</span> : null}
           </div>
           <div className="field">
             <label htmlFor="g-tools">Tools (glob)</label>
-            <input id="g-tools" required value={form.tools} onChange={(e) => setForm({ ...form, tools: e.target.value })} placeholder="github.* or fs.write_file" />
+            <input
+              id="g-tools"
+              required
+              value={form.tools}
+              aria-invalid={toolsError ? true : undefined}
+              aria-describedby={toolsError ? "g-tools-problem" : undefined}
+              onChange={(e) => setForm({ ...form, tools: e.target.value })}
+              placeholder="github.* or fs.write_file"
+            />
+            {toolsError ? <span className="field-error" id="g-tools-problem" role="alert">Not a valid glob: {toolsError}.</span> : null}
           </div>
           <div className="field">
             <label htmlFor="g-duration">Duration</label>
-            <input id="g-duration" required value={form.duration} aria-invalid={!durationOk} aria-describedby="g-duration-help" onChange={(e) => setForm({ ...form, duration: e.target.value })} />
+            <input
+              id="g-duration"
+              required
+              value={form.duration}
+              aria-invalid={durationError ? true : undefined}
+              aria-describedby={durationError ? "g-duration-problem g-duration-help" : "g-duration-help"}
+              onChange={(e) => setForm({ ...form, duration: e.target.value })}
+            />
+            {durationError ? <span className="field-error" id="g-duration-problem" role="alert">{durationError}</span> : null}
             <span className="help" id="g-duration-help">
               A Go duration such as 30m or 2h.{" "}
               {PRESETS.map((p) => (
@@ -53,7 +84,7 @@ export function GrantsPage() {
             </span>
           </div>
           <div className="row">
-            <button type="submit" className="btn" disabled={create.isPending || !durationOk}>Grant</button>
+            <button type="submit" className="btn" disabled={create.isPending || invalid}>Grant</button>
           </div>
         </form>
         {create.error ? <ErrorNote error={create.error} /> : create.data ? (

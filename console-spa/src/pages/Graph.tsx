@@ -6,6 +6,7 @@ import type { Core } from "cytoscape";
 import { useGraph, useImpact, type Graph, type GraphNode, type NodeType } from "../api/governance";
 import { Section } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
+import { columnLayout, LABEL_GAP, labelSide, NODE_SIZE } from "../lib/graphLayout";
 import { Link, navigate, parseHash, pathSeg, useLocation } from "../router";
 import { StateBadge } from "./Catalog";
 
@@ -54,18 +55,41 @@ function GraphCanvas({ graph, selected, onSelect }: { graph: Graph; selected: st
       .then(({ default: cytoscape }) => {
         if (cancelled || !box.current) return;
         const text = css("--text", "#1b1f24");
+        const panel = css("--panel-2", "#f0f2f5");
+        const at = columnLayout(graph);
         const colors: Record<string, string> = { agent: css("--accent", "#2456d6"), tool: css("--ok", "#17803d"), upstream: css("--warn", "#9a5b00") };
         const cy = cytoscape({
           container: box.current,
           elements: [
-            ...graph.nodes.map((n) => ({ data: { id: n.id, label: n.label, type: n.type, flagged: n.discovered ? 1 : 0, refused: n.state === "suspended" || n.state === "retired" ? 1 : 0 } })),
+            ...graph.nodes.map((n) => ({
+              data: { id: n.id, label: n.label, type: n.type, flagged: n.discovered ? 1 : 0, refused: n.state === "suspended" || n.state === "retired" ? 1 : 0 },
+              position: { ...at[n.id]! },
+            })),
             ...graph.edges.map((e, i) => ({ data: { id: `e${i}`, source: e.source, target: e.target, kind: e.kind, calls: e.calls ?? 0, errorRate: e.error_rate ?? 0 } })),
           ],
           style: [
-            { selector: "node", style: { label: "data(label)", color: text, "font-size": 11, "text-valign": "bottom", "text-margin-y": 4, width: 18, height: 18 } },
+            // Labels to the right of their nodes, one node per row (lib/graphLayout.ts): they cannot run into each other.
+            {
+              selector: "node",
+              style: {
+                label: "data(label)",
+                color: text,
+                "font-size": 11,
+                "text-valign": "center",
+                "text-halign": "right",
+                "text-margin-x": LABEL_GAP,
+                // an edge passing under a label does not cross its letters
+                "text-background-color": panel,
+                "text-background-opacity": 0.85,
+                "text-background-padding": "1px",
+                width: 18,
+                height: 18,
+              },
+            },
+            { selector: `node[type = "agent"]`, style: { "text-halign": labelSide("agent"), "text-margin-x": -LABEL_GAP } },
             ...Object.entries(colors).map(([t, c]) => ({ selector: `node[type = "${t}"]`, style: { "background-color": c } })),
             { selector: 'node[type = "tool"]', style: { shape: "round-rectangle" } },
-            { selector: 'node[type = "upstream"]', style: { shape: "diamond", width: 24, height: 24 } },
+            { selector: 'node[type = "upstream"]', style: { shape: "diamond", width: NODE_SIZE, height: NODE_SIZE } },
             { selector: "node[flagged = 1]", style: { "border-width": 3, "border-color": css("--bad", "#c0262d") } },
             { selector: "node[refused = 1]", style: { opacity: 0.5 } },
             { selector: "node:selected", style: { "border-width": 4, "border-color": css("--focus", "#ffbf47") } },
@@ -75,8 +99,8 @@ function GraphCanvas({ graph, selected, onSelect }: { graph: Graph; selected: st
             { selector: 'edge[kind = "declared"]', style: { "line-style": "dashed" } },
             { selector: 'edge[kind = "served_by"]', style: { "line-style": "dotted" } },
           ],
-          layout: { name: "breadthfirst", directed: true, roots: graph.nodes.filter((n) => n.type === "agent").map((n) => n.id), spacingFactor: 1.1, animate: false },
-          wheelSensitivity: 0.3,
+          layout: { name: "preset", fit: true, padding: 20, animate: false },
+          // The wheel zooms at cytoscape's own pace: a custom wheelSensitivity makes it warn on every draw.
           minZoom: 0.2,
           maxZoom: 4,
         });

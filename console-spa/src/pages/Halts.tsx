@@ -5,6 +5,7 @@ import { isActiveHalt, useHalts } from "../api/queries";
 import type { Halt, HaltCreated } from "../api/types";
 import { Badge, Section, Time } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
+import { globProblem } from "../lib/glob";
 
 const SCOPES: { value: Halt["scope"]; label: string; help: string }[] = [
   { value: "all", label: "Everything", help: "Blocks every agent, revokes every grant and denies every pending approval." },
@@ -26,6 +27,7 @@ export function HaltsPage() {
   );
   const resume = useAction((id: string) => mesh.post<unknown>(`/halts/${seg(id)}/resume`, { by: CONSOLE_BY }), [["halts"], ["grants"]]);
   const scope = SCOPES.find((s) => s.value === form.scope)!;
+  const targetProblem = form.scope === "agent" ? globProblem(form.target.trim()) : "";
   return (
     <>
       <h1>Emergency stop</h1>
@@ -35,6 +37,7 @@ export function HaltsPage() {
           onSubmit={(e) => {
             e.preventDefault();
             const what = form.scope === "all" ? "EVERY agent" : `${form.scope} ${form.target}`;
+            if (targetProblem) return;
             if (window.confirm(`Stop ${what}? Tool calls will be refused until you resume.`)) stop.mutate(form);
           }}
         >
@@ -51,7 +54,15 @@ export function HaltsPage() {
           {form.scope !== "all" ? (
             <div className="field">
               <label htmlFor="h-target">{form.scope === "agent" ? "Agent id or glob" : "Session id"}</label>
-              <input id="h-target" required value={form.target} onChange={(e) => setForm({ ...form, target: e.target.value })} />
+              <input
+                id="h-target"
+                required
+                value={form.target}
+                aria-invalid={targetProblem ? true : undefined}
+                aria-describedby={targetProblem ? "h-target-problem" : undefined}
+                onChange={(e) => setForm({ ...form, target: e.target.value })}
+              />
+              {targetProblem ? <span className="field-error" id="h-target-problem" role="alert">Not a valid glob: {targetProblem}.</span> : null}
             </div>
           ) : null}
           <div className="field">
@@ -59,7 +70,7 @@ export function HaltsPage() {
             <input id="h-reason" value={form.reason} onChange={(e) => setForm({ ...form, reason: e.target.value })} placeholder="what went wrong" />
           </div>
           <div className="row">
-            <button type="submit" className="btn btn-bad btn-big" disabled={stop.isPending}>Stop</button>
+            <button type="submit" className="btn btn-bad btn-big" disabled={stop.isPending || !!targetProblem}>Stop</button>
           </div>
         </form>
         {stop.error ? <ErrorNote error={stop.error} /> : stop.data ? (
@@ -91,9 +102,17 @@ export function HaltsPage() {
                       <td data-label="Reason">{h.reason || <span className="muted">–</span>}</td>
                       <td data-label="By" className="small">{h.created_by}</td>
                       <td data-label="Since"><Time ts={h.created_at} /></td>
-                      <td data-label="State">
-                        {isActiveHalt(h) ? <Badge value="halted" /> : <span className="muted small">resumed <Time ts={h.resumed_at} /></span>}
-                        {revokedCount(h) ? <div className="small muted">{revokedCount(h)} grant(s) held</div> : null}
+                      <td data-label="State" data-halt-state={isActiveHalt(h) ? "active" : "resumed"}>
+                        {isActiveHalt(h) ? (
+                          <>
+                            <Badge value="halted" />
+                            {revokedCount(h) ? <div className="small muted">{revokedCount(h)} grant(s) held until resumed</div> : null}
+                          </>
+                        ) : (
+                          <span className="small">
+                            resumed <Time ts={h.resumed_at} /> by <span className="mono">{h.resumed_by || "–"}</span>
+                          </span>
+                        )}
                       </td>
                       <td data-label="">
                         {isActiveHalt(h) ? (

@@ -4,8 +4,9 @@ import { useAction } from "../api/actions";
 import { callMemoryTool, memoryChain } from "../api/memory";
 import type { MemoryChain } from "../api/types";
 import { Badge, DecisionBadge, Section, Time, TraceLink } from "../components/bits";
-import { ErrorNote, QueryState } from "../components/states";
+import { Empty, ErrorNote, QueryState } from "../components/states";
 import { parseDecisionValue, parseForget, parseHistory, parseList, parseRecall, parseSearch, parseStore, type MemoryListItem } from "../lib/memoryText";
+import { isSystemFact, tagView } from "../lib/memoryView";
 import { Link, navigate, pathSeg, useLocation } from "../router";
 import { Tabs } from "./Approvals";
 
@@ -66,6 +67,32 @@ function ChainStatus() {
   return <ChainSummary c={q.data} />;
 }
 
+/** A tag as the page shows it: an `at:` epoch as a time, signatures and ids cut (the whole tag in the title). */
+function Tag({ tag }: { tag: string }) {
+  const v = tagView(tag);
+  return (
+    <span className="tag" title={v.title}>
+      {v.at ? (
+        <>
+          at <Time ts={v.at} />
+        </>
+      ) : (
+        v.text
+      )}
+    </span>
+  );
+}
+
+export function Tags({ tags }: { tags: string[] }) {
+  return (
+    <span className="tags">
+      {tags.map((t) => (
+        <Tag key={t} tag={t} />
+      ))}
+    </span>
+  );
+}
+
 function MemoryList({ items }: { items: MemoryListItem[] }) {
   return (
     <div className="table-wrap">
@@ -82,7 +109,7 @@ function MemoryList({ items }: { items: MemoryListItem[] }) {
           {items.map((m) => (
             <tr key={m.key}>
               <td data-label="Key"><Link to="/memory" query={{ key: m.key }} className="mono">{m.key}</Link></td>
-              <td data-label="Tags">{m.tags.map((t) => <span key={t} className="tag">{t}</span>)}</td>
+              <td data-label="Tags"><Tags tags={m.tags} /></td>
               <td data-label="Agent" className="hide-narrow">{m.agent}</td>
               <td data-label="Updated"><Time ts={m.updated} /></td>
             </tr>
@@ -94,6 +121,8 @@ function MemoryList({ items }: { items: MemoryListItem[] }) {
 }
 
 function Browse() {
+  const loc = useLocation();
+  const showSystem = loc.query.get("system") === "1";
   const [filter, setFilter] = useState({ tags: "", agent: "" });
   const [applied, setApplied] = useState(filter);
   const q = useQuery({
@@ -101,6 +130,9 @@ function Browse() {
     queryFn: () => callMemoryTool("memory_list", { tags: splitTags(applied.tags), agent: applied.agent.trim() }).then(parseList),
     refetchInterval: 15_000,
   });
+  // Decision facts (one per settled approval) are the system's record, shown on the decision trail; here they
+  // would bury what agents and people stored, so they are hidden unless asked for (or filtered by tag).
+  const asked = showSystem || splitTags(applied.tags).includes("decision");
   return (
     <>
       <Section title="Memories">
@@ -113,15 +145,32 @@ function Browse() {
             <label htmlFor="m-agent">Agent</label>
             <input id="m-agent" value={filter.agent} onChange={(e) => setFilter({ ...filter, agent: e.target.value })} />
           </div>
+          <div className="field">
+            <label className="check">
+              <input
+                type="checkbox"
+                checked={showSystem}
+                onChange={(e) => navigate("/memory", { ...Object.fromEntries(loc.query.entries()), system: e.target.checked ? "1" : "" })}
+              />
+              Show decision facts
+            </label>
+          </div>
           <div className="row"><button type="submit" className="btn">List</button></div>
         </form>
         <QueryState query={q} what="memories" isEmpty={(d) => d.length === 0} empty="No memories found. Agents store them with memory_store; you can add one below.">
-          {(d) => (
-            <>
-              <p className="muted small">{d.length} memories, newest first.</p>
-              <MemoryList items={d} />
-            </>
-          )}
+          {(d) => {
+            const system = d.filter(isSystemFact).length;
+            const shown = asked ? d : d.filter((m) => !isSystemFact(m));
+            return (
+              <>
+                <p className="muted small" data-system-hidden={asked ? 0 : system}>
+                  {shown.length} memories, newest first.
+                  {!asked && system ? <> {system} decision facts hidden (the <Link to="/memory" query={{ tab: "decisions" }}>decision audit trail</Link> lists them).</> : null}
+                </p>
+                {shown.length ? <MemoryList items={shown} /> : <Empty>Only decision facts so far. Agents store memories with memory_store; you can add one below.</Empty>}
+              </>
+            );
+          }}
         </QueryState>
       </Section>
       <StoreForm />
@@ -215,7 +264,7 @@ function SearchView() {
                 {d.blocks.map((b) => (
                   <li key={b.key}>
                     <Link to="/memory" query={{ key: b.key }} className="mono">{b.key}</Link>{" "}
-                    {b.tags.map((t) => <span key={t} className="tag">{t}</span>)} <span className="muted small">{b.agent ? `by ${b.agent} · ` : ""}<Time ts={b.updated} /></span>
+                    <Tags tags={b.tags} /> <span className="muted small">{b.agent ? `by ${b.agent} · ` : ""}<Time ts={b.updated} /></span>
                     <pre className="code value">{b.value}</pre>
                   </li>
                 ))}
@@ -325,7 +374,7 @@ function Entry({ k }: { k: string }) {
         actions={
           <button
             type="button"
-            className="btn btn-small btn-bad"
+            className="btn btn-small btn-danger"
             disabled={forget.isPending}
             onClick={() => {
               if (window.confirm(`Forget ${k}? A tombstone is appended; the history stays.`)) forget.mutate(k);
@@ -346,7 +395,7 @@ function Entry({ k }: { k: string }) {
               <>
                 <dl className="facts">
                   <dt>Tags</dt>
-                  <dd>{b.tags.length ? b.tags.map((t) => <span key={t} className="tag">{t}</span>) : <span className="muted">none</span>}</dd>
+                  <dd>{b.tags.length ? <Tags tags={b.tags} /> : <span className="muted">none</span>}</dd>
                   <dt>Agent</dt>
                   <dd>{b.agent || <span className="muted">–</span>}</dd>
                   <dt>Updated</dt>

@@ -1,3 +1,4 @@
+import { ApiError } from "../api/client";
 import { useApprovals, useHealth, useTraces } from "../api/queries";
 import { Kpi, Section } from "../components/bits";
 import { ErrorNote, Loading, QueryState } from "../components/states";
@@ -28,7 +29,16 @@ export function OverviewPage() {
           <Kpi label="sent to approval" value={formatNumber(h.traces.human_approval)} tone="warn" to="/approvals?tab=history" />
           <Kpi label="errors" value={formatNumber(h.traces.errors)} tone={h.traces.errors ? "bad" : "plain"} />
           <Kpi label="tools" value={formatNumber(h.tools)} to="/tools" />
-          <Kpi label="pending now" value={formatNumber(pending.data?.length ?? 0)} tone={pending.data?.length ? "warn" : "plain"} to="/approvals" />
+          {pending.isError && pending.data === undefined ? (
+            <Kpi
+              label={pending.error instanceof ApiError && pending.error.status === 401 ? "pending: cannot see (not authorised)" : "pending: cannot see"}
+              value="?"
+              tone="bad"
+              to="/settings"
+            />
+          ) : (
+            <Kpi label="pending now" value={pending.data ? formatNumber(pending.data.length) : "…"} tone={pending.data?.length ? "warn" : "plain"} to="/approvals" />
+          )}
           <Kpi label={`status · ${h.version}`} value={h.status} tone={h.status === "ok" ? "ok" : "bad"} />
         </div>
       ) : null}

@@ -7,6 +7,7 @@ import type { Policy, PolicyFile, PolicyFileSaved, PolicyRule } from "../api/typ
 import { Badge, Section } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
 import { globMatch } from "../lib/glob";
+import { faultLine } from "../lib/policyFault";
 import { pretty } from "../lib/format";
 import { Link, navigate, useLocation } from "../router";
 import { Tabs } from "./Approvals";
@@ -179,6 +180,7 @@ function YamlEditor({ initial }: { initial: string }) {
   const [fault, setFault] = useState<SaveFault | null>(null);
   const [newName, setNewName] = useState("");
   const gutter = useRef<HTMLPreElement>(null);
+  const editor = useRef<HTMLTextAreaElement>(null);
   const escaped = useRef(false);
   const dirty = loaded !== null && text !== loaded.text;
 
@@ -227,6 +229,19 @@ function YamlEditor({ initial }: { initial: string }) {
   }, [initial]);
 
   const lines = text.split("\n").length;
+  // The line the server's fault names (its own "line N", or where its key is): marked in the gutter.
+  const faultAt = fault ? faultLine(text, fault) : null;
+  const goToLine = (n: number) => {
+    const el = editor.current;
+    if (!el) return;
+    const starts = text.split("\n").slice(0, n - 1).reduce((at, l) => at + l.length + 1, 0);
+    const end = starts + (text.split("\n")[n - 1]?.length ?? 0);
+    el.focus();
+    el.setSelectionRange(starts, end);
+    const lineHeight = parseFloat(getComputedStyle(el).lineHeight) || 19.5;
+    el.scrollTop = Math.max(0, (n - 1) * lineHeight - el.clientHeight / 2);
+    if (gutter.current) gutter.current.scrollTop = el.scrollTop;
+  };
   return (
     <div className="editor-layout">
       <Section title="Files">
@@ -253,7 +268,7 @@ function YamlEditor({ initial }: { initial: string }) {
             if (dirty && !window.confirm(`Discard your changes to ${name}?`)) return;
             setName(n);
             setLoaded({ name: n, text: "" });
-            setText("policies:\n  - name: " + n + "\n    agent: \"*\"\n    rules:\n      - tools: [\"*\"]\n        action: deny\n");
+            setText(`name: ${n}\nagent: "*"\nrules:\n  - tools: ["*"]\n    action: deny\n`);
             setFault(null);
           }}
         >
@@ -287,6 +302,14 @@ function YamlEditor({ initial }: { initial: string }) {
               <div className="note note-error" role="alert">
                 <strong>Not saved: the server rejected this policy.</strong> {fault.error}
                 {fault.key && !fault.error.startsWith(fault.key) ? <> (at <code>{fault.key}</code>)</> : null}
+                {faultAt ? (
+                  <>
+                    {" "}
+                    <button type="button" className="link-button" data-fault-line={faultAt} onClick={() => goToLine(faultAt)}>
+                      Line {faultAt}
+                    </button>
+                  </>
+                ) : null}
               </div>
             ) : save.error && !(save.error instanceof ApiError && save.error.status === 400) ? (
               <ErrorNote error={save.error} />
@@ -295,11 +318,16 @@ function YamlEditor({ initial }: { initial: string }) {
             ) : null}
             <div className="editor">
               <pre className="gutter" ref={gutter} aria-hidden="true">
-                {Array.from({ length: lines }, (_, i) => i + 1).join("\n")}
+                {Array.from({ length: lines }, (_, i) => (
+                  <span key={i} className={i + 1 === faultAt ? "gutter-line gutter-fault" : "gutter-line"} title={i + 1 === faultAt ? fault?.error : undefined}>
+                    {i + 1}
+                  </span>
+                ))}
               </pre>
               <label htmlFor="yaml" className="sr-only">YAML of {name}</label>
               <textarea
                 id="yaml"
+                ref={editor}
                 className="code-input"
                 spellCheck={false}
                 value={text}

@@ -1,7 +1,7 @@
 import { useMemo, useState } from "react";
 import { CONSOLE_BY, useAction } from "../api/actions";
-import { ApiError, mesh } from "../api/client";
-import { useMcpServers, usePins, usePolicies, useToolDecisions, useTools } from "../api/queries";
+import { mesh } from "../api/client";
+import { isNotConfigured, pinningKnownOff, rememberPinningOff, useMcpServers, usePins, usePolicies, useToolDecisions, useTools } from "../api/queries";
 import { Badge, Section, Time } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
 import { Link, pathSeg } from "../router";
@@ -116,12 +116,27 @@ function McpServers() {
 }
 
 function Pins() {
-  const q = usePins();
+  const [knownOff, setKnownOff] = useState(pinningKnownOff);
+  const q = usePins(!knownOff);
   const accept = useAction((body: { tools?: string[]; server?: string }) => mesh.post<unknown>("/tools/pins/accept", { ...body, by: CONSOLE_BY }), [["pins"], ["tool-decisions"]]);
-  if (q.error instanceof ApiError && q.error.status === 501) {
+  if (knownOff || isNotConfigured(q.error)) {
     return (
       <Section title="Tool pins">
-        <p className="note note-empty">Pinning is off on this server. With <code>pin_tools</code> on, the mesh remembers each upstream tool's description and blocks a tool whose description changes until someone accepts it here.</p>
+        <p className="note note-empty" data-pins="not-configured">
+          Pinning is not configured on this server (<code>pin_tools</code> is off). With it on, the mesh remembers each upstream tool's description and
+          blocks a tool whose description changes until someone accepts it here.{" "}
+          <button
+            type="button"
+            className="link-button"
+            onClick={() => {
+              rememberPinningOff(false);
+              setKnownOff(false);
+              void q.refetch();
+            }}
+          >
+            Check again
+          </button>
+        </p>
       </Section>
     );
   }
