@@ -6,9 +6,12 @@ test_daily_driver.py's (and test_pty.py's for Ctrl-C)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from flux7.shared.agent.agent import Agent, Question, Workspace
@@ -22,7 +25,7 @@ from flux7.shared.agent.sessions import Session, SessionStore
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
 from tests.agent.llm_stream_servers import last_tool_results, openai_stream
-from tests.agent.test_cli import agent_cli
+from tests.agent.test_cli import agent_cli, agent_env
 from tests.agent.test_coding_agent import (
     POLICY,
     mesh,  # noqa: F401 -- the module's mesh: a real `flux7 serve`, no admin token
@@ -36,6 +39,7 @@ from tests.agent.test_coding_agent import (
 from tests.agent.test_daily_driver import _mesh_transport
 from tests.support.mesh import pets_mesh_config
 from tests.support.server import Server
+from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
 
 Steps = list[tuple[str, ...]]
@@ -294,3 +298,52 @@ def test_cost_per_prompt_and_session_in_the_events_and_with_cost(tmp_path: Path)
     assert end["type"] == "agent_end" and end["cost"] == {"prompt": 0.026, "session": 0.026}  # 12 in, 7 out
     assert "session $0.0000 (0 in / 0 out tokens)" in repl.stdout
     assert "last prompt $0.0260 · session $0.0520 (24 in / 14 out tokens)" in repl.stdout
+
+
+def test_the_mesh_s_approval_carries_the_edit_s_diff(mesh: Server, tmp_path: Path) -> None:  # noqa: F811
+    work = project(tmp_path)
+    (work / "release").mkdir()
+    (work / "release" / "notes.md").write_text("version 1\n")
+    script = turns(tool("edit_file", path="release/notes.md", old_text="1", new_text="2"), [("text", "ok")])
+    with openai_stream(script) as llm:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "flux7.functions.entry",
+                "agent",
+                "--mesh",
+                mesh.url,
+                "-p",
+                "bump",
+                "--mode",
+                "auto",
+                "--session",
+                "preview-1",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=agent_env(llm.url, tmp_path / "home", openai_env()),
+            cwd=work,
+        )
+        try:
+            held = wait_until(
+                lambda: [
+                    a
+                    for a in httpx.get(f"{mesh.url}/approvals", params={"status": "pending"}, trust_env=False).json()
+                    if a["tool"] == "edit_file" and a["params"]["path"] == "release/notes.md"
+                ],
+                timeout=30,
+            )
+            httpx.post(f"{mesh.url}/approvals/{held[0]['id']}/deny", json={"resolved_by": "ops"}, trust_env=False)
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert held[0]["preview"] == {
+        "kind": "diff",
+        "path": "release/notes.md",
+        "diff": "--- a/release/notes.md\n+++ b/release/notes.md\n@@ -1 +1 @@\n-version 1\n+version 2\n",
+    }
+    assert (work / "release" / "notes.md").read_text() == "version 1\n"
