@@ -5,8 +5,10 @@
 2. per governed built-in call: the mesh's `/decide` round trip, and `/decide` plus the outcome report, against a
    real `flux7 serve` (1 worker, policy allow, traces written durably);
 3. a whole governed `read_file` call through the agent's two gates (validation, hooks none, the local safety
-   layer with this machine's hidden paths, `/decide`, the read, the report), measured as the run's time minus the
-   same run's model turns;
+   layer with this machine's hidden paths, the permission rules, the asked-call marker written before `/decide`
+   and removed after the report, `/decide`, the read, the report), measured from the call's start event to its
+   end event; and the same for an `edit_file` call, which also computes its diff first, sends it as `/decide`'s
+   preview and saves a checkpoint of the file;
 4. the local safety layer alone, per call: a `read_file` and a `shell` command (parsed with bashlex);
 5. the sandbox's start, per shell command (not per built-in call): `/bin/sh -c true` bare and through bwrap.
 
@@ -30,10 +32,12 @@ from bench._common import save, summary  # noqa: E402
 from bench.rest_overhead_bench import start_mesh, stop  # noqa: E402
 from flux7.shared.agent import safety  # noqa: E402
 from flux7.shared.agent.agent import Agent, Workspace  # noqa: E402
+from flux7.shared.agent.asked import AskedCalls  # noqa: E402
 from flux7.shared.agent.builtin_tools import ToolContext  # noqa: E402
 from flux7.shared.agent.conversation import Message  # noqa: E402
 from flux7.shared.agent.llm import TextDelta, make_chat  # noqa: E402
 from flux7.shared.agent.mesh_tools import MeshTools  # noqa: E402
+from flux7.shared.agent.permissions import Permissions  # noqa: E402
 from flux7.shared.agent.sandbox import Sandbox, find_bwrap, hidden_paths  # noqa: E402
 from flux7.shared.agent.sessions import Session, SessionStore  # noqa: E402
 from tests.agent.llm_stream_servers import last_tool_results, openai_stream  # noqa: E402
@@ -45,6 +49,14 @@ def script(body: dict[str, Any]) -> list[tuple[str, ...]]:
     prompt = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
     if prompt == "read" and not last_tool_results(body):
         return [("tool", "read_file", json.dumps({"path": "notes.txt"}))]
+    if prompt == "edit" and not last_tool_results(body):
+        return [
+            (
+                "tool",
+                "edit_file",
+                json.dumps({"path": "notes.txt", "old_text": "t", "new_text": "t", "replace_all": True}),
+            )
+        ]
     return [("text", "Hello there, this is the answer.")]
 
 
@@ -71,7 +83,13 @@ async def first_token_agent(url: str, mesh_url: str, work: Path, n: int) -> list
     try:
         for _ in range(n):
             agent = Agent(
-                chat, mesh, workspace=Workspace(work, work, mode="auto"), store=store, session=Session("s", str(work))
+                chat,
+                mesh,
+                workspace=Workspace(work, work, mode="auto"),
+                store=store,
+                session=Session("s", str(work)),
+                permissions=Permissions([], work, work / "agent.toml"),
+                asked=AskedCalls(work / "sessions" / "asked", mesh_url),
             )
             agent.tools = []  # listed once per session in real use, not per turn
             t0 = time.perf_counter()
@@ -110,17 +128,27 @@ def workspace(work: Path) -> Workspace:
     return Workspace(work, home, mode="auto", tools=ToolContext(hidden=hidden), sandbox=Sandbox(find_bwrap(), hidden))
 
 
-async def governed_calls(url: str, mesh_url: str, work: Path, n: int) -> list[float]:
-    """A run with one read_file call, minus the same run's two model turns timed from the events."""
+async def governed_calls(url: str, mesh_url: str, work: Path, n: int, prompt: str = "read") -> list[float]:
+    """A run with one read_file (or edit_file) call, timed from the call's start event to its end event, with the
+    agent built as `flux7 agent` builds it (a session saved, permission rules, asked-call markers)."""
     chat = make_chat("openai", "fake", url=url, api_key="sk-test")
     mesh = MeshTools(mesh_url, "bench-agent", session_id="bench-calls")
+    store = SessionStore(work / "sessions")
     out: list[float] = []
     try:
         for _ in range(n):
-            agent = Agent(chat, mesh, workspace=workspace(work))
+            agent = Agent(
+                chat,
+                mesh,
+                workspace=workspace(work),
+                store=store,
+                session=Session("calls", str(work)),
+                permissions=Permissions([], work, work / "agent.toml"),
+                asked=AskedCalls(work / "sessions" / "asked", mesh_url),
+            )
             agent.tools = []
             started = done = 0.0
-            async for event in agent.run("read"):
+            async for event in agent.run(prompt):
                 if event.type == "tool_call_start":
                     started = time.perf_counter()
                 elif event.type == "tool_call_complete":
@@ -189,6 +217,7 @@ async def run(mesh_url: str, work: Path, n: int) -> dict[str, Any]:
             through += await first_token_agent(llm.url, mesh_url, work, 10)
         decide, both = await decide_round_trips(mesh_url, n)
         calls = await governed_calls(llm.url, mesh_url, work, max(20, n // 4))
+        edits = await governed_calls(llm.url, mesh_url, work, max(20, n // 4), "edit")
     gate_read, gate_shell = local_gate(work, n)
     bare, boxed = await sandbox_start(work, max(20, n // 4))
     d, a = summary(direct), summary(through)
@@ -199,6 +228,7 @@ async def run(mesh_url: str, work: Path, n: int) -> dict[str, Any]:
         "decide_ms": summary(decide),
         "decide_and_report_ms": summary(both),
         "governed_read_file_call_ms": summary(calls),
+        "governed_edit_file_call_ms": summary(edits),
         "local_gate_read_file_ms": summary(gate_read),
         "local_gate_shell_ms": summary(gate_shell),
         "shell_bare_start_ms": summary(bare),
@@ -231,7 +261,8 @@ def main() -> None:
     print(
         f"/decide p50 {r['decide_ms']['p50']:.2f} ms (p95 {r['decide_ms']['p95']:.2f}); /decide + outcome p50 "
         f"{r['decide_and_report_ms']['p50']:.2f} ms; a whole governed read_file call p50 "
-        f"{r['governed_read_file_call_ms']['p50']:.2f} ms"
+        f"{r['governed_read_file_call_ms']['p50']:.2f} ms, edit_file (diff, preview, checkpoint) p50 "
+        f"{r['governed_edit_file_call_ms']['p50']:.2f} ms"
     )
     print(
         f"local gate: read_file p50 {r['local_gate_read_file_ms']['p50']:.3f} ms, a parsed shell command p50 "

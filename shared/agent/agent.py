@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -30,21 +31,37 @@ from pathlib import Path
 from typing import Any
 
 from flux7.shared.agent import safety
+from flux7.shared.agent.asked import AskedCalls
 from flux7.shared.agent.builtin_tools import (
     BUILTINS,
     SUBAGENT_DEFAULT_TOOLS,
     SUBAGENT_PROMPT,
     Builtin,
+    FileChange,
+    HeadAndTail,
     ToolContext,
+    ToolFailed,
     ToolRun,
+    plan_change,
     validation_error,
 )
+from flux7.shared.agent.checkpoints import Checkpoints
 from flux7.shared.agent.commands import reads_only
 from flux7.shared.agent.context import Compaction, ContextEngine
-from flux7.shared.agent.conversation import Message, ToolCall, ToolResult, ToolSpec
+from flux7.shared.agent.conversation import Message, ToolCall, ToolResult, ToolSpec, close_dangling
+from flux7.shared.agent.cost import Prices
 from flux7.shared.agent.events import AgentEvent
 from flux7.shared.agent.hooks import Hooks
-from flux7.shared.agent.llm import Chat, Finished, LLMError, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStart
+from flux7.shared.agent.llm import (
+    Chat,
+    Finished,
+    LLMError,
+    Retrying,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStart,
+)
 from flux7.shared.agent.loop_detector import LoopDetector
 from flux7.shared.agent.mesh_tools import (
     Decision,
@@ -54,17 +71,56 @@ from flux7.shared.agent.mesh_tools import (
     MeshUnavailable,
     ToolOutcome,
 )
+from flux7.shared.agent.permissions import Permissions, suggested_rules
 from flux7.shared.agent.sandbox import Sandbox
 from flux7.shared.agent.sessions import Session, SessionError, SessionStore
+from flux7.shared.tracecontext import new_trace_id
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "Agent", "Confirm", "Workspace"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "INTERRUPTED", "Agent", "Confirm", "Question", "Workspace"]
 
-# Asks the user whether a call the local safety layer flagged may run: (tool, arguments, why) -> yes?
-Confirm = Callable[[str, dict[str, Any], str], Awaitable[bool]]
+INTERRUPTED = "interrupted by the user"
+_PLAN_INLINE = 256 * 1024  # bytes: a file this small has its write or edit computed without a thread
 
 
-async def _nobody(_tool: str, _arguments: dict[str, Any], _why: str) -> bool:
-    return False  # nobody to ask: a call that needs a confirmation does not run (fail closed)
+@dataclass(frozen=True)
+class Question:
+    """A call the local gate asks the user about."""
+
+    tool: str
+    arguments: dict[str, Any]
+    why: str
+    rules: list[str]  # the narrowest rules an "always" answer saves (this command, this path); [] when none
+    diff: str = ""  # a write's or an edit's diff, shown before the question
+
+
+# Asks the user: "yes", "no", "always" (save `rules`, then yes) or "tool" (always allow the tool, then yes).
+Confirm = Callable[[Question], Awaitable[str]]
+
+
+async def _nobody(_question: Question) -> str:
+    return "no"  # nobody to ask: a call that needs a confirmation does not run (fail closed)
+
+
+@dataclass
+class _Turn:
+    """One model turn as far as it got, for an interrupt to close it well formed and say what it stopped."""
+
+    text: list[str] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)
+    tools_phase: bool = False  # the model's answer is in the conversation; its calls are running
+    call: ToolCall | None = None  # the call in progress
+    tool: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    started: float = 0.0  # when the call in progress started to run (0: not yet)
+    trace_id: str = ""  # its trace in the mesh, once asked
+    allowed: bool = False  # the mesh allowed it: its outcome is reported
+    approval_id: str = ""
+    agent_id: str = ""
+    task: asyncio.Future[ToolRun] | None = None  # the call running in its own task
+    interruptible: bool = True  # a shell command or a sub-agent stops; a file tool finishes first
+    output: HeadAndTail | None = None  # what a command printed so far
+    closed: bool = False
 
 
 @dataclass
@@ -124,6 +180,10 @@ class Agent:
         loop_repeats: int = 3,
         context: ContextEngine | None = None,
         custom_tools: Sequence[Builtin] = (),
+        permissions: Permissions | None = None,
+        asked: AskedCalls | None = None,
+        prices: Prices | None = None,
+        provider: str = "",
     ) -> None:
         self.chat = chat
         self.context = context
@@ -143,10 +203,27 @@ class Agent:
         self._builtin_specs: dict[str, Builtin] = dict(BUILTINS) if workspace is not None else {}
         if workspace is not None:  # custom tools run here, like the built-ins, through the same gates
             self._builtin_specs.update({t.name: t for t in custom_tools})
+        self.permissions = permissions
+        self.asked = asked
+        self.prices = prices or Prices()
+        self.provider = provider or (session.provider if session is not None else "")
         self.stopped = ""  # why the agent cannot go on (the mesh refused its credential); "" while it can
+        self.cost_prompt: float | None = None  # the last prompt's cost in US dollars (None: the price is unknown)
+        self.note = ""  # said to the model before the next prompt (files the user put back with /undo)
         self._unsaved = ""  # why the last save failed, until it is said
-        self._reports: set[asyncio.Future[bool]] = set()  # outcome reports still on their way to the mesh
+        self._reports: set[asyncio.Future[Any]] = set()  # outcome reports still on their way to the mesh
         self._writing: asyncio.Future[None] | None = None  # the session's last save, until it is written
+        self._task: asyncio.Task[Any] | None = None  # the task running `run`, which an interrupt cancels
+        self._running = False
+        self._interrupt_pending = False  # asked for, not yet taken by the run
+        self._interrupt_taken = False  # the run is closing after an interrupt: further ones wait for the prompt
+        self._turn = _Turn(closed=True)
+
+    @property
+    def checkpoints(self) -> Checkpoints | None:
+        if self.store is None or self.session is None:
+            return None
+        return Checkpoints(self.store.folder / f"{self.session.id}.checkpoints", self.session.checkpoints)
 
     def add_tools(self, tools: Sequence[Builtin]) -> None:
         """More tools that run on this side of the mesh (an MCP server's), through the same gates."""
@@ -157,10 +234,32 @@ class Agent:
         """Continue `session` from here: its conversation, usage and mesh session id."""
         self.session = session
         self.messages = session.messages
+        close_dangling(self.messages)
         self.usage = session.usage
         self.mesh.set_session(session.id)
         if self.hooks is not None:
             self.hooks.session_id = session.id
+
+    def interrupt(self) -> bool:
+        """End the current run now (the user pressed Ctrl-C or Esc): a command is killed, a call not yet run is
+        not run, the model's answer stops where it is; the run then ends with `agent_interrupted`. False when no
+        run is going (or it is closing after an interrupt already)."""
+        if not self._running or self._task is None or self._interrupt_pending or self._interrupt_taken:
+            return False
+        self._interrupt_pending = True
+        self._task.cancel()
+        return True
+
+    def _take_interrupt(self) -> bool:
+        """Whether the cancellation being handled is the user's interrupt (then it is taken: the run goes on to
+        close itself); False for any other cancellation, which must go on."""
+        if not self._interrupt_pending:
+            return False
+        self._interrupt_pending, self._interrupt_taken = False, True
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        return True
 
     async def compact(self) -> Compaction | None:
         """`/compact`: the whole conversation so far replaced by the model's summary of it."""
@@ -224,10 +323,21 @@ class Agent:
         return builtins + [t.spec for t in self.tools or []]
 
     async def run(self, prompt: str) -> AsyncIterator[AgentEvent]:
+        self._task = asyncio.current_task()
+        self._running = True
         try:
-            async for event in self._events(prompt):
-                yield event
+            try:
+                async for event in self._events(prompt):
+                    yield event
+            except asyncio.CancelledError:
+                if not self._take_interrupt():
+                    raise
+                # Interrupted outside the turn's own handling (a hook was running): close what is left open.
+                async for event in self._interrupted(self._turn):
+                    yield event
         finally:
+            self._running = False
+            self._interrupt_pending = self._interrupt_taken = False
             if self._reports:  # the run is not over until the mesh has every outcome
                 await asyncio.gather(*self._reports, return_exceptions=True)
                 self._reports.clear()
@@ -252,6 +362,21 @@ class Agent:
         fired = await self.hooks.fire("before_tool", {"tool": tool, "arguments": arguments})
         return (fired.reason if fired.blocked else ""), fired.problems
 
+    def _add_usage(self, usage: dict[str, int]) -> None:
+        for k, v in usage.items():
+            self.usage[k] = self.usage.get(k, 0) + v
+        cost = self.prices.cost(self.provider, self.chat.model, usage)
+        if cost is None:
+            return
+        self.cost_prompt = (self.cost_prompt or 0.0) + cost
+        if self.session is not None:
+            self.session.cost_usd += cost
+
+    def _cost(self) -> dict[str, float]:
+        if self.cost_prompt is None:
+            return {}
+        return {"prompt": self.cost_prompt, "session": self.session.cost_usd if self.session else self.cost_prompt}
+
     async def _run(self, prompt: str) -> AsyncIterator[AgentEvent]:
         yield AgentEvent("agent_start", text=prompt)
         if self.stopped:
@@ -270,81 +395,250 @@ class Agent:
                     return
                 # The built-ins stay: reads run untraced, anything that changes things is refused (fail closed).
                 yield AgentEvent("notice", text=f"the mesh is unreachable ({e}): changes are refused until it is back")
+        close_dangling(self.messages)  # a call left without its result (the agent died): answered as not run
         start = len(self.messages)
         self.loops.reset()
+        self.cost_prompt = None
+        if self.session is not None:
+            self.session.prompts += 1
+        if self.note:
+            prompt, self.note = f"({self.note})\n\n{prompt}", ""
         self.messages.append(Message("user", prompt))
         self._save()
         specs = self.specs()
-        for _ in range(self.max_turns):
-            self._trim()
-            if self.context is not None and self.context.over(self.messages, self.system_prompt, specs):
+        turn = self._turn = _Turn()
+        try:
+            for _ in range(self.max_turns):
+                turn = self._turn = _Turn()
+                self._trim()
+                if self.context is not None and self.context.over(self.messages, self.system_prompt, specs):
+                    try:
+                        fitted = await self.context.fit(self.chat, self.messages, start, self.system_prompt, specs)
+                    except LLMError as e:
+                        fitted = None
+                        yield AgentEvent("notice", text=f"compaction failed, going on without it: {e}")
+                    if fitted is not None:
+                        compacted, start = fitted
+                        self._save()
+                        yield AgentEvent("notice", text=_compacted(compacted))
+                streamed: dict[int, str] = {}  # a streamed call's index -> its id
                 try:
-                    compacted = await self.context.compact(self.chat, self.messages, start, self.system_prompt, specs)
+                    async for piece in self.chat.stream(self.system_prompt, self.messages, specs):
+                        if isinstance(piece, TextDelta):
+                            turn.text.append(piece.text)
+                            yield AgentEvent("text_delta", text=piece.text)
+                        elif isinstance(piece, ToolCallStart):
+                            streamed[piece.index] = piece.id
+                            yield AgentEvent("tool_call_streaming", tool=piece.name, call_id=piece.id)
+                        elif isinstance(piece, ToolCallDelta):
+                            call_id = streamed.get(piece.index, str(piece.index))
+                            yield AgentEvent("tool_call_delta", text=piece.arguments, call_id=call_id)
+                        elif isinstance(piece, ToolCallDone):
+                            turn.calls.append(piece.call)
+                        elif isinstance(piece, Finished):
+                            self._add_usage(piece.usage)
+                        elif isinstance(piece, Retrying):
+                            yield AgentEvent("notice", text=_retrying(piece))
                 except LLMError as e:
-                    compacted = None
-                    yield AgentEvent("notice", text=f"compaction failed, going on without it: {e}")
-                if compacted is not None:
-                    if compacted.summarized:
-                        start = 2  # the summary and its acknowledgement, then this prompt
+                    # The next prompt starts from before this run (calls it already made stay in the mesh's traces).
+                    del self.messages[start:]
                     self._save()
-                    yield AgentEvent("notice", text=_compacted(compacted))
-            text: list[str] = []
-            calls: list[ToolCall] = []
-            try:
-                async for piece in self.chat.stream(self.system_prompt, self.messages, specs):
-                    if isinstance(piece, TextDelta):
-                        text.append(piece.text)
-                        yield AgentEvent("text_delta", text=piece.text)
-                    elif isinstance(piece, ToolCallStart):
-                        yield AgentEvent("tool_call_streaming", tool=piece.name, call_id=piece.id)
-                    elif isinstance(piece, ToolCallDelta):
-                        yield AgentEvent("tool_call_delta", text=piece.arguments, call_id=str(piece.index))
-                    elif isinstance(piece, ToolCallDone):
-                        calls.append(piece.call)
-                    elif isinstance(piece, Finished):
-                        for k, v in piece.usage.items():
-                            self.usage[k] = self.usage.get(k, 0) + v
-            except LLMError as e:
-                # The next prompt starts from before this run (calls it already made stay in the mesh's traces).
-                del self.messages[start:]
+                    yield AgentEvent("agent_error", text=str(e), is_error=True)
+                    return
+                text, calls = "".join(turn.text), turn.calls
+                self.messages.append(Message("assistant", text, tool_calls=calls))
+                turn.tools_phase = True
+                looping = self.loops.check(text, calls)
+                if looping:
+                    # Nothing of this turn runs; the conversation stays well formed for the next prompt.
+                    skipped = [ToolResult(c.id, f"not run: {looping}", True) for c in calls]
+                    if skipped:
+                        self.messages.append(Message("tool", results=skipped))
+                    self.messages.append(Message("assistant", f"(stopped: {looping})"))
+                    self._save()
+                    turn.closed = True
+                    yield AgentEvent("agent_error", text=f"stopped: {looping}", is_error=True)
+                    return
                 self._save()
-                yield AgentEvent("agent_error", text=str(e), is_error=True)
-                return
-            self.messages.append(Message("assistant", "".join(text), tool_calls=calls))
-            looping = self.loops.check("".join(text), calls)
-            if looping:
-                # Nothing of this turn runs; the conversation stays well formed for the next prompt.
-                skipped = [ToolResult(c.id, f"not run: {looping}", True) for c in calls]
-                if skipped:
-                    self.messages.append(Message("tool", results=skipped))
-                self.messages.append(Message("assistant", f"(stopped: {looping})"))
-                self._save()
-                yield AgentEvent("agent_error", text=f"stopped: {looping}", is_error=True)
-                return
-            self._save()
-            if not calls:
-                yield AgentEvent("text_complete", text="".join(text))
-                yield AgentEvent("agent_end", usage=dict(self.usage))
-                return
-            results: list[ToolResult] = []
-            try:
-                for call in calls:
-                    async for event in self._run_call(call, results):
-                        yield event
-            except MeshCredentialRefused as e:
-                self.stopped = _credential_stop(e)
-                done = {r.call_id for r in results}
-                results += [ToolResult(c.id, "not run: the agent stopped", True) for c in calls if c.id not in done]
+                if not calls:
+                    turn.closed = True
+                    yield AgentEvent("text_complete", text=text)
+                    yield AgentEvent("agent_end", usage=dict(self.usage), cost=self._cost())
+                    return
+                results = turn.results
+                try:
+                    for call in calls:
+                        turn.call, turn.started, turn.trace_id, turn.allowed = call, 0.0, "", False
+                        turn.task, turn.output, turn.interruptible = None, None, True
+                        async for event in self._run_call(call, results):
+                            yield event
+                        turn.call = None
+                except MeshCredentialRefused as e:
+                    self.stopped = _credential_stop(e)
+                    done = {r.call_id for r in results}
+                    results += [ToolResult(c.id, "not run: the agent stopped", True) for c in calls if c.id not in done]
+                    self.messages.append(Message("tool", results=results))
+                    self._save()
+                    turn.closed = True
+                    yield AgentEvent("agent_error", text=self.stopped, is_error=True)
+                    return
                 self.messages.append(Message("tool", results=results))
+                turn.closed = True
                 self._save()
-                yield AgentEvent("agent_error", text=self.stopped, is_error=True)
-                return
-            self.messages.append(Message("tool", results=results))
-            self._save()
+        except asyncio.CancelledError:
+            if not self._take_interrupt():
+                if turn.task is not None and turn.interruptible:  # a sub-agent's command, its parent interrupted
+                    turn.task.cancel()
+                raise
+            async for event in self._interrupted(turn):
+                yield event
+            return
         stopped = f"stopped after {self.max_turns} model turns"
         self.messages.append(Message("assistant", f"({stopped})"))  # the conversation stays well formed
         self._save()
         yield AgentEvent("agent_error", text=stopped, is_error=True)
+
+    async def _interrupted(self, turn: _Turn) -> AsyncIterator[AgentEvent]:
+        """Close the turn the user interrupted: the command killed (a file tool finishes first), the call in
+        progress answered as interrupted (to the model and, with its real duration, to the mesh's trail), the
+        calls after it as not run, the conversation well formed; then `agent_interrupted`."""
+        if turn.closed:
+            close_dangling(self.messages, f"not run: {INTERRUPTED}")
+            self._save()
+            yield AgentEvent("agent_interrupted", text=INTERRUPTED)
+            return
+        turn.closed = True
+        if not turn.tools_phase:
+            text = "".join(turn.text)
+            self.messages.append(Message("assistant", (text + "\n\n" if text else "") + f"[{INTERRUPTED}]"))
+        else:
+            answered = {r.call_id for r in turn.results}
+            call = turn.call
+            if call is not None and call.id not in answered:
+                async for event in self._interrupted_call(turn, call):
+                    yield event
+            done = {r.call_id for r in turn.results}
+            for c in turn.calls:
+                if c.id not in done:
+                    turn.results.append(ToolResult(c.id, f"not run: {INTERRUPTED}", True))
+            self.messages.append(Message("tool", results=turn.results))
+            self.messages.append(Message("assistant", f"({INTERRUPTED})"))
+        self._save()
+        yield AgentEvent("agent_interrupted", text=INTERRUPTED, usage=dict(self.usage), cost=self._cost())
+
+    async def _interrupted_call(self, turn: _Turn, call: ToolCall) -> AsyncIterator[AgentEvent]:
+        elapsed = time.perf_counter() - turn.started if turn.started else 0.0
+        run: ToolRun | None = None
+        if turn.task is not None:
+            if turn.interruptible:
+                turn.task.cancel()
+            try:
+                run = await turn.task  # a file tool finishes; a command is killed (its CancelledError)
+            except asyncio.CancelledError:
+                run = None
+            except Exception as e:  # the tool's own failure, now moot
+                run = ToolRun(f"error: {e}", is_error=True)
+        if run is not None:  # it ran to its end: an ordinary result
+            yield self._ran(turn, call, run, (time.perf_counter() - turn.started) * 1000)
+            return
+        shown = turn.tool or call.name
+        if turn.started:
+            what = f"{INTERRUPTED} after {elapsed:.1f} s" + (": the command was killed" if shown == "shell" else "")
+            printed = f"; its output until then:\n{turn.output.text()}" if turn.output and turn.output.total else ""
+            content, policy = f"error: {what}{printed}", "interrupted"
+            if turn.trace_id and turn.allowed:
+                self._report(
+                    turn, ok=False, size=turn.output.total if turn.output else 0, ms=elapsed * 1000, error=what
+                )
+        else:
+            content, policy = f"not run: {INTERRUPTED}", "interrupted"
+            if turn.trace_id and self.asked is not None:
+                self.asked.abandoned(turn.trace_id, f"not run: {INTERRUPTED}")
+                self._reports.add(asyncio.ensure_future(self.asked.settle(self.mesh, {turn.trace_id})))
+        turn.results.append(ToolResult(call.id, content, True))
+        done = AgentEvent(
+            "tool_call_complete",
+            text=content,
+            tool=shown,
+            call_id=call.id,
+            arguments=turn.arguments,
+            policy=policy,
+            gate="mesh" if turn.trace_id else "local",
+            trace_id=turn.trace_id if turn.allowed else "",
+            is_error=True,
+        )
+        self._log(done)
+        yield done
+
+    def _report(self, turn: _Turn, *, ok: bool, size: int, ms: float, error: str, exit_code: int | None = None) -> None:
+        """Send the call's outcome beside what comes next (the run waits for it before it ends)."""
+        trace_id, agent_id = turn.trace_id, turn.agent_id
+        asked = self.asked
+
+        async def report() -> None:
+            try:
+                await self.mesh.report(
+                    trace_id, ok=ok, exit_code=exit_code, size=size, duration_ms=ms, error=error, agent_id=agent_id
+                )
+            finally:
+                if asked is not None:
+                    asked.done(trace_id)  # it ran: whatever the mesh answered, it is not a call that never ran
+
+        self._reports.add(asyncio.ensure_future(report()))
+
+    def _ran(self, turn: _Turn, call: ToolCall, run: ToolRun, elapsed_ms: float) -> AgentEvent:
+        """A call that ran: its outcome reported, its change checkpointed, its result for the model."""
+        if turn.trace_id and turn.allowed:
+            error = run.content[:500] if run.is_error else ""
+            self._report(
+                turn,
+                ok=not run.is_error,
+                size=len(run.content.encode()),
+                ms=elapsed_ms,
+                error=error,
+                exit_code=run.exit_code,
+            )
+        if run.change is not None:
+            self._checkpoint(turn.tool, run.change)
+        ws = self.workspace
+        offline = ws is not None and ws.offline
+        if not turn.trace_id or not turn.allowed:
+            policy, gate = ("offline", "offline") if offline else ("ungoverned", "local")
+        else:
+            policy, gate = ("human_approval" if turn.approval_id else "allow"), "mesh"
+        turn.results.append(ToolResult(call.id, run.content, run.is_error))
+        done = AgentEvent(
+            "tool_call_complete",
+            text=run.content,
+            tool=turn.tool,
+            call_id=call.id,
+            arguments=turn.arguments,
+            policy=policy,
+            gate=gate,
+            is_error=run.is_error,
+            trace_id=turn.trace_id if turn.allowed else "",
+            approval_id=turn.approval_id,
+            diff=run.diff,
+            exit_code=run.exit_code,
+        )
+        self._log(done)
+        return done
+
+    def _checkpoint(self, tool: str, change: FileChange) -> None:
+        points = self.checkpoints
+        if points is None or self.session is None:
+            return
+        prompt = next((m.text for m in reversed(self.messages) if m.role == "user"), "")
+        blobs = points.record(self.session.prompts, prompt, tool, change)
+
+        async def write() -> None:  # beside what comes next; the run waits for it before it ends
+            try:
+                await asyncio.to_thread(points.write, blobs)
+            except OSError as e:
+                self._unsaved = f"the checkpoint of {change.shown} could not be saved: {e}"
+
+        if blobs:
+            self._reports.add(asyncio.ensure_future(write()))
 
     async def _run_call(self, call: ToolCall, results: list[ToolResult]) -> AsyncIterator[AgentEvent]:
         builtin = self._builtin_specs.get(call.name)
@@ -355,6 +649,7 @@ class Agent:
         name = self.mesh.mesh_name(call.name)
         arguments = _arguments(call.arguments)
         shown = name or call.name
+        self._turn.tool, self._turn.arguments = shown, arguments or {}
         yield AgentEvent("tool_call_start", tool=shown, call_id=call.id, arguments=arguments or {})
         gate = "mesh"
         if name is None:
@@ -367,15 +662,30 @@ class Agent:
         else:
             for problem in blocked[1]:
                 yield AgentEvent("notice", text=problem)
-            # Gate 1, locally: the approval mode (the mesh's policy, approvals and limits are gate 2).
+            # Gate 1, locally: the approval mode and the user's rules (the mesh's policy, approvals and limits are
+            # gate 2).
             mode = self.workspace.mode if self.workspace is not None else "on-request"
             local = safety.check_mesh_tool(name, self.mesh.access(name), mode)
+            cwd = self.workspace.cwd if self.workspace is not None else Path(".")
+            rule = self.permissions.decide(name, arguments, cwd) if self.permissions is not None else None
             confirmed = local.action == "allow"
-            if local.action == "ask":
+            if rule is not None and rule.action == "deny" and local.action != "refuse":
+                local, confirmed = safety.Verdict("refuse", _denied_by(rule)), False
+            elif local.action == "ask" and rule is not None:
+                confirmed = True
+            elif local.action == "ask":
                 yield AgentEvent(
-                    "tool_call_confirm", tool=name, call_id=call.id, arguments=arguments, text=local.reason
+                    "tool_call_confirm",
+                    tool=name,
+                    call_id=call.id,
+                    arguments=arguments,
+                    text=local.reason,
+                    rules=[name],
                 )
-                confirmed = await self.workspace.confirm(name, arguments, local.reason) if self.workspace else False
+                answer = await self._ask(Question(name, arguments, local.reason, [name]))
+                for said in answer[1]:
+                    yield AgentEvent("notice", text=said)
+                confirmed = answer[0]
             if not confirmed:
                 why = local.reason if local.action == "refuse" else f"the user did not confirm it ({local.reason})"
                 outcome, gate = ToolOutcome(f"refused: {why}. Tell the user.", True, "refused", 0), "local"
@@ -385,7 +695,13 @@ class Agent:
                     done, _ = await asyncio.wait({pending}, timeout=self.wait_notice)
                     if not done:  # most likely held for a human's approval: say so, and which one when visible
                         approval = await self.mesh.pending_approval(name)
-                        yield AgentEvent("tool_call_waiting", tool=shown, call_id=call.id, approval_id=approval)
+                        yield AgentEvent(
+                            "tool_call_waiting",
+                            tool=shown,
+                            call_id=call.id,
+                            approval_id=approval,
+                            text=self.mesh.approval_hint(approval),
+                        )
                     outcome = await pending
                 finally:
                     if not pending.done():  # the run was abandoned: do not leave the request behind
@@ -408,6 +724,21 @@ class Agent:
         self._log(complete)
         yield complete
 
+    async def _ask(self, question: Question) -> tuple[bool, list[str]]:
+        """The user's answer (yes?) and what an "always" answer saved, to say."""
+        ws = self.workspace
+        answer = await ws.confirm(question) if ws is not None else "no"
+        said: list[str] = []
+        if answer in ("always", "tool") and self.permissions is not None:
+            rules = question.rules if answer == "always" and question.rules else [question.tool]
+            try:
+                added = self.permissions.add("allow", rules)
+                where = added[0].source if added else ""
+                said.append(f"saved allow {', '.join(r.text for r in added)} in {where} (/permissions lists them)")
+            except (OSError, ValueError) as e:
+                said.append(f"the rule could not be saved ({e}); allowed this once")
+        return answer in ("yes", "always", "tool"), said
+
     def _log(self, done: AgentEvent) -> None:
         if self.session is not None:
             self.session.tool_calls.append(
@@ -427,7 +758,9 @@ class Agent:
         """Validate, the local gate, the mesh gate, run, report: the built-in call's whole life."""
         ws = self.workspace
         assert ws is not None  # built-ins are offered only with a workspace
+        turn = self._turn
         arguments = _arguments(call.arguments)
+        turn.tool, turn.arguments, turn.agent_id = tool.mesh_name, arguments or {}, self.mesh.agent_id
         yield AgentEvent("tool_call_start", tool=tool.mesh_name, call_id=call.id, arguments=arguments or {})
 
         def finish(text: str, policy: str, gate: str, *, error: bool, **kw: Any) -> AgentEvent:
@@ -460,7 +793,7 @@ class Agent:
         if blocked:
             yield finish(f"refused by a before_tool hook: {blocked}", "refused", "hook", error=True)
             return
-        # Gate 1: the local safety layer. A refusal never reaches the mesh.
+        # Gate 1: the local safety layer, then the user's rules. A refusal never reaches the mesh.
         is_shell = tool.mesh_name == "shell" and tool.run is BUILTINS["shell"].run
         sandboxed = False
         if is_shell:
@@ -481,12 +814,42 @@ class Agent:
         if verdict.action == "refuse":
             yield finish(f"refused: {verdict.reason}. Do not retry; tell the user.", "refused", "local", error=True)
             return
+        rule = self.permissions.decide(tool.mesh_name, arguments, ws.cwd) if self.permissions is not None else None
+        if rule is not None and rule.action == "deny":
+            yield finish(f"refused: {_denied_by(rule)}. Do not retry; tell the user.", "refused", "local", error=True)
+            return
+        # A write or an edit is computed first: its diff is shown before the question and sent to the mesh.
+        change: FileChange | None = None
+        if tool.run in (BUILTINS["write_file"].run, BUILTINS["edit_file"].run):
+            try:
+                target = ws.cwd / Path(str(arguments["path"])).expanduser()
+                small = not target.exists() or target.stat().st_size <= _PLAN_INLINE
+                # A small file's diff costs less than a thread's round trip (the bench's edit_file call).
+                plan = functools.partial(plan_change, tool.name, arguments, ws.cwd)
+                change = plan() if small else await asyncio.to_thread(plan)
+            except (ToolFailed, OSError) as e:
+                failed = str(e) if isinstance(e, ToolFailed) else str(e.strerror or e)
+                yield finish(f"error: {failed}; nothing was written", "error", "", error=True)
+                return
         confirmed = False
-        if verdict.action == "ask":
-            yield AgentEvent(
-                "tool_call_confirm", tool=tool.mesh_name, call_id=call.id, arguments=arguments, text=verdict.reason
+        if verdict.action == "ask" and (rule is None or verdict.firm):
+            always = (
+                suggested_rules(tool.mesh_name, arguments, ws.cwd, self.permissions.root) if self.permissions else []
             )
-            if not await ws.confirm(tool.mesh_name, arguments, verdict.reason):
+            diff = change.diff if change is not None else ""
+            yield AgentEvent(
+                "tool_call_confirm",
+                tool=tool.mesh_name,
+                call_id=call.id,
+                arguments=arguments,
+                text=verdict.reason,
+                diff=diff,
+                rules=always,
+            )
+            yes, notes = await self._ask(Question(tool.mesh_name, arguments, verdict.reason, always, diff))
+            for saved in notes:
+                yield AgentEvent("notice", text=saved)
+            if not yes:
                 why = f"refused: the user did not confirm it ({verdict.reason}). Ask the user how to proceed."
                 yield finish(why, "refused", "local", error=True)
                 return
@@ -498,14 +861,30 @@ class Agent:
         # Gate 2: the mesh. Its approvals are resolved only in the mesh, never by the confirmation above.
         decision: Decision | None = None
         if not ws.offline:
-            pending = asyncio.ensure_future(self.mesh.decide(tool.mesh_name, arguments))
+            trace_id = turn.trace_id = new_trace_id()
+            if self.asked is not None:
+                session_id = self.mesh.session_id
+                self.asked.asked(trace_id, tool=tool.mesh_name, agent_id=self.mesh.agent_id, session_id=session_id)
+            preview = change.preview(ws.cwd) if change is not None else None
+            pending = asyncio.ensure_future(
+                self.mesh.decide(tool.mesh_name, arguments, trace_id=trace_id, preview=preview)
+            )
             try:
                 done, _ = await asyncio.wait({pending}, timeout=self.wait_notice)
                 if not done:  # held for a human's approval in the mesh: say so, and which one when visible
                     approval = await self.mesh.pending_approval(tool.mesh_name)
-                    yield AgentEvent("tool_call_waiting", tool=tool.mesh_name, call_id=call.id, approval_id=approval)
+                    yield AgentEvent(
+                        "tool_call_waiting",
+                        tool=tool.mesh_name,
+                        call_id=call.id,
+                        approval_id=approval,
+                        text=self.mesh.approval_hint(approval),
+                    )
                 decision = await pending
             except MeshUnavailable as e:
+                if self.asked is not None:
+                    self.asked.done(trace_id)
+                turn.trace_id = ""
                 command = str(arguments.get("command") or "")
                 reads = is_shell and reads_only(command, cwd=ws.cwd, home=ws.home, hidden=ws.tools.hidden)
                 changes = tool.mutating and not reads
@@ -520,7 +899,12 @@ class Agent:
                     pending.cancel()
                     with contextlib.suppress(asyncio.CancelledError, MeshUnavailable):
                         await pending
+            if decision is not None:
+                turn.trace_id = decision.trace_id or trace_id
+                turn.approval_id = decision.approval_id
             if decision is not None and decision.action != "allow":
+                if self.asked is not None:
+                    self.asked.done(trace_id)
                 yield finish(
                     _mesh_refusal(decision),
                     "human_approval" if decision.approval_id else decision.action,
@@ -530,40 +914,64 @@ class Agent:
                     approval_id=decision.approval_id,
                 )
                 return
-        started = time.perf_counter()
-        if tool.mesh_name == "task":  # a sub-agent: its calls pass both gates themselves, shown as they happen
+            if decision is not None:
+                turn.allowed = True
+                if self.asked is not None:
+                    self.asked.asked(
+                        turn.trace_id,
+                        tool=tool.mesh_name,
+                        agent_id=self.mesh.agent_id,
+                        session_id=self.mesh.session_id,
+                        state="running",
+                    )
+        ctx = ws.context(sandboxed=sandboxed, confirmed=confirmed)
+        if change is not None:
+            ctx = dataclasses.replace(ctx, planned=change)
+        turn.started = time.perf_counter()
+        if tool.mesh_name == "task" and tool.run is BUILTINS["task"].run:
+            # A sub-agent: its calls pass both gates themselves, shown as they happen.
             outcome: list[ToolRun] = []
             async for event in self._subagent(arguments, outcome):
                 yield event
             run = outcome[0]
+        elif is_shell:  # its output shown as it comes
+            async for event in self._streamed(tool, arguments, ctx, call):
+                yield event
+            assert turn.task is not None
+            run = turn.task.result()
         else:
-            run = await tool.run(arguments, ws.cwd, ws.context(sandboxed=sandboxed, confirmed=confirmed))
-        elapsed_ms = (time.perf_counter() - started) * 1000
-        if decision is not None and decision.trace_id:
-            # Sent beside the next model turn rather than before it; the run waits for it before it ends.
-            report = self.mesh.report(
-                decision.trace_id,
-                ok=not run.is_error,
-                exit_code=run.exit_code,
-                size=len(run.content.encode()),
-                duration_ms=elapsed_ms,
-                error=run.content[:500] if run.is_error else "",
-            )
-            self._reports.add(asyncio.ensure_future(report))
-        if decision is None:
-            policy, gate = ("offline", "offline") if ws.offline else ("ungoverned", "local")
-        else:
-            policy, gate = ("human_approval" if decision.approval_id else "allow"), "mesh"
-        yield finish(
-            run.content,
-            policy,
-            gate,
-            error=run.is_error,
-            trace_id=decision.trace_id if decision else "",
-            approval_id=decision.approval_id if decision else "",
-            diff=run.diff,
-            exit_code=run.exit_code,
+            turn.interruptible = bool(tool.governed_as)  # an MCP server's call stops; a file tool finishes first
+            turn.task = asyncio.ensure_future(tool.run(arguments, ws.cwd, ctx))
+            run = await (turn.task if turn.interruptible else asyncio.shield(turn.task))
+        yield self._ran(turn, call, run, (time.perf_counter() - turn.started) * 1000)
+
+    async def _streamed(
+        self, tool: Builtin, arguments: dict[str, Any], ctx: ToolContext, call: ToolCall
+    ) -> AsyncIterator[AgentEvent]:
+        """Run a command in its own task, passing its output on as `tool_call_output` events as it comes."""
+        ws = self.workspace
+        assert ws is not None
+        turn = self._turn
+        chunks: asyncio.Queue[str] = asyncio.Queue(maxsize=8)  # bounded: a slow screen slows the command down
+        turn.output = HeadAndTail(ctx.output_limit)
+        task = turn.task = asyncio.ensure_future(
+            tool.run(arguments, ws.cwd, dataclasses.replace(ctx, output=chunks.put))
         )
+        while True:
+            getter = asyncio.ensure_future(chunks.get())
+            try:
+                await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getter.done():
+                    getter.cancel()
+            if getter.done() and not getter.cancelled():
+                text = getter.result()
+            elif not chunks.empty():
+                text = chunks.get_nowait()
+            else:
+                return
+            turn.output.add(text)
+            yield AgentEvent("tool_call_output", tool=tool.mesh_name, call_id=call.id, text=text)
 
     async def _subagent(self, arguments: dict[str, Any], outcome: list[ToolRun]) -> AsyncIterator[AgentEvent]:
         """Run a child agent with its own conversation and a narrowed tool set, as `<agent>/<name>` in the mesh;
@@ -662,7 +1070,18 @@ def _compacted(c: Compaction) -> str:
     what = [f"pruned {c.pruned} large tool outputs"] if c.pruned else []
     if c.summarized:
         what.append(f"summarized {c.summarized} messages")
-    return f"context compacted: {' and '.join(what)} (~{c.before} → ~{c.after} tokens)"
+    if c.shortened:
+        what.append(f"shortened {c.shortened} new tool outputs to fit")
+    return f"context compacted: {' and '.join(what) or 'nothing more to take out'} (~{c.before} → ~{c.after} tokens)"
+
+
+def _retrying(r: Retrying) -> str:
+    wait = f" in {r.delay:g} s" if r.delay else ""
+    return f"the model could not answer ({r.why[:200]}): asking again{wait} (attempt {r.attempt} of {r.attempts})"
+
+
+def _denied_by(rule: Any) -> str:
+    return f"your permission rule deny {rule.text} ({rule.source}) refuses it"
 
 
 def _mesh_refusal(d: Decision) -> str:

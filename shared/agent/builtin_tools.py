@@ -14,6 +14,7 @@ every hidden path: a symlink in a cloned repository cannot lead them out. `shell
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import difflib
 import os
@@ -36,8 +37,12 @@ __all__ = [
     "SUBAGENT_DEFAULT_TOOLS",
     "SUBAGENT_PROMPT",
     "Builtin",
+    "FileChange",
+    "HeadAndTail",
     "ToolContext",
+    "ToolFailed",
     "ToolRun",
+    "plan_change",
     "validation_error",
 ]
 
@@ -53,12 +58,40 @@ _MAX_MATCHES = 500
 _MAX_FILE = 5_000_000  # bytes a read, edit or grep will open
 
 
+_MAX_PREVIEW = 64 * 1024  # bytes of a diff sent to the mesh with /decide
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """What a write_file or edit_file call changes: the file's bytes before (None: it did not exist) and after,
+    and the unified diff of its text (line endings shown as newlines)."""
+
+    path: Path  # resolved
+    shown: str  # the path as the model named it
+    before: bytes | None
+    after: bytes
+    diff: str
+
+    def preview(self, cwd: Path) -> dict[str, str]:
+        """The `preview` sent with `/decide`: the diff, cut with a marker so that it and the path fit in 64 KiB
+        (the mesh refuses more)."""
+        rel = self.path.relative_to(cwd.resolve()).as_posix() if self.path.is_relative_to(cwd.resolve()) else self.shown
+        data = self.diff.encode()
+        room = _MAX_PREVIEW - len(rel.encode())
+        if len(data) <= room:
+            return {"kind": "diff", "path": rel, "diff": self.diff}
+        kept = data[: room - 120].decode("utf-8", "ignore")
+        marker = f"\n[... diff truncated: {len(data) - len(kept.encode()):,} more bytes not shown]\n"
+        return {"kind": "diff", "path": rel, "diff": kept + marker}
+
+
 @dataclass(frozen=True)
 class ToolRun:
     content: str
     is_error: bool = False
     exit_code: int | None = None
     diff: str = ""  # an edit's unified diff, for the terminal to show
+    change: FileChange | None = None  # what a write or an edit changed, for the checkpoints
 
 
 @dataclass(frozen=True)
@@ -73,6 +106,9 @@ class ToolContext:
     writable: bool = True  # the working folder is writable in the sandbox (not in read-only mode)
     network: bool = False  # the sandboxed command may use the network
     web: WebAccess = field(default_factory=WebAccess)
+    # a command's output as it comes (awaited: a slow reader slows the command down instead of filling memory)
+    output: Callable[[str], Awaitable[None]] | None = None
+    planned: FileChange | None = None  # a write or an edit as shown and approved: written only if the file is unchanged
 
 
 Runner = Callable[[dict[str, Any], Path, ToolContext], Awaitable[ToolRun]]
@@ -116,18 +152,62 @@ def _clip(text: str, limit: int = _MAX_OUTPUT) -> str:
     return text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
 
 
-def _read_text(path: Path) -> str:
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+@dataclass(frozen=True)
+class _Text:
+    """A file's text as it is on disk: no newline translation, with its encoding and byte-order mark."""
+
+    text: str
+    encoding: str
+    bom: bytes = b""
+
+    def encode(self, text: str, shown: str) -> bytes:
+        try:
+            return self.bom + text.encode(self.encoding)
+        except UnicodeEncodeError as e:
+            raise ToolFailed(
+                f"the new text cannot be written in {shown}'s encoding ({self.encoding}): {e.reason}"
+            ) from e
+
+
+def _decode(data: bytes, shown: str) -> _Text:
+    """UTF-8 (with or without a BOM), UTF-16/32 with a BOM, else Latin-1 (every byte kept as it was)."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                return _Text(data[len(bom) :].decode(encoding), encoding, bom)
+            except UnicodeDecodeError as e:
+                raise ToolFailed(f"{shown} is not {encoding} text") from e
+    if b"\x00" in data[:8192]:
+        raise ToolFailed(f"{shown} is a binary file")
+    try:
+        return _Text(data.decode("utf-8"), "utf-8")
+    except UnicodeDecodeError:
+        return _Text(data.decode("latin-1"), "latin-1")
+
+
+def _read_file_text(path: Path, shown: str) -> _Text:
     if not path.is_file():
         raise ToolFailed(f"{path} is not a file")
     if path.stat().st_size > _MAX_FILE:
         raise ToolFailed(f"{path} is larger than {_MAX_FILE} bytes")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise ToolFailed(f"{path} is not UTF-8 text") from e
+    return _decode(path.read_bytes(), shown)
+
+
+def _read_text(path: Path) -> str:
+    return _read_file_text(path, str(path)).text
 
 
 def _diff(path: str, before: str, after: str) -> str:
+    before, after = before.replace("\r\n", "\n"), after.replace("\r\n", "\n")
     lines = difflib.unified_diff(
         before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
     )
@@ -147,7 +227,7 @@ def _guarded(fn: Callable[[dict[str, Any], Path, ToolContext], ToolRun]) -> Runn
 
 
 def _read_file(a: dict[str, Any], cwd: Path, _ctx: ToolContext) -> ToolRun:
-    lines = _read_text(_resolve(cwd, a["path"])).splitlines()
+    lines = _read_file_text(_resolve(cwd, a["path"]), a["path"]).text.splitlines()
     first = int(a.get("start_line") or 1)
     last = int(a.get("end_line") or len(lines))
     if first > max(len(lines), 1) or last < first:
@@ -156,31 +236,75 @@ def _read_file(a: dict[str, Any], cwd: Path, _ctx: ToolContext) -> ToolRun:
     return ToolRun(_clip("\n".join(shown)))
 
 
-def _write_file(a: dict[str, Any], cwd: Path, _ctx: ToolContext) -> ToolRun:
-    path = _resolve(cwd, a["path"])
-    before = _read_text(path) if path.exists() else ""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(a["content"], encoding="utf-8")
-    size = len(a["content"].encode())
-    diff = _diff(a["path"], before, a["content"])
-    return ToolRun(f"wrote {size} bytes to {a['path']}", diff=diff)
+def _crlf(text: str) -> bool:
+    """Whether the file's lines end in CRLF (most of them)."""
+    crlf = text.count("\r\n")
+    return crlf > 0 and crlf >= text.count("\n") - crlf
 
 
-def _edit_file(a: dict[str, Any], cwd: Path, _ctx: ToolContext) -> ToolRun:
-    path = _resolve(cwd, a["path"])
-    text = _read_text(path)
-    old, new = a["old_text"], a["new_text"]
-    if not old:
+def plan_change(tool: str, a: dict[str, Any], cwd: Path) -> FileChange:
+    """What a write_file or edit_file call would write, computed without writing: the file's encoding, byte-order
+    mark and line endings kept (the model writes newlines; a CRLF file gets CRLF). ToolFailed says why it cannot."""
+    shown = a["path"]
+    path = _resolve(cwd, shown)
+    if tool == "write_file":
+        if path.exists():
+            old = _read_file_text(path, shown)
+            before: bytes | None = path.read_bytes()
+            content = a["content"]
+            if _crlf(old.text) and "\r\n" not in content:
+                content = content.replace("\n", "\r\n")
+            after = old.encode(content, shown)
+            return FileChange(path, shown, before, after, _diff(shown, old.text, content))
+        return FileChange(path, shown, None, a["content"].encode(), _diff(shown, "", a["content"]))
+    old = _read_file_text(path, shown)
+    text = old.text
+    find, put = a["old_text"], a["new_text"]
+    if not find:
         raise ToolFailed("old_text is empty")
-    count = text.count(old)
+    count = text.count(find)
+    if count == 0 and "\r\n" in text and "\n" in find:
+        # The model writes newlines; the file has CRLF: match and replace in the file's own line endings.
+        crlf_find = find.replace("\r\n", "\n").replace("\n", "\r\n")
+        if text.count(crlf_find):
+            find, put = crlf_find, put.replace("\r\n", "\n").replace("\n", "\r\n")
+            count = text.count(find)
     if count == 0:
-        raise ToolFailed(f"old_text was not found in {a['path']} (it must match exactly, whitespace included)")
+        raise ToolFailed(f"old_text was not found in {shown} (it must match exactly, whitespace included)")
     if count > 1 and not a.get("replace_all"):
-        raise ToolFailed(f"old_text occurs {count} times in {a['path']}: add context, or set replace_all")
-    after = text.replace(old, new) if a.get("replace_all") else text.replace(old, new, 1)
-    path.write_text(after, encoding="utf-8")
-    diff = _diff(a["path"], text, after)
-    return ToolRun(f"edited {a['path']} ({count if a.get('replace_all') else 1} replacement)\n{diff}", diff=diff)
+        raise ToolFailed(f"old_text occurs {count} times in {shown}: add context, or set replace_all")
+    if "\n" in put and "\r\n" not in put and _crlf(text):
+        put = put.replace("\n", "\r\n")
+    edited = text.replace(find, put) if a.get("replace_all") else text.replace(find, put, 1)
+    return FileChange(path, shown, path.read_bytes(), old.encode(edited, shown), _diff(shown, text, edited))
+
+
+def _planned(tool: str, a: dict[str, Any], cwd: Path, ctx: ToolContext) -> FileChange:
+    """The change to write: the one shown for approval when there was one, provided the file is still as it was
+    then (someone may have edited it while the approval was pending); computed now otherwise."""
+    change = ctx.planned
+    if change is None or change.path != _resolve(cwd, a["path"]):
+        return plan_change(tool, a, cwd)
+    now = change.path.read_bytes() if change.path.exists() else None
+    if now != change.before:
+        raise ToolFailed(
+            f"{change.shown} changed since this edit was shown for approval; nothing was written (read it again)"
+        )
+    return change
+
+
+def _write_file(a: dict[str, Any], cwd: Path, ctx: ToolContext) -> ToolRun:
+    change = _planned("write_file", a, cwd, ctx)
+    change.path.parent.mkdir(parents=True, exist_ok=True)
+    change.path.write_bytes(change.after)
+    return ToolRun(f"wrote {len(change.after)} bytes to {a['path']}", diff=change.diff, change=change)
+
+
+def _edit_file(a: dict[str, Any], cwd: Path, ctx: ToolContext) -> ToolRun:
+    change = _planned("edit_file", a, cwd, ctx)
+    change.path.write_bytes(change.after)
+    count = "every occurrence replaced" if a.get("replace_all") else "1 replacement"
+    return ToolRun(f"edited {a['path']} ({count})\n{change.diff}", diff=change.diff, change=change)
 
 
 def _list_dir(a: dict[str, Any], cwd: Path, _ctx: ToolContext) -> ToolRun:
@@ -280,7 +404,37 @@ def _grep(a: dict[str, Any], cwd: Path, ctx: ToolContext) -> ToolRun:
     return ToolRun(_clip("\n".join(hits[:_MAX_MATCHES]) + more))
 
 
+class HeadAndTail:
+    """A command's output kept bounded: its first and last `limit / 2` characters, and how much went between."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(1, limit // 2)
+        self.head = ""
+        self.tail = ""
+        self.total = 0
+
+    def add(self, text: str) -> None:
+        self.total += len(text)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += text[:room]
+            text = text[room:]
+        if text:
+            self.tail = (self.tail + text)[-self.half :]
+
+    def text(self) -> str:
+        cut = self.total - len(self.head) - len(self.tail)
+        if cut <= 0:
+            return self.head + self.tail
+        return (
+            f"{self.head}\n[... {cut:,} characters of output cut here ({self.total:,} in all): the first "
+            f"{len(self.head):,} and the last {len(self.tail):,} are shown ...]\n{self.tail}"
+        )
+
+
 async def _shell(a: dict[str, Any], cwd: Path, ctx: ToolContext) -> ToolRun:
+    """The command in the sandbox, its output passed on as it comes (`ctx.output`) and kept bounded; killed with
+    what it started at its timeout, or when the run is cancelled (the user interrupted it: re-raised)."""
     where = _resolve(cwd, a.get("cwd") or ".")
     if not where.is_dir():
         return ToolRun(f"error: {a.get('cwd')} is not a directory", is_error=True)
@@ -300,17 +454,37 @@ async def _shell(a: dict[str, Any], cwd: Path, ctx: ToolContext) -> ToolRun:
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,  # its own process group: a timeout kills what it started too
     )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-    except (TimeoutError, asyncio.CancelledError):
+    kept = HeadAndTail(ctx.output_limit)
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    async def pump() -> None:
+        assert proc.stdout is not None
+        while chunk := await proc.stdout.read(65536):
+            text = decoder.decode(chunk)
+            kept.add(text)
+            if ctx.output is not None and text:
+                await ctx.output(text)
+        kept.add(decoder.decode(b"", final=True))
+        await proc.wait()
+
+    def kill() -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
+
+    try:
+        await asyncio.wait_for(pump(), timeout)
+    except TimeoutError:
+        kill()
         await proc.wait()
-        text = f"error: the command timed out after {timeout:g} s and was killed"
-        return ToolRun(text, is_error=True, exit_code=proc.returncode)
+        text = f"error: the command timed out after {timeout:g} s and was killed; its output until then:\n"
+        return ToolRun(text + kept.text(), is_error=True, exit_code=proc.returncode)
+    except asyncio.CancelledError:  # the user interrupted it: killed here, said by the agent
+        kill()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(proc.wait())
+        raise
     code = proc.returncode if proc.returncode is not None else -1
-    text = _clip(out.decode("utf-8", "replace"), ctx.output_limit)
-    return ToolRun(f"exit code {code}\n{text}", is_error=code != 0, exit_code=code)
+    return ToolRun(f"exit code {code}\n{kept.text()}", is_error=code != 0, exit_code=code)
 
 
 async def _web_fetch(a: dict[str, Any], _cwd: Path, ctx: ToolContext) -> ToolRun:

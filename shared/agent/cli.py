@@ -6,64 +6,95 @@ Settings are layered (shared/agent/config.py): `~/.config/flux7/agent.toml`, the
 the environment (read here and nowhere below), then these flags. The project's settings that run code, send data
 away, read outside the folder or loosen the safety mode apply only once the user trusts the folder
 (shared/agent/trust.py): `--trust`, or a yes at the prompt the REPL shows at a terminal; otherwise they are
-named and left out. This module only parses the command line; the agent (shared/agent/repl.py) is imported
-after, so `--help` answers at once. Exit status: 0 when the agent answered, 1 when it stopped on an error (a
-refused credential included), 2 for bad usage or configuration.
+named and left out. This module only parses the command line (click, like every flux7 command: the same help
+and error lines); the agent (shared/agent/repl.py) is imported after, so `--help` answers at once. Exit status:
+0 when the agent answered, 1 when it stopped on an error (a refused credential, a cut answer included), 2 for bad
+usage or configuration, 130 when the user interrupted `-p`.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import click
+
 from flux7.shared.agent.safety import MODES
+from flux7.shared.cli.kit import CONTEXT, run
 
-__all__ = ["main"]
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="flux7 agent", description="A terminal coding agent whose every tool call is governed by the flux7 mesh."
-    )
-    p.add_argument("-p", "--prompt", default=None, help="answer one prompt and exit (default: a REPL)")
-    p.add_argument("--mesh", default=None, help="the mesh's URL (MESH_URL, default http://127.0.0.1:9090)")
-    p.add_argument("--agent-id", default=None, help="who the mesh sees (FLUX7_AGENT_ID, default flux7-agent)")
-    p.add_argument("--token", default=None, help="bearer token for the mesh instead of agent:<id> (MESH_AGENT_TOKEN)")
-    p.add_argument("--provider", default=None, help="LLM API: anthropic, openai or ollama (FLUX7_LLM_PROVIDER)")
-    p.add_argument("--model", default=None, help="model name (FLUX7_LLM_MODEL)")
-    p.add_argument("--llm-url", default=None, help="LLM API base URL (FLUX7_LLM_URL; default: the provider's)")
-    p.add_argument("--temperature", type=float, default=None, help="sampling temperature, 0..2")
-    p.add_argument("--mode", default=None, choices=MODES, help="approval mode (FLUX7_AGENT_MODE, default on-request)")
-    p.add_argument(
-        "--offline",
-        action="store_true",
-        default=None,
-        help="run without the mesh: nothing is governed or traced (the banner says so)",
-    )
-    p.add_argument("--session", default=None, help="id of a new session, also its X-Session-Id (default: a new one)")
-    p.add_argument("--resume", nargs="?", const="", default=None, metavar="ID", help="resume a saved session (newest)")
-    p.add_argument("-c", "--continue", dest="cont", action="store_true", help="resume the newest session started here")
-    p.add_argument("--max-turns", type=int, default=None, help="model turns per prompt (default 20)")
-    p.add_argument("--json", action="store_true", help="write every event as a JSON line on stdout (for scripts)")
-    p.add_argument("--plain", action="store_true", help="plain text even on a terminal (no colours, no markdown)")
-    p.add_argument("--system", default=None, help="a file whose text replaces the default system prompt")
-    p.add_argument(
-        "--trust",
-        action="store_true",
-        help="trust this folder: its .flux7 settings (hooks, MCP servers, tools, URLs, mode) apply; remembered",
-    )
-    return p
+__all__ = ["agent", "main"]
 
 
-def _flags(args: argparse.Namespace) -> dict[str, Any]:
+@click.command(
+    "agent",
+    context_settings=CONTEXT,
+    epilog="In the REPL, /help lists its commands. Ctrl-C or Esc ends a run; Ctrl-C twice on an empty line leaves.",
+)
+@click.option("-p", "--prompt", default=None, metavar="TEXT", help="answer one prompt and exit (default: a REPL)")
+@click.option("--mesh", default=None, metavar="URL", help="the mesh's URL (MESH_URL, default http://127.0.0.1:9090)")
+@click.option("--agent-id", default=None, metavar="ID", help="who the mesh sees (FLUX7_AGENT_ID, default flux7-agent)")
+@click.option("--token", default=None, help="bearer token for the mesh instead of agent:<id> (MESH_AGENT_TOKEN)")
+@click.option("--provider", default=None, help="LLM API: anthropic, openai or ollama (FLUX7_LLM_PROVIDER)")
+@click.option("--model", default=None, help="model name (FLUX7_LLM_MODEL)")
+@click.option(
+    "--llm-url", default=None, metavar="URL", help="LLM API base URL (FLUX7_LLM_URL; default: the provider's)"
+)
+@click.option(
+    "--llm-timeout",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="how long the model may stay silent (FLUX7_LLM_TIMEOUT, default 120)",
+)
+@click.option("--temperature", type=float, default=None, help="sampling temperature, 0..2")
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default=None,
+    help="approval mode (FLUX7_AGENT_MODE, default on-request)",
+)
+@click.option("--offline", is_flag=True, default=False, help="run without the mesh: nothing is governed or traced")
+@click.option("--session", default=None, metavar="ID", help="id of a new session, also its X-Session-Id")
+@click.option(
+    "--resume",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[ID]",
+    help="resume a saved session by id or prefix (alone: the newest)",
+)
+@click.option("-c", "--continue", "cont", is_flag=True, help="resume the newest session started here")
+@click.option("--max-turns", type=int, default=None, help="model turns per prompt (default 20)")
+@click.option("--json", "json_", is_flag=True, help="write every event as a JSON line on stdout (for scripts)")
+@click.option("--plain", is_flag=True, help="plain text even on a terminal (no colours, no markdown)")
+@click.option("--system", default=None, metavar="FILE", help="a file whose text replaces the default system prompt")
+@click.option(
+    "--trust",
+    is_flag=True,
+    help="trust this folder: its .flux7 settings (hooks, MCP servers, tools, URLs, mode, rules) apply; remembered",
+)
+def agent(**options: Any) -> int:
+    """A terminal coding agent whose every tool call is governed by the flux7 mesh."""
+    import argparse
+
+    options["json"] = options.pop("json_")
+    options["offline"] = options["offline"] or None
+    return _main(argparse.Namespace(**options))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(agent, argv, prog="flux7 agent")
+
+
+def _flags(args: Any) -> dict[str, Any]:
     return {
         "provider": args.provider,
         "model": args.model,
         "llm_url": args.llm_url,
         "temperature": args.temperature,
+        "llm_timeout": args.llm_timeout,
         "approval_mode": args.mode,
         "max_turns": args.max_turns,
         "system_prompt_file": args.system,
@@ -74,9 +105,7 @@ def _flags(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+def _main(args: Any) -> int:
     import asyncio
 
     from flux7.shared.agent.config import ConfigError, load_config

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["destroys", "inside", "reads_only", "under"]
+__all__ = ["destroys", "inside", "reads_only", "simple_commands", "under"]
 
 # Commands that only read, and the options that make them write, delete or change something.
 _READERS: dict[str, frozenset[str]] = {
@@ -436,3 +436,34 @@ def reads_only(command: str, *, cwd: Path, home: Path, hidden: Sequence[Path] = 
         return False
     root = cwd.resolve()
     return all(_only_reads(tree, root, home, hidden) for tree in trees)
+
+
+def _simple(node: Any, out: list[str]) -> bool:
+    kind = node.kind
+    if kind == "list":
+        return all(
+            (p.kind == "operator" and p.op in ("&&", "||", ";", "\n")) or (p.kind != "operator" and _simple(p, out))
+            for p in node.parts
+        )
+    if kind == "pipeline":
+        return all(p.kind == "pipe" or _simple(p, out) for p in node.parts)
+    if kind != "command":
+        return False
+    words: list[str] = []
+    for part in node.parts:
+        if part.kind != "word" or any(p.kind != "tilde" for p in getattr(part, "parts", None) or []):
+            return False
+        words.append(part.word)
+    out.append(" ".join(words))
+    return bool(words)
+
+
+def simple_commands(command: str) -> list[str] | None:
+    """The simple commands `command` chains with `|`, `&&`, `||` or `;`, each as its words joined by spaces; None
+    when it is anything else (a redirection, an assignment, a variable, a substitution, a compound command, or
+    what bashlex cannot parse), which no permission rule can allow."""
+    trees = _parse(command)
+    if not trees:
+        return None
+    out: list[str] = []
+    return out if all(_simple(tree, out) for tree in trees) else None

@@ -5,12 +5,15 @@ when set), the project's `.flux7/agent.toml` (found from the working directory u
 environment, then the command line. The project's layer is applied whole only in a folder its user trusts
 (shared/agent/trust.py); elsewhere what could run code, send data away, read outside the folder or loosen the
 safety mode is left out and listed in `AgentConfig.ignored`. Every problem is a `ConfigError` whose message is
-one line naming the file (or variable, or flag) and the key. `AGENT.md` files (the user's, the repository root's,
-the working directory's) become part of the system prompt.
+one line naming the file (or variable, or flag) and the key. Project memory files (`AGENT.md`, else `AGENTS.md`,
+else `CLAUDE.md`: the user's, then each folder from the repository root down to the working directory) become
+part of the system prompt. Permission rules (`[permissions] allow`, `deny`) add up across the user's file and a
+trusted project's, each remembering its file.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from collections.abc import Mapping
@@ -19,12 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from flux7.shared.agent.llm import DEFAULT_URLS
+from flux7.shared.agent.permissions import parse_rule
 from flux7.shared.agent.safety import MODES
 from flux7.shared.agent.trust import trusted_folders, untrusted_reason
 from flux7.shared.agent.web import parse_allow
 
 __all__ = [
+    "FLAGS",
     "KEY_ENV",
+    "MEMORY_FILES",
     "AgentConfig",
     "ConfigError",
     "HookConfig",
@@ -37,6 +43,21 @@ __all__ = [
 
 _HOOK_EVENTS = ("session_start", "user_prompt", "before_tool", "after_tool", "agent_end", "error")
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+MEMORY_FILES = ("AGENT.md", "AGENTS.md", "CLAUDE.md")  # one per folder, the first found
+# The command-line flag of each key that has one (what /config and errors name).
+FLAGS = {
+    "provider": "--provider",
+    "model": "--model",
+    "llm_url": "--llm-url",
+    "llm_timeout": "--llm-timeout",
+    "temperature": "--temperature",
+    "max_turns": "--max-turns",
+    "approval_mode": "--mode",
+    "system_prompt_file": "--system",
+    "mesh.url": "--mesh",
+    "mesh.agent_id": "--agent-id",
+    "mesh.offline": "--offline",
+}
 
 
 class ConfigError(Exception):
@@ -79,6 +100,10 @@ class AgentConfig:
     system_prompt_file: str
     context_window: int = 128_000
     compact_at: float = 0.8
+    llm_timeout: float = 120.0
+    permission_rules: tuple[tuple[str, str, str], ...] = ()  # (allow | deny, rule, the file it is in)
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)  # model -> USD per million in, out
+    values: dict[str, Any] = field(default_factory=dict)  # key -> the value in force (for /config)
     tool_folders: tuple[Path, ...] = ()  # where custom tools are loaded from, in order
     mcp_servers: tuple[McpServerConfig, ...] = ()
     hooks: tuple[HookConfig, ...] = ()
@@ -106,6 +131,7 @@ _SCALARS: dict[str, tuple[type | tuple[type, ...], Any]] = {
     "provider": (str, ""),
     "model": (str, ""),
     "llm_url": (str, ""),
+    "llm_timeout": ((int, float), 120.0),
     "api_key_env": (str, ""),
     "temperature": ((int, float), None),
     "max_turns": (int, 20),
@@ -126,14 +152,18 @@ _SCALARS: dict[str, tuple[type | tuple[type, ...], Any]] = {
     "sandbox.writable": (list, ()),
     "sandbox.pass_env": (list, ()),
     "web_fetch.allow": (list, ()),
+    "permissions.allow": (list, ()),
+    "permissions.deny": (list, ()),
 }
 _LISTS = ("mcp_servers", "hooks")
+_RULES = ("permissions.allow", "permissions.deny")  # add up across files instead of overriding
 _USER_ONLY = ("tools.trust_project", "projects")  # a project cannot trust itself
 
 _ENV = {
     "FLUX7_LLM_PROVIDER": "provider",
     "FLUX7_LLM_MODEL": "model",
     "FLUX7_LLM_URL": "llm_url",
+    "FLUX7_LLM_TIMEOUT": "llm_timeout",
     "FLUX7_AGENT_ID": "mesh.agent_id",
     "FLUX7_AGENT_MODE": "approval_mode",
     "MESH_URL": "mesh.url",
@@ -182,12 +212,19 @@ def workspace_root(cwd: Path) -> Path:
 
 
 def agent_md_files(cwd: Path, env: Mapping[str, str], home: Path) -> list[Path]:
-    """The AGENT.md files that apply here, most general first: the user's, the repository root's, cwd's."""
-    found: list[Path] = []
+    """The project memory files that apply here, most general first: the user's, then one per folder from the
+    repository root down to cwd. In each folder the first of AGENT.md, AGENTS.md (Codex's), CLAUDE.md (Claude
+    Code's) is read; the same file twice (a symlink) is read once."""
     root = repo_root(cwd)
-    candidates = [user_config_dir(env, home) / "AGENT.md", *([root / "AGENT.md"] if root else []), cwd / "AGENT.md"]
-    for candidate in candidates:
-        if candidate.is_file() and candidate.resolve() not in [f.resolve() for f in found]:
+    folders = [user_config_dir(env, home)]
+    if root is not None:
+        folders += [*reversed([f for f in [cwd, *cwd.parents] if f.is_relative_to(root)])]
+    else:
+        folders.append(cwd)
+    found: list[Path] = []
+    for folder in folders:
+        candidate = next((folder / n for n in MEMORY_FILES if (folder / n).is_file()), None)
+        if candidate is not None and candidate.resolve() not in [f.resolve() for f in found]:
             found.append(candidate)
     return found
 
@@ -196,7 +233,7 @@ def _flatten(table: Mapping[str, Any], where: str, prefix: str = "") -> dict[str
     flat: dict[str, Any] = {}
     for key, value in table.items():
         dotted = f"{prefix}{key}"
-        if dotted in _LISTS or dotted == "projects":
+        if dotted in _LISTS or dotted in ("projects", "prices"):
             flat[dotted] = value
         elif isinstance(value, dict) and f"{dotted}." in {k[: len(dotted) + 1] for k in _SCALARS}:
             flat.update(_flatten(value, where, f"{dotted}."))
@@ -264,6 +301,22 @@ def _mcp_servers(value: Any, where: str) -> tuple[McpServerConfig, ...]:
     return tuple(servers)
 
 
+def _prices(value: Any, where: str) -> dict[str, tuple[float, float]]:
+    """`[prices."<model>"] input = 3.0, output = 15.0`: US dollars per million tokens."""
+    if not isinstance(value, dict):
+        raise ConfigError(f'{where}: prices must be tables like [prices."claude-sonnet-4-5"]')
+    found: dict[str, tuple[float, float]] = {}
+    for model, entry in value.items():
+        at = f"{where}: prices.{json.dumps(model)}"
+        if not isinstance(entry, dict) or set(entry) - {"input", "output"}:
+            raise ConfigError(f"{at} takes input and output (US dollars per million tokens)")
+        numbers = [entry.get("input", 0), entry.get("output", 0)]
+        if any(isinstance(n, bool) or not isinstance(n, int | float) or n < 0 for n in numbers):
+            raise ConfigError(f"{at}: input and output must be non-negative numbers")
+        found[model] = (float(numbers[0]), float(numbers[1]))
+    return found
+
+
 def _hooks(value: Any, where: str) -> tuple[HookConfig, ...]:
     if not isinstance(value, list):
         raise ConfigError(f"{where}: hooks must be an array of tables ([[hooks]])")
@@ -309,6 +362,8 @@ def load_config(
         raise ConfigError(str(e)) from None
     trusted = trust or str(workspace) in trusted_here
     ignored: list[str] = []
+    rules: list[tuple[str, str, str]] = []
+    prices: dict[str, tuple[float, float]] = {}
     for path, table in [(user_file, user_table), (project_file, project_table)]:
         if path is None or (path == user_file and not user_file.is_file()):
             continue
@@ -321,8 +376,17 @@ def load_config(
                 continue
             if key in _LISTS:
                 (_mcp_servers if key == "mcp_servers" else _hooks)(value, str(path))  # validated either way
+            elif key == "prices":
+                prices.update(_prices(value, str(path)))
+                continue
             else:
                 _check_type(key, value, str(path))
+            if key in _RULES:
+                for text in value:
+                    try:
+                        parse_rule(text, key.split(".")[1], str(path))
+                    except ValueError as e:
+                        raise ConfigError(f"{path}: {key}: {e}") from None
             why = untrusted_reason(key, value, values, cwd, workspace) if from_project and not trusted else ""
             if why:
                 ignored.append(f"{key} ({why})")
@@ -330,14 +394,25 @@ def load_config(
             if key in _LISTS:
                 lists[key] = (value, str(path))
                 continue
+            if key in _RULES:
+                rules += [(key.split(".")[1], text, str(path)) for text in value]
+                origins[key] = str(path) if origins[key] == "default" else f"{origins[key]}, {path}"
+                values[key] = [*values[key], *value]
+                continue
             values[key], origins[key] = value, str(path)
     for name, key in _ENV.items():
         if env.get(name):
             values[key], origins[key] = env[name], f"env {name}"
+            if key == "llm_timeout":
+                try:
+                    values[key] = float(env[name])
+                except ValueError:
+                    raise ConfigError(f"env {name}: must be a number of seconds (got {env[name]!r})") from None
     for key, value in flags.items():
         if value is not None and key in _SCALARS:
-            _check_type(key, value, f"--{key.split('.')[-1].replace('_', '-')}")
-            values[key], origins[key] = value, f"flag --{key.split('.')[-1].replace('_', '-')}"
+            flag = FLAGS.get(key, f"--{key.split('.')[-1].replace('_', '-')}")
+            _check_type(key, value, flag)
+            values[key], origins[key] = value, f"flag {flag}"
 
     def at(key: str) -> str:
         return origins[key]
@@ -367,6 +442,8 @@ def load_config(
         raise ConfigError(
             f"{at('approval_mode')}: approval_mode must be one of {', '.join(MODES)} (got {values['approval_mode']!r})"
         )
+    if values["llm_timeout"] <= 0:
+        raise ConfigError(f"{at('llm_timeout')}: llm_timeout must be a positive number of seconds")
     if values["max_turns"] < 1:
         raise ConfigError(f"{at('max_turns')}: max_turns must be at least 1")
     if values["shell.timeout"] <= 0:
@@ -431,6 +508,10 @@ def load_config(
         system_prompt_file=values["system_prompt_file"],
         context_window=int(values["context.window"]),
         compact_at=float(values["context.compact_at"]),
+        llm_timeout=float(values["llm_timeout"]),
+        permission_rules=tuple(rules),
+        prices=prices,
+        values={**values, "provider": provider},
         tool_folders=tuple(folders),
         mcp_servers=mcp,
         hooks=hooks,

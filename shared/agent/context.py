@@ -1,10 +1,16 @@
 """The context engine: how big the conversation is, and making it smaller before it overflows the model's window.
 
 Counting is an estimate, four characters a token over everything sent (the mesh estimates the same way); the
-providers' own counts come back in each turn's usage and are what `/usage` shows. Before each model turn, when
-the count reaches `compact_at` of the window, the engine first prunes large tool outputs of earlier prompts, then,
-if that is not enough, asks the model for a summary of everything before the current prompt (the task,
-decisions, files touched, open questions) and puts it in their place.
+providers' own counts come back in each turn's usage and are what `/usage` shows. Before each request, when the
+count reaches `compact_at` of the window (`fit`), the engine makes the request fit, in this order, stopping as
+soon as it does:
+
+1. prunes large tool outputs the model has already read (of earlier prompts and of this one's earlier turns);
+2. asks the model for a summary of everything before the current prompt (the task, decisions, files touched,
+   open questions) and puts it in their place;
+3. summarizes this prompt's own earlier turns into the prompt (one long prompt is compacted too), keeping its
+   last turn, whose results the model has not read yet, whole;
+4. shortens those newest tool outputs to their head and tail, saying what was cut.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class Compaction:
     after: int
     pruned: int  # tool outputs pruned
     summarized: int  # messages replaced by the summary
+    shortened: int = 0  # the newest tool outputs cut to their head and tail
 
 
 class ContextEngine:
@@ -90,6 +97,58 @@ class ContextEngine:
             Message("assistant", "Understood: I will go on from this summary."),
         ]
         return Compaction(before, estimate_tokens(messages, system, tools), pruned, replaced)
+
+    async def fit(
+        self, chat: Chat, messages: list[Message], start: int, system: str, tools: Sequence[ToolSpec]
+    ) -> tuple[Compaction, int] | None:
+        """Make the next request fit under the limit (see the module's docstring). `start` is where the current
+        prompt is; returns what was done and where the prompt is now, or None when nothing could be done."""
+        before = estimate_tokens(messages, system, tools)
+        if before < self.limit:
+            return None
+
+        def size() -> int:
+            return estimate_tokens(messages, system, tools)
+
+        newest = len(messages) - 1 if messages and messages[-1].role == "tool" else len(messages)
+        pruned = 0
+        for m in messages[:newest]:  # 1. outputs the model has read already
+            for i, r in enumerate(m.results):
+                if len(r.content) > _PRUNE_OVER:
+                    m.results[i] = ToolResult(r.call_id, _PRUNED.format(n=len(r.content)), r.is_error)
+                    pruned += 1
+        summarized = 0
+        if size() >= self.limit and start > 2:  # 2. everything before this prompt
+            summary = await self._summary(chat, messages[:start])
+            summarized += start
+            messages[:start] = [
+                Message("user", f"Summary of the conversation so far (it was compacted):\n\n{summary}"),
+                Message("assistant", "Understood: I will go on from this summary."),
+            ]
+            start = 2
+        last_turn = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=start)
+        if size() >= self.limit and last_turn > start + 1:  # 3. this prompt's earlier turns
+            earlier = messages[start + 1 : last_turn]
+            summary = await self._summary(chat, [messages[start], *earlier])
+            summarized += len(earlier)
+            prompt = messages[start]
+            note = f"\n\n[Your work on this request so far, compacted to save context:]\n{summary}"
+            messages[start:last_turn] = [Message("user", prompt.text + note)]
+        shortened = 0
+        if size() >= self.limit and messages and messages[-1].role == "tool":  # 4. the newest outputs
+            results = messages[-1].results
+            others = size() * 4 - sum(len(r.content) for r in results)
+            room = max(400, (self.limit * 4 - others) // max(1, len(results)))
+            for i, r in enumerate(results):
+                if len(r.content) > room:
+                    half = room // 2
+                    cut = len(r.content) - 2 * half
+                    text = f"{r.content[:half]}\n[... {cut:,} characters cut to fit the context window ...]\n"
+                    results[i] = ToolResult(r.call_id, text + r.content[-half:], r.is_error)
+                    shortened += 1
+        if not (pruned or summarized or shortened):
+            return None
+        return Compaction(before, size(), pruned, summarized, shortened), start
 
     async def _summary(self, chat: Chat, old: Sequence[Message]) -> str:
         lines: list[str] = []

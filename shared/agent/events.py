@@ -17,9 +17,11 @@ EventType = Literal[
     "tool_call_start",
     "tool_call_confirm",
     "tool_call_waiting",
+    "tool_call_output",
     "tool_call_complete",
     "agent_end",
     "agent_error",
+    "agent_interrupted",
 ]
 
 
@@ -38,3 +40,5 @@ class AgentEvent:
     gate: str = ""  # which gate decided: local | mesh | offline (the mesh was not asked)
     diff: str = ""  # an edit's unified diff
     exit_code: int | None = None
+    cost: dict[str, float] = field(default_factory=dict)  # agent_end: US dollars, `prompt` and `session`
+    rules: list[str] = field(default_factory=list)  # tool_call_confirm: the rules an "always" answer would save

@@ -6,7 +6,11 @@ writes, `ToolCallStart` (TOOL_CALL_START, once a call's name is known), `ToolCal
 arguments as they arrive), `ToolCallDone` (TOOL_CALL_COMPLETE, the whole call) and a final
 `Finished(stop_reason, usage)` (MESSAGE_COMPLETE). A refused request (HTTP status,
 an error event, a connection that fails) raises `LLMError`; 429, 5xx and connection errors are retried with
-exponential backoff before the first byte of an answer, never after (a half-streamed answer is not replayed).
+exponential backoff before the first byte of an answer, never after (a half-streamed answer is not replayed), and
+each retry is announced with a `Retrying` event. A stream that ends before the model said it was done (OpenAI's
+`finish_reason` or `[DONE]`, Anthropic's `message_stop`) is not an answer: asked again once when nothing of it
+was shown yet, otherwise an `LLMError`. A model that says nothing for `timeout` seconds is an `LLMError` naming
+the timeout.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ __all__ = [
     "Finished",
     "LLMError",
     "OpenAIChat",
+    "Retrying",
     "StreamEvent",
     "TextDelta",
     "ToolCallDelta",
@@ -78,7 +83,21 @@ class Finished:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-StreamEvent = TextDelta | ToolCallStart | ToolCallDelta | ToolCallDone | Finished
+@dataclass(frozen=True)
+class Retrying:
+    """The request is about to be sent again: why, and after how many seconds."""
+
+    why: str
+    delay: float
+    attempt: int  # the attempt about to be made, 2 for the first retry
+    attempts: int  # how many there may be in all
+
+
+StreamEvent = TextDelta | ToolCallStart | ToolCallDelta | ToolCallDone | Finished | Retrying
+
+
+class _StreamCut(Exception):
+    """The stream ended (or broke) before the model said its answer was complete."""
 
 
 class Chat(Protocol):
@@ -110,15 +129,17 @@ class _StreamingClient:
         self.api_key = api_key
         self.retries = max(0, retries)
         self.backoff = backoff
+        self.timeout = timeout
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), transport=transport)
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def _lines(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> AsyncIterator[str]:
-        """The response's lines, after retrying what is worth retrying."""
+    async def _lines(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> AsyncIterator[str | Retrying]:
+        """The response's lines, after retrying what is worth retrying (each retry announced first)."""
         attempt = 0
         while True:
+            started = False
             try:
                 async with self._client.stream("POST", url, json=body, headers=headers) as resp:
                     if resp.status_code != 200:
@@ -126,31 +147,79 @@ class _StreamingClient:
                         if resp.status_code in _RETRY_STATUS and attempt < self.retries:
                             raise _Retry(f"HTTP {resp.status_code}: {detail}")
                         raise LLMError(f"{url}: HTTP {resp.status_code}: {detail}")
+                    started = True
                     async for line in resp.aiter_lines():
                         yield line
                     return
             except (_Retry, httpx.ConnectError, httpx.ConnectTimeout) as e:
                 if attempt >= self.retries:
-                    raise LLMError(f"{url}: {e.__class__.__name__}: {e}") from e
-            except httpx.HTTPError as e:  # a read failing mid-answer is not retried
-                raise LLMError(f"{url}: {e.__class__.__name__}: {e}") from e
-            await asyncio.sleep(self.backoff * 2**attempt)
+                    raise LLMError(f"{url}: {_said(e)}") from e
+                why = str(e) if isinstance(e, _Retry) else _said(e)
+            except httpx.TimeoutException as e:
+                raise LLMError(
+                    f"{url}: the model did not answer within {self.timeout:g} s ({e.__class__.__name__}; the "
+                    "llm_timeout setting changes it)"
+                ) from e
+            except httpx.HTTPError as e:
+                if started:  # broken mid-answer: a cut stream, which the caller may ask again once
+                    raise _StreamCut(_said(e)) from e
+                raise LLMError(f"{url}: {_said(e)}") from e
+            delay = self.backoff * 2**attempt
             attempt += 1
+            yield Retrying(why, delay, attempt + 1, self.retries + 1)
+            await asyncio.sleep(delay)
+
+    async def stream(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncIterator[StreamEvent]:
+        """`_answer`, asked once more when its stream is cut before anything of it was shown."""
+        for again in (False, True):
+            shown = False
+            try:
+                async for event in self._answer(system, messages, tools):
+                    shown = shown or isinstance(event, TextDelta | ToolCallStart | ToolCallDelta)
+                    yield event
+                return
+            except _StreamCut as e:
+                if shown or again:
+                    raise LLMError(
+                        f"the model's answer was cut off before it ended ({e}): it is incomplete and was not used"
+                    ) from e
+                yield Retrying(f"the model's stream ended before it answered ({e})", 0.0, 2, 2)
+
+    def _answer(
+        self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> AsyncIterator[StreamEvent]:
+        raise NotImplementedError
+
+
+def _said(e: BaseException) -> str:
+    """An exception as a person reads it: its class, and its message when it has one (httpx's often has none)."""
+    text = str(e).strip()
+    return f"{e.__class__.__name__}: {text}" if text else e.__class__.__name__
 
 
 class _Retry(Exception):
     pass
 
 
-def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[Any]:
-    """The JSON payload of each `data:` line of a server-sent event stream (`[DONE]` ends it)."""
+_DONE = object()  # `[DONE]`: the OpenAI-compatible stream's own end
+
+
+def _sse_data(lines: AsyncIterator[str | Retrying]) -> AsyncIterator[Any]:
+    """The JSON payload of each `data:` line of a server-sent event stream (`[DONE]` is passed on as `_DONE` and
+    ends it), and the `Retrying` notices in between."""
 
     async def events() -> AsyncIterator[Any]:
         async for line in lines:
+            if isinstance(line, Retrying):
+                yield line
+                continue
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()
             if data == "[DONE]":
+                yield _DONE
                 return
             if not data:
                 continue
@@ -201,15 +270,24 @@ class OpenAIChat(_StreamingClient):
             ]
         return body
 
-    async def stream(
+    async def _answer(
         self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncIterator[StreamEvent]:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         calls: dict[int, dict[str, str]] = {}
         extras: dict[int, dict[str, Any]] = {}
         stop, usage = "stop", {}
+        ended = False  # a finish_reason or [DONE]: the model said it was done
         async for chunk in _sse_data(self._lines(self._endpoint(), self._body(system, messages, tools), headers)):
-            if isinstance(chunk, dict) and "error" in chunk:
+            if isinstance(chunk, Retrying):
+                yield chunk
+                continue
+            if chunk is _DONE:
+                ended = True
+                break
+            if not isinstance(chunk, dict):
+                continue
+            if "error" in chunk:
                 raise LLMError(f"the model answered with an error: {json.dumps(chunk['error'])[:300]}")
             if chunk.get("usage"):
                 u = chunk["usage"]
@@ -237,6 +315,9 @@ class OpenAIChat(_StreamingClient):
                         yield ToolCallDelta(index, str(fn["arguments"]))
                 if choice.get("finish_reason"):
                     stop = str(choice["finish_reason"])
+                    ended = True
+        if not ended:
+            raise _StreamCut("no finish_reason nor [DONE]")
         for index in sorted(calls):
             slot = calls[index]
             arguments = slot["arguments"] or "{}"
@@ -278,7 +359,7 @@ class AnthropicChat(_StreamingClient):
             ]
         return body
 
-    async def stream(
+    async def _answer(
         self, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> AsyncIterator[StreamEvent]:
         headers = {"anthropic-version": "2023-06-01"}
@@ -287,7 +368,13 @@ class AnthropicChat(_StreamingClient):
         blocks: dict[int, dict[str, str]] = {}
         stop, usage = "end_turn", {"input_tokens": 0, "output_tokens": 0}
         lines = self._lines(f"{self.url}/v1/messages", self._body(system, messages, tools), headers)
+        ended = False  # message_stop: the model said it was done
         async for event in _sse_data(lines):
+            if isinstance(event, Retrying):
+                yield event
+                continue
+            if not isinstance(event, dict):
+                continue
             kind = event.get("type")
             if kind == "error":
                 raise LLMError(f"the model answered with an error: {json.dumps(event.get('error'))[:300]}")
@@ -315,6 +402,10 @@ class AnthropicChat(_StreamingClient):
             elif kind == "message_delta":
                 stop = str((event.get("delta") or {}).get("stop_reason") or stop)
                 usage["output_tokens"] = int((event.get("usage") or {}).get("output_tokens", usage["output_tokens"]))
+            elif kind == "message_stop":
+                ended = True
+        if not ended:
+            raise _StreamCut("no message_stop")
         yield Finished(stop, usage)
 
 

@@ -240,6 +240,11 @@ class MeshTools:
         """The mesh's tool behind a name the model used; None for a name that was never offered."""
         return self._by_spec_name.get(spec_name)
 
+    def approval_hint(self, approval_id: str = "") -> str:
+        """How a person approves a held call: the console's approvals page, and the mesh CLI."""
+        cli = f"mesh approve {approval_id}" if approval_id else "mesh pending, then mesh approve <id>"
+        return f"approve or deny it in the console ({self.url}/console/#/approvals) or with `{cli}`"
+
     async def pending_approval(self, name: str) -> str:
         """The id of this agent's newest pending approval of `name`, when the mesh lets this caller see its
         approvals (loopback without an admin token, or an admin token); "" otherwise."""
@@ -251,13 +256,19 @@ class MeshTools:
         mine = [a for a in listed if isinstance(a, dict) and a.get("agent_id") == self.agent_id]
         return str(mine[0].get("id") or "") if mine else ""
 
-    async def decide(self, name: str, arguments: dict[str, Any]) -> Decision:
-        """Ask the mesh whether this agent may run `name` itself. A call held for a human's approval waits in the
-        mesh's queue (`wait`) until someone resolves it there. Raises MeshUnavailable when the mesh cannot be
-        asked, so the caller can fail closed."""
-        body = {"tool": name, "arguments": arguments, "wait": True}
+    async def decide(
+        self, name: str, arguments: dict[str, Any], *, trace_id: str = "", preview: dict[str, str] | None = None
+    ) -> Decision:
+        """Ask the mesh whether this agent may run `name` itself. A call held for a human's approval waits in the mesh's
+        queue (`wait`) until someone resolves it there. `trace_id` names the call's trace (`X-Trace-Id`), so the
+        agent knows it before the answer; `preview` (an edit's diff) is shown to whoever approves it. Raises
+        MeshUnavailable when the mesh cannot be asked, so the caller can fail closed."""
+        body: dict[str, Any] = {"tool": name, "arguments": arguments, "wait": True}
+        if preview is not None:
+            body["preview"] = preview
+        headers = {"X-Trace-Id": trace_id} if trace_id else None
         try:
-            resp = await self._client.post("/decide", json=body)
+            resp = await self._client.post("/decide", json=body, headers=headers)
             if (refused := _credential_refusal(f"{self.url}/decide", resp)) is not None:
                 raise refused
             answer = resp.json()
@@ -281,18 +292,58 @@ class MeshTools:
         )
 
     async def report(
-        self, trace_id: str, *, ok: bool, exit_code: int | None, size: int, duration_ms: float, error: str
+        self,
+        trace_id: str,
+        *,
+        ok: bool,
+        exit_code: int | None,
+        size: int,
+        duration_ms: float,
+        error: str,
+        agent_id: str = "",
     ) -> bool:
         """Complete the /decide'd call's trace with what running it did; False when the mesh did not take it
         (the tool already ran: the result stands, the trace keeps the decision only)."""
+        return (
+            await self.report_status(
+                trace_id,
+                ok=ok,
+                exit_code=exit_code,
+                size=size,
+                duration_ms=duration_ms,
+                error=error,
+                agent_id=agent_id,
+            )
+        )[0] == 200
+
+    async def report_status(
+        self,
+        trace_id: str,
+        *,
+        ok: bool,
+        exit_code: int | None = None,
+        size: int = 0,
+        duration_ms: float = 0.0,
+        error: str = "",
+        agent_id: str = "",
+    ) -> tuple[int, str]:
+        """`report`, answering the mesh's status and error (0 when it did not answer). `agent_id` reports as
+        another of this agent's ids (a sub-agent's), when the credential is the claim `agent:<id>`."""
         body: dict[str, Any] = {"ok": ok, "bytes": size, "duration_ms": round(duration_ms, 3), "error": error}
         if exit_code is not None:
             body["exit_code"] = exit_code
+        headers = None
+        if agent_id and agent_id != self.agent_id and not self.token:
+            headers = {"Authorization": f"Bearer agent:{agent_id}"}
         try:
-            resp = await self._client.post(f"/decide/{trace_id}/outcome", json=body, timeout=10.0)
-        except httpx.HTTPError:
-            return False
-        return resp.status_code == 200
+            resp = await self._client.post(f"/decide/{trace_id}/outcome", json=body, timeout=10.0, headers=headers)
+        except httpx.HTTPError as e:
+            return 0, e.__class__.__name__
+        try:
+            said = resp.json().get("error", "") if resp.status_code != 200 else ""
+        except (ValueError, AttributeError):
+            said = resp.text[:200]
+        return resp.status_code, str(said)
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """One governed call. Never raises for what the mesh decides; a mesh that does not answer is an error

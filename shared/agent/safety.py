@@ -69,6 +69,7 @@ Action = Literal["allow", "ask", "refuse"]
 class Verdict:
     action: Action
     reason: str
+    firm: bool = False  # an `ask` every mode makes (no sandbox, code run later): no permission rule answers it
 
 
 def dangerous(command: str) -> str:
@@ -124,12 +125,13 @@ def check(
         if outside:
             return Verdict("refuse", f"{outside[0]} is outside the working directory (read-only mode)")
         if tool == "shell" and not sandboxed:
-            return Verdict("ask", "no sandbox: every shell command asks")
+            return Verdict("ask", "no sandbox: every shell command asks", firm=True)
         return Verdict("allow", "a read")
     if tool == "shell" and not sandboxed:
-        return Verdict("ask", "no sandbox: every shell command asks")
+        return Verdict("ask", "no sandbox: every shell command asks", firm=True)
     if mutating and tool != "shell" and any(under(r, root / p) for _, r in resolved for p in PROTECTED):
-        return Verdict("ask", "it changes what runs code later (.flux7/, .git/hooks, .git/config): every mode asks")
+        why = "it changes what runs code later (.flux7/, .git/hooks, .git/config): every mode asks"
+        return Verdict("ask", why, firm=True)
     if mode == "yolo":
         return Verdict("allow", "yolo mode")
     if outside:

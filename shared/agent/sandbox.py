@@ -212,6 +212,7 @@ class Sandbox:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # out of the terminal's process group: Ctrl-C is the agent's alone
             )
             _, err = await asyncio.wait_for(proc.communicate(), 15)
         except (OSError, TimeoutError) as e:

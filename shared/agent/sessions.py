@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flux7.shared.agent.conversation import Message, ToolCall, ToolResult
+from flux7.shared.agent.conversation import Message, ToolCall, ToolResult, close_dangling
 
 __all__ = ["Session", "SessionError", "SessionStore"]
 
@@ -43,6 +43,9 @@ class Session:
     messages: list[Message] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # tool, arguments, gate, policy, trace id
+    prompts: int = 0  # prompts run so far (a checkpoint names the one that made it)
+    cost_usd: float = 0.0  # what the model's tokens cost, when its price is known
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)  # each write and edit (shared/agent/checkpoints.py)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -56,10 +59,15 @@ class Session:
             "messages": [asdict(m) for m in self.messages],
             "usage": self.usage,
             "tool_calls": self.tool_calls,
+            "prompts": self.prompts,
+            "cost_usd": self.cost_usd,
+            "checkpoints": self.checkpoints,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Session:
+        """A saved session; a tool call saved without its result (the agent was killed, or interrupted at a
+        confirmation, while it was pending) is answered as not run, so every provider accepts the conversation."""
         messages = [
             Message(
                 m["role"],
@@ -69,6 +77,7 @@ class Session:
             )
             for m in data.get("messages", [])
         ]
+        close_dangling(messages)
         return cls(
             id=str(data["id"]),
             cwd=str(data.get("cwd", "")),
@@ -79,6 +88,9 @@ class Session:
             messages=messages,
             usage={k: int(v) for k, v in (data.get("usage") or {}).items()},
             tool_calls=list(data.get("tool_calls", [])),
+            prompts=int(data.get("prompts") or 0),
+            cost_usd=float(data.get("cost_usd") or 0.0),
+            checkpoints=list(data.get("checkpoints") or []),
         )
 
     def preview(self) -> str:

@@ -27,7 +27,10 @@ __all__ = ["SAFE_KEYS", "remember", "trusted_folders", "untrusted_reason"]
 
 # Project keys applied in an untrusted folder: they change how the model answers, not what runs or where data goes.
 SAFE_KEYS = frozenset(
-    {"model", "temperature", "max_turns", "context.window", "context.compact_at", "shell.timeout", "shell.output_limit"}
+    {
+        *("model", "temperature", "max_turns", "context.window", "context.compact_at", "shell.timeout"),
+        *("shell.output_limit", "llm_timeout", "prices"),
+    }
 )
 
 _WHY = {
@@ -41,6 +44,8 @@ _WHY = {
     "hooks": "runs commands",
     "mcp_servers": "runs commands or connects to servers",
     "web_fetch.allow": "opens web_fetch to more addresses",
+    "permissions.allow": "answers the agent's questions with yes",
+    "permissions.deny": "permission rules apply only from a trusted folder",
 }
 
 

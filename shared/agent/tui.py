@@ -1,7 +1,7 @@
 """The terminal rendering (Rich), for a terminal: the model's answer as markdown (code blocks highlighted) while it
-streams, a spinner while the model has not answered yet, tool calls as they start and finish, an edit's diff
-highlighted, and the tokens used per turn and per session. `--plain`, `--json` and output that is not a terminal
-use the plain renderers in cli.py instead."""
+streams, a spinner while the model has not answered yet, tool calls as they start and finish, a command's output
+as it comes, an edit's diff highlighted (before its question too), and the tokens and cost of each prompt and of
+the session. `--plain`, `--json` and output that is not a terminal use the plain renderers in repl.py instead."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ class RichRenderer:
         self._live: Live | None = None
         self._text = ""
         self._usage_before: dict[str, int] = {}
+        self._output_mid_line = False
 
     def show(self, event: AgentEvent) -> None:
         kind = event.type
@@ -50,10 +51,18 @@ class RichRenderer:
             self._start_live(Spinner("dots", text=Text(f"{event.tool}…", style="dim")))
         elif kind == "tool_call_confirm":
             self._stop_live()
+            if event.diff:
+                self.console.print(Syntax(event.diff, "diff", theme="ansi_dark", background_color="default"))
             self.console.print(Text(f"? {event.tool} needs your confirmation: {event.text}", style="bold yellow"))
         elif kind == "tool_call_waiting":
-            held = f"approval {event.approval_id} is pending in the mesh" if event.approval_id else "the mesh"
-            self._start_live(Spinner("clock", text=Text(f"waiting: {held}", style="yellow")))
+            held = f"approval {event.approval_id} is pending in the mesh" if event.approval_id else "held in the mesh"
+            how = f" for a human's approval: {event.text}" if event.text else ""
+            self._start_live(Spinner("clock", text=Text(f"waiting: {held}{how}", style="yellow")))
+        elif kind == "tool_call_output":
+            self._stop_live()
+            self.console.file.write(event.text)
+            self.console.file.flush()
+            self._output_mid_line = not event.text.endswith("\n")
         elif kind == "tool_call_complete":
             self._stop_live()
             self._complete(event)
@@ -63,36 +72,35 @@ class RichRenderer:
             self.console.print(Text(f"note: {event.text}", style="dim yellow"))
         elif kind == "agent_error":
             self._stop_live()
-            self.console.print(Text(f"error: {event.text}", style="bold red"))
+            text = event.text[7:] if event.text.startswith("error: ") else event.text
+            self.console.print(Text(f"error: {text}", style="bold red"))
+        elif kind == "agent_interrupted":
+            self._stop_live()
+            self.console.print(Text("interrupted: back to the prompt", style="bold yellow"))
         elif kind == "agent_end":
             self._stop_live()
-            self._usage(event.usage)
+            self._usage(event.usage, event.cost)
 
     def _complete(self, event: AgentEvent) -> None:
+        from flux7.shared.agent.repl import status_line  # the plain renderer's words, coloured here
+
+        if self._output_mid_line:
+            self.console.file.write("\n")
+            self._output_mid_line = False
         style = _POLICY_STYLE.get(event.policy, "white")
-        parts: list[tuple[str, str] | str] = [("← ", style)]
-        if event.gate in ("local", "hook", "offline"):
-            parts.append((f"{event.gate} ", "dim"))
-        parts.append((event.policy, f"bold {style}"))
-        if event.approval_id:
-            parts.append((f" · approval {event.approval_id[:8]}", "yellow"))
-        if event.trace_id:
-            parts.append((f" · trace {event.trace_id[:12]}", "dim"))
-        if event.exit_code is not None:
-            parts.append((f" · exit {event.exit_code}", "red" if event.exit_code else "dim"))
-        first = event.text.strip().splitlines()[0][:160] if event.text.strip() else ""
-        parts.append(f": {first}")
-        self.console.print(Text.assemble(*parts))
+        head, _, rest = status_line(event).partition(": ")
+        self.console.print(Text.assemble((head, f"bold {style}"), (f": {rest}" if rest else "", "")))
         if event.diff:
             self.console.print(Syntax(event.diff, "diff", theme="ansi_dark", background_color="default"))
 
-    def _usage(self, usage: dict[str, int]) -> None:
+    def _usage(self, usage: dict[str, int], cost: dict[str, float]) -> None:
         turn = {k: v - self._usage_before.get(k, 0) for k, v in usage.items()}
         self._usage_before = dict(usage)
+        spent = f" · ${cost['prompt']:.4f} this prompt, ${cost['session']:.4f} session" if cost else ""
         self.console.print(
             Text(
                 f"tokens: this prompt {turn.get('input_tokens', 0)} in / {turn.get('output_tokens', 0)} out · "
-                f"session {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out",
+                f"session {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out{spent}",
                 style="dim",
             )
         )

@@ -1,9 +1,12 @@
 """Real HTTP servers on loopback that stream like an LLM API: OpenAI chat completions and Anthropic Messages.
 
 A `script(body) -> steps` decides each answer from the decoded request (so a test can answer tool results):
-a step is `("text", "...")` or `("tool", name, arguments_json)`. The servers stream the steps the way each API
-does (text in two deltas, tool-call arguments in two pieces), check the key, and record every request body.
-`fail` makes the next requests answer an HTTP status first (to test retries and errors)."""
+a step is `("text", "...")` or `("tool", name, arguments_json)`; `("cut",)` ends the stream there, before the
+API's own end (no finish_reason, no `[DONE]`, no `message_stop`); `("hold",)` sends what came before, then waits
+(until the client goes away or `release` is set) and ends it the same way. The servers stream the steps the way
+each API does (text in two deltas, tool-call arguments in two pieces), check the key, and record every request
+body. Like the real APIs they refuse (HTTP 400) a conversation with a tool call left without its result. `fail`
+makes the next requests answer an HTTP status first (to test retries and errors)."""
 
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ class StreamingLLM:
     fail: list[int] = field(default_factory=list)  # statuses to answer, in order, before streaming again
     whole_calls: bool = False  # OpenAI: each tool call in one chunk without `index`, as some compatible servers do
     signatures: bool = False  # OpenAI: each tool call's first chunk carries Gemini's extra_content thought_signature
+    held: threading.Event = field(default_factory=threading.Event)  # a ("hold",) step is holding its stream
+    release: threading.Event = field(default_factory=threading.Event)  # let every held stream end
 
 
 def _halves(text: str) -> list[str]:
@@ -38,6 +43,9 @@ def _openai_events(steps: list[Step], whole_calls: bool = False, signatures: boo
     yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
     calls = 0
     for step in steps:
+        if step[0] in ("cut", "hold"):
+            yield {"__stop__": step[0]}
+            return
         if step[0] == "text":
             for piece in _halves(step[1]):
                 yield {**base, "choices": [{"index": 0, "delta": {"content": piece}}]}
@@ -65,6 +73,9 @@ def _anthropic_events(steps: list[Step]) -> Iterator[dict[str, Any]]:
     yield {"type": "message_start", "message": {"id": "msg_1", "role": "assistant", "usage": {"input_tokens": 12}}}
     tools = 0
     for index, step in enumerate(steps):
+        if step[0] in ("cut", "hold"):
+            yield {"__stop__": step[0]}
+            return
         if step[0] == "text":
             yield {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
             for piece in _halves(step[1]):
@@ -103,6 +114,10 @@ def _serve(kind: str, script: Script, key: str) -> Iterator[StreamingLLM]:
                 return self._json(401, {"error": {"type": "authentication_error", "message": "invalid key"}})
             if llm.fail:
                 return self._json(llm.fail.pop(0), {"error": {"type": "overloaded_error", "message": "busy"}})
+            unanswered = _unanswered(body, kind)
+            if unanswered:
+                message = f"tool call {unanswered} has no result: every tool call must be answered"
+                return self._json(400, {"error": {"type": "invalid_request_error", "message": message}})
             steps = script(body)
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
@@ -111,11 +126,25 @@ def _serve(kind: str, script: Script, key: str) -> Iterator[StreamingLLM]:
                 _openai_events(steps, llm.whole_calls, llm.signatures) if kind == "openai" else _anthropic_events(steps)
             )
             for event in events:
+                if "__stop__" in event:
+                    if event["__stop__"] == "hold":
+                        self._hold()
+                    return  # HTTP/1.0: the connection closes here, before the stream's own end
                 prefix = f"event: {event['type']}\n" if kind == "anthropic" else ""
                 self.wfile.write(f"{prefix}data: {json.dumps(event)}\n\n".encode())
                 self.wfile.flush()
             if kind == "openai":
                 self.wfile.write(b"data: [DONE]\n\n")
+
+        def _hold(self) -> None:
+            """Wait until released or until the client has gone (its socket reads as closed)."""
+            import select
+
+            llm.held.set()
+            while not llm.release.is_set():
+                readable, _, _ = select.select([self.connection], [], [], 0.05)
+                if readable and not self.connection.recv(1, 0x2):  # MSG_PEEK: b"" once the client closed
+                    return
 
         def _json(self, status: int, payload: Any) -> None:
             data = json.dumps(payload).encode()
@@ -135,6 +164,7 @@ def _serve(kind: str, script: Script, key: str) -> Iterator[StreamingLLM]:
     try:
         yield llm
     finally:
+        llm.release.set()
         server.shutdown()
         server.server_close()
 
@@ -149,6 +179,34 @@ def openai_stream(script: Script, key: str = "sk-test") -> Iterator[StreamingLLM
 def anthropic_stream(script: Script, key: str = "sk-ant-test") -> Iterator[StreamingLLM]:
     with _serve("anthropic", script, key) as llm:
         yield llm
+
+
+def _unanswered(body: dict[str, Any], kind: str) -> str:
+    """The id of the first tool call the conversation leaves without a result ("" when there is none)."""
+    messages = body.get("messages") or []
+    for i, m in enumerate(messages):
+        if m.get("role") != "assistant":
+            continue
+        if kind == "openai":
+            ids = [c.get("id") for c in m.get("tool_calls") or []]
+            answered = set()
+            for after in messages[i + 1 :]:
+                if after.get("role") != "tool":
+                    break
+                answered.add(after.get("tool_call_id"))
+        else:
+            content = m.get("content") if isinstance(m.get("content"), list) else []
+            ids = [b.get("id") for b in content if b.get("type") == "tool_use"]
+            following = messages[i + 1]["content"] if i + 1 < len(messages) else []
+            answered = (
+                {b.get("tool_use_id") for b in following if isinstance(b, dict)}
+                if isinstance(following, list)
+                else set()
+            )
+        missing = [x for x in ids if x not in answered]
+        if missing:
+            return str(missing[0])
+    return ""
 
 
 def last_tool_results(body: dict[str, Any]) -> list[str]:
