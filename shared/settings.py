@@ -32,6 +32,7 @@ __all__ = [
     "McpSettings",
     "MemorySettings",
     "MetricsSettings",
+    "OAuthSettings",
     "OpenApiSource",
     "OutboundSettings",
     "Policy",
@@ -73,6 +74,16 @@ class AuthSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     allow_claimed_identity: bool | None = None
     resource_url: str = ""  # the public base URL named in /.well-known/oauth-protected-resource
     jwt: JwtSettings | None = None
+
+
+class OAuthSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """flux7 as the OAuth 2.1 authorization server of its /mcp (docs/managed-agents.md): registration is open,
+    nothing is granted until a named human consents."""
+
+    enabled: bool = True
+    access_token_seconds: int = 3600
+    refresh_token_seconds: int = 30 * 86400  # each refresh starts a new period (rotation)
+    consent_seconds: int = 900  # how long an authorization request waits for a human's decision
 
 
 class TlsSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -280,6 +291,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     otel_resource_attributes: dict[str, str] = {}
     otel_disabled: bool = False  # OTEL_SDK_DISABLED: no export (GET /otel-traces still answers)
     auth: AuthSettings = AuthSettings()
+    oauth: OAuthSettings = OAuthSettings()
     tls: TlsSettings = TlsSettings()
     approval: ApprovalSettings = ApprovalSettings()
     supervisor: SupervisorSettings = SupervisorSettings()
@@ -411,6 +423,9 @@ def _validate(file: str, s: Settings) -> None:
     url = s.auth.resource_url
     if url and (not url.startswith(("https://", "http://")) or "?" in url or "#" in url):
         raise ConfigError(file, "auth.resource_url", "an http(s) base URL such as https://mesh.example.com")
+    for key in ("access_token_seconds", "refresh_token_seconds", "consent_seconds"):
+        if not 1 <= getattr(s.oauth, key) <= 10 * 365 * 86400:
+            raise ConfigError(file, f"oauth.{key}", "seconds: at least 1, at most ten years")
     if s.auth.jwt is not None and not s.auth.jwt.jwks_url:
         raise ConfigError(file, "auth.jwt.jwks_url", "required when auth.jwt is set")
     if (s.tls.cert_file and not s.tls.key_file) or (s.tls.key_file and not s.tls.cert_file):
