@@ -35,10 +35,10 @@ CREATE TABLE IF NOT EXISTS oauth_codes (
     created_at REAL NOT NULL,
     expires_at REAL NOT NULL,
     used_at REAL,                            -- exchanged: presenting it again revokes what it granted
-    grant_id TEXT NOT NULL DEFAULT ''
+    connection_id TEXT NOT NULL DEFAULT ''
 );
-CREATE TABLE IF NOT EXISTS oauth_grants (
-    id TEXT PRIMARY KEY,                     -- 'otk_' + 12 hex: one consent, every token refreshed from it
+CREATE TABLE IF NOT EXISTS oauth_connections (
+    id TEXT PRIMARY KEY,                     -- 'otk_' + 12 hex: a connection: one consent, every token refreshed from it
     client_id TEXT NOT NULL,
     agent_id TEXT NOT NULL,                  -- the agent the human consented to
     granted_by TEXT NOT NULL,                -- the consenting human (user:<name>, owner:admin-token)
@@ -51,15 +51,15 @@ CREATE TABLE IF NOT EXISTS oauth_grants (
     revoked_by TEXT NOT NULL DEFAULT '',
     last_used_at REAL
 );
-CREATE INDEX IF NOT EXISTS oauth_grants_client ON oauth_grants (client_id);
-CREATE INDEX IF NOT EXISTS oauth_grants_agent ON oauth_grants (agent_id);
+CREATE INDEX IF NOT EXISTS oauth_connections_client ON oauth_connections (client_id);
+CREATE INDEX IF NOT EXISTS oauth_connections_agent ON oauth_connections (agent_id);
 CREATE TABLE IF NOT EXISTS oauth_tokens (
     access_hash TEXT PRIMARY KEY,
-    grant_id TEXT NOT NULL,
+    connection_id TEXT NOT NULL,
     refresh_hash TEXT UNIQUE,
     access_expires_at REAL NOT NULL,
     refresh_expires_at REAL,
     created_at REAL NOT NULL,
-    rotated_at REAL                          -- its refresh token was used: presenting it again revokes the grant
+    rotated_at REAL                          -- its refresh token was used: presenting it again revokes the connection
 );
-CREATE INDEX IF NOT EXISTS oauth_tokens_grant ON oauth_tokens (grant_id);
+CREATE INDEX IF NOT EXISTS oauth_tokens_connection ON oauth_tokens (connection_id);

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from flux7.shared.auth.identity import IdentityResolver
+from flux7.shared.auth.oauth import OAuth
 from flux7.shared.auth.tokens import TokenStore
 from flux7.shared.auth.users import UserStore
 from flux7.shared.decisions.precedents import decision_memory
@@ -22,6 +23,7 @@ from flux7.shared.gate.limits import RateLimiter
 from flux7.shared.gate.pins import PinStore
 from flux7.shared.gate.pipeline import Pipeline
 from flux7.shared.gate.policy_store import PolicyStore
+from flux7.shared.globs import glob_match
 from flux7.shared.governance.catalog import Catalog
 from flux7.shared.governance.engine import Governance
 from flux7.shared.governance.versions import Versions
@@ -48,13 +50,17 @@ class Mesh:
         self.db = db or database_for(settings)
         self.tokens = TokenStore(self.db)  # per-agent bearer tokens (flux7 token …)
         self.users = UserStore(self.db)  # named humans and their roles (flux7 user …)
-        self.identity = IdentityResolver(settings, self.tokens, self.users)
-        self.versions = Versions(self.db)  # every policy, catalog and tool definition version seen
-        self.policies = PolicyStore(settings, self.db, on_loaded=self.versions.sync)
-        self.catalog = Catalog(settings, self.db, self.versions)
-        self.registry = Registry(settings)
         self.tracer = Tracer(settings, self.db)
         self.events = EventLog(self.tracer)  # control-plane events as mesh.* trace entries
+        self.versions = Versions(self.db)  # every policy, catalog and tool definition version seen
+        self.policies = PolicyStore(settings, self.db, on_loaded=self.versions.sync)
+        # the OAuth authorization server of /mcp: connections a named human consented to (docs/managed-agents.md)
+        self.oauth = OAuth(settings, self.db, self.events, policies_for=self._policies_for)
+        self.identity = IdentityResolver(
+            settings, self.tokens, self.users, self.oauth.connections if settings.oauth.enabled else None
+        )
+        self.catalog = Catalog(settings, self.db, self.versions)
+        self.registry = Registry(settings)
         self.metrics = Metrics(
             self.db,
             settings.metrics,
@@ -99,6 +105,12 @@ class Mesh:
         self.mcp_sessions = SessionStore(self.db)
         self.mcp = McpServer(self)
         self.extras: dict[str, Any] = {}
+
+    def _policies_for(self, agent: str) -> list[dict[str, str]]:
+        """The policies whose agent glob covers this agent, in the order they decide."""
+        return [
+            {"name": p.name, "agent": p.agent} for p in self.policies.current.policies if glob_match(p.agent, agent)
+        ]
 
     @property
     def data_dir(self) -> Path:

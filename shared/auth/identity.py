@@ -11,6 +11,7 @@ from typing import Any, Literal
 import jwt
 import msgspec
 
+from flux7.shared.auth.oauth_connections import ACCESS_PREFIX, ConnectionStore, looks_like_oauth_token
 from flux7.shared.auth.tokens import TokenStore, looks_like_agent_token
 from flux7.shared.auth.users import User, UserStore, looks_like_user_token
 from flux7.shared.errors import Unauthorized
@@ -177,10 +178,17 @@ class _Jwks:
 
 
 class IdentityResolver:
-    def __init__(self, settings: Settings, tokens: TokenStore | None = None, users: UserStore | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        tokens: TokenStore | None = None,
+        users: UserStore | None = None,
+        oauth: ConnectionStore | None = None,
+    ) -> None:
         self._settings = settings
         self._tokens = tokens
         self._users = users
+        self._oauth = oauth  # None: OAuth off (oauth.enabled: false), its tokens refused
         self.claims_allowed = claims_allowed(settings)
         jwt_cfg = settings.auth.jwt
         self._jwks = _Jwks(jwt_cfg.jwks_url) if jwt_cfg and jwt_cfg.jwks_url else None
@@ -205,6 +213,8 @@ class IdentityResolver:
             if record is None:
                 raise Unauthorized("authentication required: unknown, revoked or expired agent token")
             return Caller(agent_id=record.agent_id, authenticated=True, via_token=True)
+        if looks_like_oauth_token(token):
+            return self._oauth_caller(token)
         jwt_cfg = self._settings.auth.jwt
         if jwt_cfg is None:
             agent = token[len("agent:") :] if token.startswith("agent:") else token
@@ -216,6 +226,21 @@ class IdentityResolver:
         if token.count(".") != 2:
             raise Unauthorized("authentication required: present a valid JWT")
         return self._verify_jwt(token)
+
+    def _oauth_caller(self, token: str) -> Caller:
+        """An OAuth access token (shared/auth/oauth.py) is the agent a human consented to, nothing more: never a
+        supervisor (a token whose agent became one stops working), and bound to this server's MCP URL."""
+        if not token.startswith(ACCESS_PREFIX):
+            raise Unauthorized("a refresh token (f7r_…) is not an access token: exchange it at /oauth/token")
+        record = self._oauth.authenticate(token) if self._oauth is not None else None
+        if record is None:
+            raise Unauthorized("authentication required: unknown, revoked or expired OAuth token")
+        if any(glob_match(p, record.agent_id) for p in self._settings.supervisor.supervisor_agents):
+            raise Unauthorized("an OAuth connection never acts as a supervisor agent")
+        audience = self._settings.auth.resource_url.rstrip("/")
+        if audience and record.resource.rstrip("/") != f"{audience}/mcp":
+            raise Unauthorized(f"the OAuth token was issued for {record.resource}, not for this server")
+        return Caller(agent_id=record.agent_id, authenticated=True, via_token=True)
 
     def _verify_jwt(self, token: str) -> Caller:
         now = time.monotonic()
