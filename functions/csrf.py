@@ -35,6 +35,11 @@ log = logging.getLogger("flux7.http")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Routes whose body may be something other than JSON (a policy file's YAML text).
 _TEXT_BODY_PREFIXES = ("/policy-files/",)
+# OAuth's endpoints for clients that are not browsers (functions/oauth.py). They act on no ambient credential (no
+# cookie, no admin token), only on what the request carries (a code and its PKCE verifier, a refresh token, a token
+# to revoke, metadata to register), so a page elsewhere gains nothing by sending them; and token and revoke take
+# OAuth's form encoding. The consent (approve, deny) is not among them.
+_NON_BROWSER_PATHS = frozenset({"/oauth/register", "/oauth/token", "/oauth/revoke"})
 # Answered as JSON-RPC errors, as the rest of their refusals are.
 _JSONRPC_PATHS = frozenset({"/mcp", "/rpc", "/messages"})
 
@@ -119,7 +124,7 @@ def _is_json(content_type: str | None) -> bool:
 
 def refusal(method: str, path: str, headers: Mapping[str, str], peer: str, allowed: Iterable[str]) -> Flux7Error | None:
     """The error a state-changing request gets before any handler runs, or None."""
-    if method not in STATE_CHANGING:
+    if method not in STATE_CHANGING or path in _NON_BROWSER_PATHS:
         return None
     reason = origin_refusal(headers, peer, allowed)
     if reason:

@@ -217,7 +217,7 @@ _SECURITY = {
     ),
 }
 
-_TAGS = ["data plane", "traces", "approvals", "grants", "halts", "policies", "tokens", "memory", "meta"]
+_TAGS = ["data plane", "traces", "approvals", "grants", "halts", "policies", "tokens", "oauth", "memory", "meta"]
 
 
 def openapi_config() -> OpenAPIConfig:

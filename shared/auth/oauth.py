@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from authlib.common.urls import add_params_to_uri
-from authlib.oauth2.rfc6749 import InvalidRequestError, OAuth2Error
+import msgspec
 
 from flux7.shared.auth.oauth_clients import AUTH_METHODS, GRANT_TYPES, SCOPE, ClientStore, OAuthClient
 from flux7.shared.auth.oauth_clients import proposed_agent_id as _proposed
 from flux7.shared.auth.oauth_connections import Connection, ConnectionStore, Consent, ConsentRequest
-from flux7.shared.auth.oauth_server import OAuthAnswer, OAuthHttpRequest, OAuthJsonRequest, TokenServer
 from flux7.shared.auth.tokens import validate_agent_id
 from flux7.shared.errors import BadRequest, Conflict
 from flux7.shared.gate.audit import EventLog
@@ -27,7 +25,10 @@ from flux7.shared.globs import glob_match
 from flux7.shared.settings import Settings
 from flux7.shared.store.db import Database
 
-__all__ = ["CONSENT_PAGE", "OAuth", "authorization_server_metadata"]
+if TYPE_CHECKING:  # authlib is imported on the first OAuth request, not at start (DESIGN "Serverless-friendly")
+    from flux7.shared.auth.oauth_server import TokenServer
+
+__all__ = ["CONSENT_PAGE", "OAuth", "OAuthAnswer", "authorization_server_metadata"]
 
 log = logging.getLogger("flux7.oauth")
 
@@ -64,6 +65,24 @@ def authorization_server_metadata(issuer: str) -> dict[str, Any]:
     }
 
 
+class OAuthAnswer(msgspec.Struct, frozen=True):
+    """What an OAuth endpoint answers: a status, a JSON object (or "" for a redirect) and headers."""
+
+    status: int
+    body: dict[str, Any] | str
+    headers: list[tuple[str, str]]
+
+    @property
+    def location(self) -> str:
+        return next((v for k, v in self.headers if k.lower() == "location"), "")
+
+
+def _add_params(uri: str, params: dict[str, str]) -> str:
+    parts = urlsplit(uri)
+    query = urlencode([*parse_qsl(parts.query, keep_blank_values=True), *params.items()])
+    return urlunsplit(parts._replace(query=query))
+
+
 def _with_issuer(answer: OAuthAnswer, issuer: str) -> OAuthAnswer:
     """RFC 9207: a redirect to the client names the issuer, so a client talking to several servers cannot be
     sent another server's code (mix-up attacks)."""
@@ -71,9 +90,7 @@ def _with_issuer(answer: OAuthAnswer, issuer: str) -> OAuthAnswer:
     if not location:
         return answer
     headers = [(k, v) for k, v in answer.headers if k.lower() != "location"]
-    return OAuthAnswer(
-        answer.status, answer.body, [*headers, ("Location", add_params_to_uri(location, {"iss": issuer}))]
-    )
+    return OAuthAnswer(answer.status, answer.body, [*headers, ("Location", _add_params(location, {"iss": issuer}))])
 
 
 class OAuth:
@@ -92,14 +109,22 @@ class OAuth:
         self.connections = ConnectionStore(db)
         self._events = events
         self._policies_for = policies_for
-        self.server = TokenServer(
-            settings.oauth,
-            self.clients,
-            self.connections,
-            resource=lambda request: f"{request.issuer}/mcp",
-            on_reuse=self._on_reuse,
-            on_client_revoke=self._on_client_revoke,
-        )
+        self._server: TokenServer | None = None
+
+    @property
+    def server(self) -> TokenServer:
+        if self._server is None:
+            from flux7.shared.auth.oauth_server import TokenServer
+
+            self._server = TokenServer(
+                self.settings.oauth,
+                self.clients,
+                self.connections,
+                resource=lambda request: f"{request.issuer}/mcp",
+                on_reuse=self._on_reuse,
+                on_client_revoke=self._on_client_revoke,
+            )
+        return self._server
 
     @property
     def enabled(self) -> bool:
@@ -110,6 +135,8 @@ class OAuth:
     def _answer(self, run: Callable[[], OAuthAnswer]) -> OAuthAnswer:
         """An endpoint's answer; an OAuth error in its RFC 6749 shape. A client that does not exist (deleted, or
         from another server) is 401 `invalid_client`, which tells a client to register again."""
+        from authlib.oauth2.rfc6749 import InvalidRequestError, OAuth2Error
+
         try:
             answer = run()
         except OAuth2Error as e:
@@ -123,6 +150,10 @@ class OAuth:
 
     def register(self, issuer: str, headers: Mapping[str, str], data: Any) -> OAuthAnswer:
         """RFC 7591 registration of a client from its JSON metadata."""
+
+        from authlib.oauth2.rfc6749 import InvalidRequestError
+
+        from flux7.shared.auth.oauth_server import OAuthJsonRequest
 
         def run() -> OAuthAnswer:
             if not isinstance(data, dict) or not data:
@@ -140,6 +171,9 @@ class OAuth:
     def authorize(self, issuer: str, headers: Mapping[str, str], query: Mapping[str, list[str]]) -> OAuthAnswer:
         """GET /oauth/authorize: validate the request, then send the browser to the consent page. An error the
         client can be told (its redirect URI checked) goes back to it; any other is answered here (400)."""
+        from authlib.oauth2.rfc6749 import OAuth2Error
+
+        from flux7.shared.auth.oauth_server import OAuthHttpRequest
 
         def run() -> OAuthAnswer:
             request = OAuthHttpRequest("GET", issuer, "/oauth/authorize", headers, query)
@@ -158,6 +192,8 @@ class OAuth:
 
     def token(self, issuer: str, headers: Mapping[str, str], form: Mapping[str, list[str]]) -> OAuthAnswer:
         """POST /oauth/token: a code for tokens (PKCE), or a refresh token for new ones (rotation)."""
+        from flux7.shared.auth.oauth_server import OAuthHttpRequest
+
         return self._answer(
             lambda: self.server.create_token_response(
                 OAuthHttpRequest("POST", issuer, "/oauth/token", headers, {}, form)
@@ -166,6 +202,7 @@ class OAuth:
 
     def revoke(self, issuer: str, headers: Mapping[str, str], form: Mapping[str, list[str]]) -> OAuthAnswer:
         """POST /oauth/revoke (RFC 7009): a client revokes its connection by one of its tokens."""
+        from flux7.shared.auth.oauth_server import OAuthHttpRequest
 
         def run() -> OAuthAnswer:
             request = OAuthHttpRequest("POST", issuer, "/oauth/revoke", headers, {}, form)
@@ -216,6 +253,10 @@ class OAuth:
     ) -> dict[str, Any]:
         """A human's decision on a waiting request: the code (approved) or `access_denied` (denied), as the URL
         the browser goes to next, the client's redirect URI. Decided once; recorded as an event."""
+        from authlib.oauth2.rfc6749 import OAuth2Error
+
+        from flux7.shared.auth.oauth_server import OAuthHttpRequest
+
         waiting = self.connections.get_request(request_id)
         chosen = self._agent(waiting, agent) if decision == "approved" else waiting.agent_id
         query = {k: [v] for k, v in waiting.params.items()}

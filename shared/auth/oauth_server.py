@@ -29,6 +29,7 @@ from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidClientMetadataError, InvalidRedirectURIError
 from authlib.oauth2.rfc7636 import CodeChallenge
 
+from flux7.shared.auth.oauth import OAuthAnswer
 from flux7.shared.auth.oauth_clients import AUTH_METHODS, GRANT_TYPES, ClientStore, OAuthClient, redirect_uri_problem
 from flux7.shared.auth.oauth_connections import (
     ACCESS_PREFIX,
@@ -41,21 +42,9 @@ from flux7.shared.auth.oauth_connections import (
 )
 from flux7.shared.settings import OAuthSettings
 
-__all__ = ["InvalidTargetError", "OAuthAnswer", "OAuthHttpRequest", "OAuthJsonRequest", "TokenServer", "same_resource"]
+__all__ = ["InvalidTargetError", "OAuthHttpRequest", "OAuthJsonRequest", "TokenServer", "same_resource"]
 
 Reuse = Callable[[str, str], None]  # (connection id, what was reused): a revoked family, to be recorded
-
-
-class OAuthAnswer(msgspec.Struct, frozen=True):
-    """What an OAuth endpoint answers: a status, a JSON object (or "" for a redirect) and headers."""
-
-    status: int
-    body: dict[str, Any] | str
-    headers: list[tuple[str, str]]
-
-    @property
-    def location(self) -> str:
-        return next((v for k, v in self.headers if k.lower() == "location"), "")
 
 
 class InvalidTargetError(OAuth2Error):
@@ -70,7 +59,7 @@ class _Headers(dict[str, str]):
     def __init__(self, headers: Mapping[str, str]) -> None:
         super().__init__((k.lower(), v) for k, v in headers.items())
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         return super().get(key.lower(), default)
 
     def __getitem__(self, key: str) -> str:

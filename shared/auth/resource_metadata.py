@@ -23,12 +23,21 @@ def base_url(settings: Settings, scheme: str, host: str, forwarded_proto: str | 
 
 
 def protected_resource_metadata(settings: Settings, base: str) -> dict[str, Any]:
-    """The document for the resource `<base>/mcp`. Agent tokens are issued out of band (`flux7 token issue`),
-    so authorization servers are only the configured JWT issuer, when there is one."""
+    """The document for the resource `<base>/mcp`. Its authorization servers: the configured JWT issuer, when
+    there is one (first: a deployment with an identity provider keeps its clients going there), and this server
+    itself unless `oauth.enabled` is false (shared/auth/oauth.py; its issuer is `<base>`). Agent tokens are
+    issued out of band (`flux7 token issue`) and need no authorization server."""
     doc: dict[str, Any] = {"resource": f"{base}/mcp"}
+    servers = []
     jwt_cfg = settings.auth.jwt
     if jwt_cfg is not None and jwt_cfg.issuer:
-        doc["authorization_servers"] = [jwt_cfg.issuer]
+        servers.append(jwt_cfg.issuer)
+    if settings.oauth.enabled:
+        servers.append(base)
+    if servers:
+        doc["authorization_servers"] = servers
+    if settings.oauth.enabled:
+        doc["scopes_supported"] = ["mcp"]
     doc["bearer_methods_supported"] = ["header"]
     doc["resource_name"] = "flux7 mesh"
     return doc
