@@ -26,6 +26,7 @@ from flux7.shared.store.db import Database
 __all__ = [
     "ACCESS_PREFIX",
     "CODE_SECONDS",
+    "CONNECTION_PREFIX",
     "REFRESH_PREFIX",
     "AccessRecord",
     "AuthorizationCode",

@@ -3,8 +3,8 @@ works with the server running or stopped: the store is SQLite, shared by every p
 shared secrets in the systemd units' environment files (shared/cli/machine_tokens.py).
 
     flux7 token issue <agent-id> [--note TEXT] [--expires 30d]   prints the token (once) on stdout
-    flux7 token revoke <tok_id | token prefix>
-    flux7 token list [--agent ID] [--json]
+    flux7 token revoke <tok_id | token prefix | otk_id>   (otk_: an OAuth connection, docs/managed-agents.md)
+    flux7 token list [--agent ID] [--json]               (the text also lists OAuth connections)
     flux7 token enable [--root /] [--scopes FILE]      admin + memory tokens into /etc/flux7/{flux7,sup7}.env
     flux7 token rotate [--root /] [--admin] [--memory]  new values for them (both by default)
     flux7 token show [--root /] [--json]                where they are, never their whole values"""
@@ -22,6 +22,7 @@ from typing import Any
 import click
 import msgspec
 
+from flux7.shared.auth.oauth_connections import CONNECTION_PREFIX, Connection, ConnectionStore, looks_like_oauth_token
 from flux7.shared.auth.tokens import AgentToken, TokenStore, parse_expiry
 from flux7.shared.cli.kit import CONTEXT, Fail, LazyGroup, UsageFail, namespace, run, runtime
 from flux7.shared.cli.machine_tokens import ADMIN, MEMORY, SECRETS, MachineTokens
@@ -65,25 +66,47 @@ def _view(record: AgentToken) -> dict[str, Any]:
     return {**msgspec.to_builtins(record), "state": record.state()}
 
 
-def _store(args: argparse.Namespace, env: Mapping[str, str]) -> TokenStore:
+def _database(args: argparse.Namespace, env: Mapping[str, str]) -> Database:
     if args.db and args.config:
         raise UsageFail("give --db or --config, not both (--db is the file; --config names it as storage_path)")
     if args.db and is_postgresql_url(args.db):
-        return TokenStore(Database(args.db))
+        return Database(args.db)
     if args.db:
         path = Path(args.db)
         if not path.is_file():
             raise Fail(f"{args.db}: no such database (flux7 serve creates it; or pass --config config.yaml)", 2)
-        return TokenStore(Database(path))
+        return Database(path)
     # the config's store: its `database` URL (PostgreSQL) or the SQLite file at storage_path
-    return TokenStore(database_for(load_settings(args.config or env.get("FLUX7_CONFIG") or None, env)))
+    return database_for(load_settings(args.config or env.get("FLUX7_CONFIG") or None, env))
+
+
+def _connection_view(c: Connection) -> dict[str, Any]:
+    return {**msgspec.to_builtins(c), "state": c.state()}
+
+
+def _list_connections(connections: ConnectionStore, agent: str) -> None:
+    """The OAuth connections (consented clients), after the agent tokens: only when there are any."""
+    found = connections.list(agent_id=agent)
+    if not found:
+        return
+    print()
+    print(f"{'OAUTH CONNECTION':<17} {'AGENT':<20} {'CLIENT':<24} {'STATE':<8} {'EXPIRES':<20} GRANTED BY")
+    for c in found:
+        expires = max((t for t in (c.expires_at, c.refresh_expires_at) if t is not None), default=None)
+        client = (c.client_name or c.client_id)[:24]
+        print(f"{c.id:<17} {c.agent_id:<20} {client:<24} {c.state():<8} {_when(expires):<20} {c.granted_by}")
 
 
 def _agent_tokens(args: argparse.Namespace) -> int:
     env = runtime().env
     try:
-        store = _store(args, env)
-        if args.action == "issue":
+        db = _database(args, env)
+        store, connections = TokenStore(db), ConnectionStore(db)
+        if args.action == "revoke" and (args.ref.startswith(CONNECTION_PREFIX) or looks_like_oauth_token(args.ref)):
+            c = connections.revoke(args.ref, by="cli")
+            view = _connection_view(c)
+            print(json.dumps(view) if args.json else f"revoked OAuth connection {c.id} of agent {c.agent_id}")
+        elif args.action == "issue":
             issued = store.issue(args.agent, note=args.note, expires_at=parse_expiry(args.expires))
             if args.json:
                 print(json.dumps({**_view(issued.record), "token": issued.token}))
@@ -109,6 +132,7 @@ def _agent_tokens(args: argparse.Namespace) -> int:
                         f"{r.id:<17} {r.agent_id:<20} {r.prefix + '…':<16} {r.state():<8} "
                         f"{_when(r.created_at):<20} {_when(r.expires_at):<20} {r.note}"
                     )
+                _list_connections(connections, args.agent)
     except ConfigError as e:
         raise Fail(f"config error: {e}", 2) from None
     except Flux7Error as e:
@@ -164,7 +188,7 @@ def issue(agent: str, note: str, expires: str, config: str | None, db: str | Non
 @click.argument("ref")
 @_where
 def revoke(ref: str, config: str | None, db: str | None, as_json: bool) -> int:
-    """Revoke a token by id (tok_…) or token prefix."""
+    """Revoke a token by id (tok_…) or token prefix, or an OAuth connection by id (otk_…)."""
     return _agent_tokens(namespace(action="revoke", ref=ref, config=config, db=db, json=as_json))
 
 

@@ -85,6 +85,9 @@ async def test_every_state_changing_route_refuses_another_sites_page(client: htt
 
 
 STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
+# OAuth's endpoints for clients that are not browsers act on no ambient credential (functions/csrf.py): the only
+# writes a request from another site reaches. The consent (approve, deny) is refused like every other write.
+NON_BROWSER = {("POST", "/oauth/register"), ("POST", "/oauth/token"), ("POST", "/oauth/revoke")}
 
 
 def app_routes(tmp_path: Path, backend: Backend) -> list[tuple[str, str, bool]]:
@@ -110,9 +113,14 @@ async def test_every_route_the_app_serves_refuses_a_cross_site_write(
 ) -> None:
     writes = [(m, p) for m, p, _ in app_routes(tmp_path, backend) if m in STATE_CHANGING]
     assert {("POST", "/tokens"), ("POST", "/governance/replay"), ("POST", "/decide/x/outcome")} <= set(writes)
+    consent = {("POST", "/oauth/requests/x/approve"), ("POST", "/oauth/requests/x/deny")}
+    assert NON_BROWSER | consent <= set(writes)
     hostile = {**ADMIN, **JSON, "Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}
     for method, path in writes:
         r = await client.request(method, path, content=b"{}", headers=hostile)
+        if (method, path) in NON_BROWSER:  # answered as OAuth answers them (here: a bad request)
+            assert r.status_code == 400 and "error_description" in r.json(), (path, r.text)
+            continue
         assert refused(r, path), (method, path, r.status_code, r.text)
 
 
