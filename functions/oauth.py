@@ -201,7 +201,7 @@ def revoke(request: Request[Any, Any, Any], body: RawBody) -> Response[bytes]:
     tags=["oauth"],
     security=ADMIN,
     summary="An authorization request waiting for consent",
-    responses=responses({200: ok(ConsentView, "Which client wants to act as which agent")}, 401, 403, 404),
+    responses=responses({200: ok(ConsentView, "Which client wants to act as which agent")}, 400, 401, 403, 404),
 )
 def consent_request(request: Request[Any, Any, Any], request_id: FromPath[str], agent: FromQuery[str] = "") -> Any:
     return mesh_of(request).oauth.consent_view(request_id, agent)
@@ -261,7 +261,7 @@ def _connection(c: Connection) -> dict[str, Any]:
     tags=["oauth"],
     security=ADMIN,
     summary="OAuth connections: client, agent, consenting human, last use, expiry",
-    responses=responses({200: ok(list[ConnectionView], "Every connection (never a token)")}, 401, 403, 404),
+    responses=responses({200: ok(list[ConnectionView], "Every connection (never a token)")}, 400, 401, 403, 404),
 )
 def list_connections(
     request: Request[Any, Any, Any], agent: FromQuery[str] = "", client: FromQuery[str] = ""
@@ -308,7 +308,7 @@ def list_clients(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
     tags=["oauth"],
     security=ADMIN,
     summary="Delete an OAuth client and revoke its connections (it must register again)",
-    responses=responses({200: ok(ClientView, "Deleted")}, 401, 403, 404),
+    responses=responses({200: ok(ClientView, "Deleted")}, 400, 401, 403, 404),
 )
 def delete_client(request: Request[Any, Any, Any], client_id: FromPath[str]) -> dict[str, Any]:
     return _client(mesh_of(request).oauth.delete_client(client_id, actor_of(request)))

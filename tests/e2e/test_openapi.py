@@ -106,8 +106,23 @@ CONTRACT_OPERATIONS = {
     ("POST", "/memory/snapshot_reminder"),
     ("GET", "/memory/chain"),
 }
-# Routes with their own answer shapes; every other route's 4xx/5xx JSON body is `{"error": "..."}`.
-OWN_SHAPES = {"/tool/{name}", "/decide", "/mcp", "/rpc"}
+# Routes with their own answer shapes; every other route's 4xx/5xx JSON body is `{"error": "..."}`. OAuth's protocol
+# endpoints answer OAuth errors (RFC 6749 section 5.2: `{"error": "<code>", "error_description": "..."}`).
+OAUTH_PROTOCOL = {"/oauth/register", "/oauth/authorize", "/oauth/token", "/oauth/revoke"}
+OWN_SHAPES = {"/tool/{name}", "/decide", "/mcp", "/rpc", *OAUTH_PROTOCOL}
+# flux7 as the OAuth authorization server of /mcp: the protocol, the consent and the connections.
+OAUTH_OPERATIONS = {
+    ("GET", "/.well-known/oauth-authorization-server"),
+    ("POST", "/oauth/register"),
+    ("GET", "/oauth/authorize"),
+    ("POST", "/oauth/token"),
+    ("POST", "/oauth/revoke"),
+    ("GET", "/oauth/requests/{request_id}"),
+    ("POST", "/oauth/requests/{request_id}/approve"),
+    ("POST", "/oauth/requests/{request_id}/deny"),
+    ("GET", "/oauth/tokens"),
+    ("DELETE", "/oauth/tokens/{ref}"),
+}
 ERROR_REF = "#/components/schemas/ErrorBody"
 
 
@@ -167,6 +182,7 @@ def test_the_document_is_a_valid_openapi_3_1_document(served: Served) -> None:
 def test_every_rest_route_of_the_contract_is_documented(served: Served) -> None:
     documented = {(m, p) for m, p, _ in operations(served.doc)}
     assert documented >= CONTRACT_OPERATIONS, CONTRACT_OPERATIONS - documented
+    assert documented >= OAUTH_OPERATIONS, OAUTH_OPERATIONS - documented
     # non-REST transports stay out: the console's files, the deprecated SSE stream, the docs themselves
     assert not {p for _, p in documented if p.startswith(("/console", "/schema", "/sse", "/messages"))}
 
@@ -179,10 +195,10 @@ def test_every_operation_states_its_bodies_errors_and_credential(served: Served)
     reads_body = {("POST", "/tool/{name}"), ("POST", "/decide"), ("POST", "/grants"), ("PUT", "/policy-files/{name}")}
     for method, path, op in operations(doc):
         where = f"{method} {path}"
-        ok = [c for c in op["responses"] if c.startswith("2")]
-        assert ok, where
+        ok = [c for c in op["responses"] if c.startswith("2") or (method, path) == ("GET", "/oauth/authorize")]
+        assert ok, where  # an authorization endpoint's answer is a redirect
         for code, answer in op["responses"].items():
-            if code in {"202", "204"}:
+            if code in {"202", "204", "302"}:  # no body (a 302 says where in its Location)
                 continue
             assert answer.get("content"), f"{where} {code} has no body schema"
             if code[0] in "45" and path not in OWN_SHAPES and "application/json" in answer["content"]:
@@ -194,6 +210,10 @@ def test_every_operation_states_its_bodies_errors_and_credential(served: Served)
         control = path.startswith(("/traces", "/otel", "/sessions", "/approvals", "/grants", "/halts", "/polic"))
         if control or path in {"/metrics", "/tokens", "/tools/decisions", "/tools/pins"}:
             assert security == [{"admin": []}], where
+        if path.startswith(("/oauth/requests", "/oauth/tokens", "/oauth/clients")):  # the consent and connections
+            assert security == [{"admin": []}], where
+        if path in OAUTH_PROTOCOL:  # a client proves itself by what it sends: its registration, PKCE, tokens
+            assert security == [{}], where
     assert doc["components"]["schemas"]["ErrorBody"]["required"] == ["error"]
 
 
