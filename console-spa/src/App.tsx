@@ -5,12 +5,14 @@ import { HaltBanner } from "./components/HaltBanner";
 import { AgentDetailPage, AgentsPage } from "./pages/Agents";
 import { ApprovalDetailPage, ApprovalsPage } from "./pages/Approvals";
 import { CatalogPage, GovAgentPage } from "./pages/Catalog";
+import { ConnectionsPage } from "./pages/Connections";
 import { DecisionsPage } from "./pages/Decisions";
 import { DiffReplayPage } from "./pages/DiffReplay";
 import { GrantsPage } from "./pages/Grants";
 import { GraphPage } from "./pages/Graph";
 import { HaltsPage } from "./pages/Halts";
 import { MemoryPage } from "./pages/Memory";
+import { OAuthConsentPage } from "./pages/OAuthConsent";
 import { OtelPage } from "./pages/Otel";
 import { OverviewPage } from "./pages/Overview";
 import { PoliciesPage } from "./pages/Policies";
@@ -37,6 +39,7 @@ const NAV: { to: string; label: string }[] = [
   { to: "/policies", label: "Policies" },
   { to: "/tools", label: "Tools" },
   { to: "/grants", label: "Grants" },
+  { to: "/connections", label: "Connections" },
   { to: "/memory", label: "Memory" },
   { to: "/supervisor", label: "Supervisor" },
   { to: "/halts", label: "Emergency stop" },
@@ -63,6 +66,8 @@ const ROUTES: Route[] = [
   ["/decisions", () => <DecisionsPage />, "Decisions"],
   ["/supervisor", () => <SupervisorPage />, "Supervisor"],
   ["/grants", () => <GrantsPage />, "Grants"],
+  ["/connections", () => <ConnectionsPage />, "Connections"],
+  ["/oauth/consent", () => <OAuthConsentPage />, "Connect a client"],
   ["/tools", () => <ToolsPage />, "Tools"],
   ["/memory", () => <MemoryPage />, "Memory"],
   ["/halts", () => <HaltsPage />, "Emergency stop"],
