@@ -189,7 +189,8 @@ def test_mcp_without_a_token_points_at_the_protected_resource_metadata(strict: S
         assert doc.status_code == 200 and doc.headers["content-type"].startswith("application/json")
         assert doc.json() == {
             "resource": f"{strict.url}/mcp",
-            "authorization_servers": [ISSUER],
+            "authorization_servers": [ISSUER, strict.url],  # the identity provider first, then flux7's own
+            "scopes_supported": ["mcp"],
             "bearer_methods_supported": ["header"],
             "resource_name": "flux7 mesh",
         }
