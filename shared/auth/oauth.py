@@ -17,7 +17,8 @@ import msgspec
 
 from flux7.shared.auth.oauth_clients import AUTH_METHODS, GRANT_TYPES, SCOPE, ClientStore, OAuthClient
 from flux7.shared.auth.oauth_clients import proposed_agent_id as _proposed
-from flux7.shared.auth.oauth_connections import Connection, ConnectionStore, Consent, ConsentRequest
+from flux7.shared.auth.oauth_connections import Connection, ConnectionStore, Consent
+from flux7.shared.auth.oauth_requests import ConsentRequest, RequestStore
 from flux7.shared.auth.tokens import validate_agent_id
 from flux7.shared.errors import BadRequest, Conflict
 from flux7.shared.gate.audit import EventLog
@@ -107,6 +108,7 @@ class OAuth:
         self.settings = settings
         self.clients = ClientStore(db)
         self.connections = ConnectionStore(db)
+        self.requests = RequestStore(db)
         self._events = events
         self._policies_for = policies_for
         self._server: TokenServer | None = None
@@ -183,7 +185,7 @@ class OAuth:
                 return _with_issuer(self.server.handle_error_response(request, e), issuer)
             client: OAuthClient = request.client
             params = {k: request.payload.data[k] for k in _REQUEST_KEYS if k in request.payload.data}
-            waiting = self.connections.open_request(
+            waiting = self.requests.open_request(
                 client.client_id, issuer, params, _proposed(client.name), self.settings.oauth.consent_seconds
             )
             return OAuthAnswer(302, "", [("Location", f"{issuer}{CONSENT_PAGE}?request={waiting.id}")])
@@ -224,7 +226,7 @@ class OAuth:
 
     def consent_view(self, request_id: str, agent: str = "") -> dict[str, Any]:
         """What the consent page shows: which client wants to act as which agent, under which policies."""
-        request = self.connections.get_request(request_id)
+        request = self.requests.get_request(request_id)
         client = self.clients.get(request.client_id)
         shown = agent.strip() or request.agent_id
         redirect_uri = request.params.get("redirect_uri") or (client.get_default_redirect_uri() if client else "")
@@ -257,7 +259,7 @@ class OAuth:
 
         from flux7.shared.auth.oauth_server import OAuthHttpRequest
 
-        waiting = self.connections.get_request(request_id)
+        waiting = self.requests.get_request(request_id)
         chosen = self._agent(waiting, agent) if decision == "approved" else waiting.agent_id
         query = {k: [v] for k, v in waiting.params.items()}
         request = OAuthHttpRequest("GET", waiting.issuer, "/oauth/authorize", {}, query)
@@ -265,7 +267,7 @@ class OAuth:
             grant = self.server.get_consent_grant(request)
         except OAuth2Error as e:  # the client was deleted, or changed, since it asked
             raise Conflict(f"the authorization request can no longer be granted: {e.description or e.error}") from None
-        waiting = self.connections.decide_request(request_id, decision, actor)
+        waiting = self.requests.decide_request(request_id, decision, actor)
         consent = Consent(agent_id=chosen, granted_by=actor, request_id=request_id) if decision == "approved" else None
         answer = self.server.create_authorization_response(request, grant_user=consent, grant=grant)
         redirect_to = _with_issuer(answer, waiting.issuer).location

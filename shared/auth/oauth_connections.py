@@ -1,6 +1,6 @@
-"""What a named human's consent grants an OAuth client, as rows: the authorization request waiting for the human,
-the authorization code that carries the decision to the client, and the connection (one consent) with the access
-and refresh tokens issued and rotated under it.
+"""What a named human's consent grants an OAuth client, as rows: the authorization code that carries the decision
+to the client, and the connection (one consent) with the access and refresh tokens issued and rotated under it.
+(The request waiting for the human is shared/auth/oauth_requests.py.)
 
 A connection acts as one agent id, the one the human picked, and is bound to that human: revoked with the
 connection, with its client, or when the human's user is disabled. Tokens are opaque (`f7o_…` access, `f7r_…`
@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import secrets
 import time
 from typing import Any, Literal
 
 import msgspec
 
-from flux7.shared.errors import BadRequest, Conflict, NotFound
+from flux7.shared.errors import BadRequest, NotFound
 from flux7.shared.store.db import Connection as DbConnection
 from flux7.shared.store.db import Database
 
@@ -33,7 +32,6 @@ __all__ = [
     "Connection",
     "ConnectionStore",
     "Consent",
-    "ConsentRequest",
     "RefreshRecord",
     "looks_like_oauth_token",
 ]
@@ -41,7 +39,6 @@ __all__ = [
 ACCESS_PREFIX = "f7o_"
 REFRESH_PREFIX = "f7r_"
 CONNECTION_PREFIX = "otk_"
-REQUEST_PREFIX = "orq_"
 CODE_SECONDS = 300.0  # a code is exchanged at once; RFC 6749 section 4.1.2 recommends ten minutes at most
 _TOUCH_SECONDS = 60.0  # last_used_at is refreshed at most this often
 _FORGET_SECONDS = 86400.0  # decided or expired requests, used codes and dead token rows are kept this long
@@ -57,29 +54,6 @@ def looks_like_oauth_token(bearer: str) -> bool:
 
 def new_token(prefix: str) -> str:
     return prefix + secrets.token_urlsafe(32)
-
-
-RequestState = Literal["pending", "approved", "denied", "expired"]
-
-
-class ConsentRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """An authorization request (RFC 6749 section 4.1.1) waiting for a human on the console's consent page."""
-
-    id: str
-    client_id: str
-    issuer: str
-    params: dict[str, str]  # the request's parameters, as validated at /oauth/authorize
-    agent_id: str  # proposed from the client's name
-    created_at: float
-    expires_at: float
-    decision: str = ""
-    decided_by: str = ""
-    decided_at: float | None = None
-
-    def state(self, now: float | None = None) -> RequestState:
-        if self.decision in ("approved", "denied"):
-            return "approved" if self.decision == "approved" else "denied"
-        return "expired" if self.expires_at <= (time.time() if now is None else now) else "pending"
 
 
 class Consent(msgspec.Struct, frozen=True, kw_only=True):
@@ -166,21 +140,6 @@ class Connection(msgspec.Struct, frozen=True, kw_only=True):
         return "active" if live else "expired"
 
 
-def _request(row: Any) -> ConsentRequest:
-    return ConsentRequest(
-        id=row["id"],
-        client_id=row["client_id"],
-        issuer=row["issuer"],
-        params=json.loads(row["params"]),
-        agent_id=row["agent_id"],
-        created_at=float(row["created_at"]),
-        expires_at=float(row["expires_at"]),
-        decision=row["decision"],
-        decided_by=row["decided_by"],
-        decided_at=row["decided_at"],
-    )
-
-
 _CONNECTIONS = (
     "SELECT c.*, COALESCE(k.name, '') AS client_name, "
     "(SELECT MAX(t.access_expires_at) FROM oauth_tokens t WHERE t.connection_id = c.id) AS expires_at, "
@@ -211,66 +170,14 @@ class ConnectionStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    # -- authorization requests waiting for a human ---------------------------------------------------------
-
-    def open_request(
-        self, client_id: str, issuer: str, params: dict[str, str], agent_id: str, seconds: float
-    ) -> ConsentRequest:
-        now = time.time()
-        request = ConsentRequest(
-            id=REQUEST_PREFIX + secrets.token_hex(16),
-            client_id=client_id,
-            issuer=issuer,
-            params=params,
-            agent_id=agent_id,
-            created_at=now,
-            expires_at=now + seconds,
-        )
-        with self._db.write() as conn:
-            self._forget(conn, now)
-            conn.execute(
-                "INSERT INTO oauth_requests (id, client_id, issuer, params, agent_id, created_at, expires_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (request.id, client_id, issuer, json.dumps(params), agent_id, now, request.expires_at),
-            )
-        return request
-
     @staticmethod
     def _forget(conn: DbConnection, now: float) -> None:
         """Drop what no one can use any more, while a write holds the writer anyway."""
-        conn.execute("DELETE FROM oauth_requests WHERE expires_at < ?", (now - _FORGET_SECONDS,))
         conn.execute("DELETE FROM oauth_codes WHERE expires_at < ?", (now - _FORGET_SECONDS,))
         conn.execute(
             "DELETE FROM oauth_tokens WHERE access_expires_at < ? AND COALESCE(refresh_expires_at, 0) < ?",
             (now - _FORGET_SECONDS, now - _FORGET_SECONDS),
         )
-
-    def get_request(self, request_id: str) -> ConsentRequest:
-        if not request_id.startswith(REQUEST_PREFIX) or len(request_id) > 64:
-            raise NotFound(f"no authorization request {request_id}")
-        row = self._db.query_one("SELECT * FROM oauth_requests WHERE id = ?", (request_id,))
-        if row is None:
-            raise NotFound(f"no authorization request {request_id}")
-        return _request(row)
-
-    def decide_request(self, request_id: str, decision: Literal["approved", "denied"], by: str) -> ConsentRequest:
-        """Settle a pending request, once: 409 when it was decided, 404 when unknown, 410-like 409 when expired."""
-        request = self.get_request(request_id)
-        now = time.time()
-        state = request.state(now)
-        if state != "pending":
-            raise Conflict(
-                f"the authorization request is {state}" + (f" by {request.decided_by}" * bool(request.decided_by))
-            )
-        with self._db.write() as conn:
-            done = conn.execute(
-                "UPDATE oauth_requests SET decision = ?, decided_by = ?, decided_at = ? "
-                "WHERE id = ? AND decision = '' AND expires_at > ?",
-                (decision, by, now, request_id, now),
-            ).rowcount
-        if done != 1:
-            raise Conflict("the authorization request was decided meanwhile")
-        return msgspec.structs.replace(request, decision=decision, decided_by=by, decided_at=now)
 
     # -- authorization codes ------------------------------------------------------------------------------
 
@@ -332,6 +239,7 @@ class ConnectionStore:
         connection_id = CONNECTION_PREFIX + secrets.token_hex(6)
         consent = code_record.consent
         with self._db.write() as conn:
+            self._forget(conn, now)
             conn.execute(
                 "INSERT INTO oauth_connections (id, client_id, agent_id, granted_by, granted_user, scope, resource, "
                 "request_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -489,13 +397,6 @@ class ConnectionStore:
         with self._db.write() as conn:
             self._revoke(conn, connection.id, by, now)
         return msgspec.structs.replace(connection, revoked_at=now, revoked_by=by)
-
-    def revoke_token(self, token: str) -> Connection | None:
-        """RFC 7009: the connection of this access or refresh token, revoked (None for an unknown token)."""
-        try:
-            return self.revoke(token, by="client")
-        except (NotFound, BadRequest):
-            return None
 
     @staticmethod
     def _revoke(conn: DbConnection, connection_id: str, by: str, now: float) -> bool:

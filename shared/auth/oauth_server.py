@@ -40,6 +40,7 @@ from flux7.shared.auth.oauth_connections import (
     RefreshRecord,
     new_token,
 )
+from flux7.shared.errors import BadRequest, NotFound
 from flux7.shared.settings import OAuthSettings
 
 __all__ = ["InvalidTargetError", "OAuthHttpRequest", "OAuthJsonRequest", "TokenServer", "same_resource"]
@@ -264,7 +265,7 @@ class _Revocation(RevocationEndpoint):
             return None
         try:
             return _Revocable(self.server.connections.find(token_string))
-        except Exception:  # unknown: RFC 7009 answers 200 all the same
+        except (NotFound, BadRequest):  # unknown: RFC 7009 answers 200 all the same
             return None
 
     def revoke_token(self, token: _Revocable, request: Any) -> None:

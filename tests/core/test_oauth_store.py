@@ -14,6 +14,7 @@ import pytest
 from flux7.shared.auth.identity import IdentityResolver
 from flux7.shared.auth.oauth_clients import ClientStore, proposed_agent_id, redirect_uri_problem
 from flux7.shared.auth.oauth_connections import ConnectionStore, Consent
+from flux7.shared.auth.oauth_requests import RequestStore
 from flux7.shared.errors import Conflict, Unauthorized
 from flux7.shared.settings import load_settings
 from flux7.shared.store.db import Database
@@ -26,7 +27,7 @@ def connect(db: Database, agent: str = "claude", by: str = "owner:admin-token") 
     """A registered client and a connection from one exchanged code, as the token endpoint makes them."""
     client = ClientStore(db).register(ClientStore.new_client_id(), {"redirect_uris": ["http://127.0.0.1:1/cb"]}, None)
     store = ConnectionStore(db)
-    waiting = store.open_request(client.client_id, "http://127.0.0.1:9090", {}, agent, 60)
+    waiting = RequestStore(db).open_request(client.client_id, "http://127.0.0.1:9090", {}, agent, 60)
     consent = Consent(agent_id=agent, granted_by=by, request_id=waiting.id)
     params = {"scope": "mcp", "resource": RESOURCE, "code_challenge": "c" * 43, "code_challenge_method": "S256"}
     store.save_code("the-code", client.client_id, "http://127.0.0.1:1/cb", params, consent)
@@ -81,11 +82,11 @@ def test_an_access_token_is_its_consented_agent_verified(store: Database, tmp_pa
 
 
 def test_a_decided_request_is_never_decided_again(store: Database) -> None:
-    connections = ConnectionStore(store)
-    waiting = connections.open_request("f7c_x", "http://127.0.0.1:9090", {}, "claude", 60)
-    assert connections.decide_request(waiting.id, "denied", "user:ana").state() == "denied"
+    requests = RequestStore(store)
+    waiting = requests.open_request("f7c_x", "http://127.0.0.1:9090", {}, "claude", 60)
+    assert requests.decide_request(waiting.id, "denied", "user:ana").state() == "denied"
     with pytest.raises(Conflict, match="denied by user:ana"):
-        connections.decide_request(waiting.id, "approved", "user:bob")
+        requests.decide_request(waiting.id, "approved", "user:bob")
 
 
 def test_redirect_uris_and_proposed_agent_ids() -> None:
