@@ -9,6 +9,9 @@ import { Section, Time } from "../components/bits";
 import { ErrorNote, Loading } from "../components/states";
 import { Link, useLocation } from "../router";
 
+/** Where the browser goes after a decision (a seam for tests: jsdom does not navigate). */
+export const leave = { to: (url: string) => window.location.assign(url) };
+
 export function OAuthConsentPage() {
   const loc = useLocation();
   const id = loc.query.get("request") ?? "";
@@ -21,7 +24,7 @@ export function OAuthConsentPage() {
     [["oauth-request"], ["oauth-connections"]],
     (r) => {
       setDone(r);
-      window.location.assign(r.redirect_to);
+      leave.to(r.redirect_to);
     },
   );
   if (!id) {
