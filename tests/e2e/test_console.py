@@ -26,6 +26,7 @@ import pytest
 from tests.functions.conftest import AGENT, make_config
 from tests.support.http import wait_until
 from tests.support.mesh import pets_mesh_config
+from tests.support.oauth import OAuthPlayer, Pkce
 from tests.support.server import REPO, Server, running_server
 from tests.upstreams.servers.http_backend import Backend
 
@@ -335,6 +336,8 @@ PAGES = {
     "policies-yaml": "#/policies?tab=yaml&file=agents",
     "tools": "#/tools",
     "grants": "#/grants",
+    "connections": "#/connections",
+    "oauth-consent": "#/oauth/consent?request={consent}",
     "memory": "#/memory",
     "memory-search": "#/memory?tab=search&q=tortoise",
     "memory-decisions": "#/memory?tab=decisions",
@@ -364,7 +367,18 @@ def test_every_page_loads_its_data_without_errors_and_is_screenshotted(
             approval = pending(server, "create_pet")
             grant = post(server, "/grants", {"agent": "cursor", "tools": "get_*", "duration": "1h"})
             assert grant.status_code == 201
-            ids = {"approval": approval, "trace": listed[-1].json()["trace_id"], "session": "e2e-session-1"}
+            # a client connected by OAuth, and another waiting for a human's consent (docs/managed-agents.md)
+            with httpx.Client(base_url=server.url, trust_env=False, timeout=30) as http:
+                oauth = OAuthPlayer(http, server.url, human=dict(ADMIN))
+                oauth.connect(agent="claude-web", client_name="Claude e2e")
+                waiting_client = oauth.register(client_name="ChatGPT e2e")["client_id"]
+                consent = oauth.consent_request(waiting_client, Pkce())
+            ids = {
+                "approval": approval,
+                "trace": listed[-1].json()["trace_id"],
+                "session": "e2e-session-1",
+                "consent": consent,
+            }
             pages = {name: route.format(**ids) for name, route in PAGES.items()}
             try:
                 report = drive(server, "screenshots", pages=pages)
@@ -398,6 +412,8 @@ def test_every_page_loads_its_data_without_errors_and_is_screenshotted(
         "policies-yaml": "human_approval",
         "tools": "create_pet",
         "grants": "cursor",
+        "connections": "Claude e2e",
+        "oauth-consent": "Connect ChatGPT e2e?",
         "memory": "pets.tortoise",
         "memory-search": "Zeno the tortoise",
         "memory-decisions": "create_pet",
