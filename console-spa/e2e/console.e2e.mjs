@@ -4,7 +4,7 @@
 //
 //   node e2e/console.e2e.mjs <scenario> --base http://127.0.0.1:9090 [--token T] [--params '{"k": "v"}']
 //
-// Scenarios: approve, grant, halt-stop, halt-resume, memory-search, wrong-token, decision-badges, screenshots,
+// Scenarios: approve, grant, oauth-consent, halt-stop, halt-resume, memory-search, wrong-token, decision-badges, screenshots,
 // gov-catalog, gov-agent, gov-graph, gov-diff-replay (the governance pages, each leaving a screenshot), and the
 // record-* scenarios of tests/e2e/test_console_record.py (issue 35, items 9-11).
 // Every wait is a condition with a timeout (locator auto-waiting), never a fixed sleep. A page error, a console
@@ -169,6 +169,20 @@ const SCENARIOS = {
     const row = page.locator("tbody tr", { hasText: params.tools });
     await row.waitFor();
     return { status: await status.innerText(), grant_id: await row.locator("td").first().getAttribute("title"), row: await row.innerText() };
+  },
+
+  /** An OAuth client waits on the consent page (docs/managed-agents.md): pick the agent id, Approve; the browser
+   *  lands on the client's loopback callback with the code. */
+  async "oauth-consent"(page) {
+    expectProbesOk(await connect(page, token));
+    await open(page, `#/oauth/consent?request=${params.request}`);
+    const shown = await page.locator("main").innerText();
+    await page.getByLabel("Acts as agent").fill(params.agent);
+    await page.getByText("none as this agent").waitFor();
+    const landed = page.waitForURL((url) => url.href.startsWith(params.callback), { timeout: WAIT });
+    await page.getByRole("button", { name: "Approve" }).click();
+    await landed;
+    return { shown, url: page.url() };
   },
 
   /** Stops everything from the Emergency stop page; the red banner then sits on every page visited. */

@@ -19,14 +19,15 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
 from tests.functions.conftest import AGENT, make_config
-from tests.support.http import wait_until
+from tests.support.http import serve_json, wait_until
 from tests.support.mesh import pets_mesh_config
-from tests.support.oauth import OAuthPlayer, Pkce
+from tests.support.oauth import OAuthPlayer, Pkce, query_of
 from tests.support.server import REPO, Server, running_server
 from tests.upstreams.servers.http_backend import Backend
 
@@ -153,6 +154,26 @@ def test_a_pending_approval_shows_in_the_console_and_approving_it_there_releases
     assert t["supervisor_reasoning"] == "looks fine to me"
     a = get(server, f"/approvals/{approval}")
     assert a["status"] == "approved" and a["reasoning"] == "looks fine to me"
+
+
+def test_a_human_approves_an_oauth_client_on_the_consent_page_and_the_client_gets_its_code(server: Server) -> None:
+    with (
+        serve_json(lambda *_: (200, {"ok": True})) as (callback_base, hits),
+        httpx.Client(base_url=server.url, trust_env=False, timeout=30) as http,
+    ):
+        callback = f"{callback_base}/callback"
+        oauth = OAuthPlayer(http, server.url, human=dict(ADMIN))
+        client_id = oauth.register(client_name="Claude in a browser", redirect_uris=[callback])["client_id"]
+        pkce = Pkce()
+        request_id = oauth.consent_request(client_id, pkce, redirect_uri=callback)
+        report = drive(server, "oauth-consent", request=request_id, agent="claude-browser", callback=callback)
+        assert "Claude in a browser" in report["shown"] and urlsplit(callback).netloc in report["shown"]
+        answer = query_of(report["url"])
+        assert answer["state"] == "st4te" and answer["iss"] == server.url and hits
+        tokens = oauth.exchange(client_id, answer["code"], pkce, redirect_uri=callback)
+        assert tokens.status_code == 200, tokens.text
+    [connection] = [c for c in get(server, "/oauth/tokens") if c["client_id"] == client_id]
+    assert connection["agent_id"] == "claude-browser" and connection["granted_by"] == "owner:admin-token"
 
 
 def test_a_grant_created_in_the_console_lifts_the_approval_of_the_next_call(server: Server) -> None:
