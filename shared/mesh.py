@@ -22,6 +22,7 @@ from flux7.shared.gate.limits import RateLimiter
 from flux7.shared.gate.pins import PinStore
 from flux7.shared.gate.pipeline import Pipeline
 from flux7.shared.gate.policy_store import PolicyStore
+from flux7.shared.gate.record import SettledRecord
 from flux7.shared.governance.catalog import Catalog
 from flux7.shared.governance.engine import Governance
 from flux7.shared.governance.versions import Versions
@@ -98,6 +99,8 @@ class Mesh:
         self.governance = Governance(self)
         self.mcp_sessions = SessionStore(self.db)
         self.mcp = McpServer(self)
+        # a decided MCP request nobody waited on: its "pending" trace is revised with the decision
+        self.approvals.add_listener(SettledRecord(self.tracer, self.mcp.virtual.claimable))
         self.extras: dict[str, Any] = {}
 
     @property
