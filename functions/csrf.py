@@ -35,6 +35,9 @@ log = logging.getLogger("flux7.http")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Routes whose body may be something other than JSON (a policy file's YAML text).
 _TEXT_BODY_PREFIXES = ("/policy-files/",)
+# Slack's interaction callback is a form (`payload=<JSON>`) with no Origin; it is trusted only when Slack's
+# signature verifies (functions/integrations.py), so only the JSON rule is lifted there, not the origin rules.
+_FORM_BODY_PATHS = frozenset({"/integrations/slack/actions"})
 # Answered as JSON-RPC errors, as the rest of their refusals are.
 _JSONRPC_PATHS = frozenset({"/mcp", "/rpc", "/messages"})
 
@@ -124,7 +127,7 @@ def refusal(method: str, path: str, headers: Mapping[str, str], peer: str, allow
     reason = origin_refusal(headers, peer, allowed)
     if reason:
         return Forbidden(reason)
-    if path.startswith(_TEXT_BODY_PREFIXES) or not _has_body(headers):
+    if path.startswith(_TEXT_BODY_PREFIXES) or path in _FORM_BODY_PATHS or not _has_body(headers):
         return None
     if not _is_json(headers.get("content-type")):
         return UnsupportedMediaType("the body must be JSON (Content-Type: application/json)")

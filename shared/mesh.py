@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from flux7.shared.mcp.server import McpServer
 from flux7.shared.mcp.sessions import SessionStore
 from flux7.shared.memory.service import memory_service_for
 from flux7.shared.metrics import Metrics, UpstreamState
+from flux7.shared.notify.service import notifications_for
 from flux7.shared.outbound import OutboundGuard
 from flux7.shared.settings import Settings
 from flux7.shared.store.db import Database, database_for
@@ -70,6 +72,8 @@ class Mesh:
             notifier=Notifier(guard=self.outbound),
             policy_version=lambda: self.policies.current.version,
         )
+        # Slack, email, escalation and the signed operator webhook (docs/approvals.md "Notifications"); None: off
+        self.notifications = notifications_for(settings, self.db, self.approvals, self.users)
         self.grants = GrantStore(self.db, events=self.events)
         self.halts = HaltRegistry(self.db, self.grants, self.approvals, events=self.events)
         self.limits = RateLimiter(self.db, settings)
@@ -113,11 +117,15 @@ class Mesh:
         self.metrics.start()  # a worker's series are held in memory and written every metrics.FLUSH_SECONDS
         await self.tracer.start()
         self.decisions.start()  # deliver what the outbox still owes memory (a previous run, memory down)
+        if self.notifications is not None:
+            self.notifications.start()  # what the notification outbox still owes, and the escalation timer
 
     async def stop(self) -> None:
         """Stop background parts and flush what they hold."""
         await self.tracer.stop()
         await self.decisions.stop(5)  # finish the delivery under way (in process, it needs the db); the rest waits
+        if self.notifications is not None:
+            await asyncio.to_thread(self.notifications.stop, 5)  # the rest stays in the outbox for the next start
         await self.registry.stop()
         try:
             await self.metrics.stop()  # what it still holds
