@@ -78,9 +78,7 @@ def self_signed(folder: Path) -> tuple[Path, Path]:
 
 
 @contextmanager
-def smtp_server(
-    tls: tuple[Path, Path] | None = None, credentials: tuple[str, str] | None = None
-) -> Iterator[Mailbox]:
+def smtp_server(tls: tuple[Path, Path] | None = None, credentials: tuple[str, str] | None = None) -> Iterator[Mailbox]:
     mailbox = Mailbox()
     kwargs: dict[str, Any] = {}
     if tls is not None:

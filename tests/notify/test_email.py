@@ -17,7 +17,6 @@ from flux7.shared.mesh import Mesh
 from flux7.shared.notify.keys import LINK_KEY_FILE
 from flux7.shared.notify.links import EmailLinks
 from flux7.shared.store.db import Database
-from tests.approvals.conftest import make_settings
 from tests.approvals.servers import Server, blocked_call, write_config
 
 from .smtp import Mailbox, self_signed, smtp_server
@@ -158,19 +157,3 @@ def test_mail_goes_through_starttls_with_a_verified_certificate_and_auth(
         assert message["X-Flux7-Approval"] == a.id
         assert mesh.notifications is not None
         mesh.notifications.stop()
-
-
-@pytest.fixture
-def mesh_of(tmp_path: Path) -> Iterator[Callable[..., Mesh]]:
-    made: list[Mesh] = []
-
-    def make(**overrides: object) -> Mesh:
-        m = Mesh(make_settings(tmp_path, **overrides))
-        made.append(m)
-        return m
-
-    yield make
-    for m in made:
-        if m.notifications is not None:
-            m.notifications.stop()
-        m.db.close()

@@ -90,7 +90,9 @@ def test_a_pending_call_is_posted_with_its_arguments_deadline_and_buttons(setup:
     actions = next(b for b in message["blocks"] if b["type"] == "actions")["elements"]
     assert [a["action_id"] for a in actions] == ["flux7_approve", "flux7_deny", "flux7_deny_reason"]
     assert f"{setup.url}/console/#/approvals/{approval_id}" in text
-    httpx.post(f"{setup.url}/approvals/{approval_id}/deny", headers={"Authorization": f"Bearer {setup.tokens['alice']}"})
+    httpx.post(
+        f"{setup.url}/approvals/{approval_id}/deny", headers={"Authorization": f"Bearer {setup.tokens['alice']}"}
+    )
     assert call.result(30).status_code == 403
 
 
@@ -145,7 +147,9 @@ def test_a_forged_signature_and_a_stale_timestamp_are_refused(setup: Setup) -> N
     )
     assert unsigned.status_code == 401
     assert httpx.get(f"{setup.url}/approvals/{approval_id}").json()["status"] == "pending"
-    httpx.post(f"{setup.url}/approvals/{approval_id}/deny", headers={"Authorization": f"Bearer {setup.tokens['alice']}"})
+    httpx.post(
+        f"{setup.url}/approvals/{approval_id}/deny", headers={"Authorization": f"Bearer {setup.tokens['alice']}"}
+    )
     assert call.result(30).status_code == 403
 
 
@@ -164,8 +168,9 @@ def test_an_unmapped_and_an_out_of_scope_slack_user_are_refused_and_told_so(setu
     refused = setup.slack.interact(setup.url, view_submission("U_CAROL", view, "no"))
     assert refused.json()["response_action"] == "errors" and "outside your scope" in refused.json()["errors"]["reason"]
     assert httpx.get(f"{setup.url}/approvals/{approval_id}").json()["status"] == "pending"
-    httpx.post(f"{setup.url}/approvals/{approval_id}/approve", headers={"Authorization": f"Bearer {setup.tokens['bob']}"})
+    httpx.post(
+        f"{setup.url}/approvals/{approval_id}/approve", headers={"Authorization": f"Bearer {setup.tokens['bob']}"}
+    )
     assert call.result(30).status_code == 200
     update = setup.slack.wait_for("chat.update", lambda a: a["ts"] == ts)  # settled elsewhere: updated too
     assert "Approved by user:bob" in _texts(update["blocks"])
-
