@@ -34,7 +34,7 @@ class Mailbox:
         self.port = 0
         self._lock = threading.Lock()
 
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802 (aiosmtpd's hook)
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         message = email.message_from_bytes(envelope.content, policy=email.policy.default)
         with self._lock:
             self.messages.append((list(envelope.rcpt_tos), message))  # type: ignore[arg-type]

@@ -15,7 +15,6 @@ import pytest
 from flux7.shared.auth.users import UserStore
 from flux7.shared.store.db import Database
 from tests.approvals.servers import Server, blocked_call, write_config
-from tests.support.waiting import wait_until
 
 from .slack_standin import BOT_TOKEN, SlackStandIn, block_action, slack_standin, view_submission
 
@@ -72,6 +71,14 @@ def _posted(slack: SlackStandIn, arg: str) -> tuple[str, dict[str, Any], str, st
     message = slack.wait_for("chat.postMessage", lambda a: arg in json.dumps(a.get("blocks")))
     approval_id = next(b for b in message["blocks"] if b["type"] == "actions")["elements"][0]["value"]
     return approval_id, message, message["_response"]["channel"], message["_response"]["ts"]
+
+
+def _decide(setup: Setup, approval_id: str, decision: str, user: str) -> None:
+    """Decide on the REST route with a user's personal token (elsewhere than Slack)."""
+    answer = httpx.post(
+        f"{setup.url}/approvals/{approval_id}/{decision}", headers={"Authorization": f"Bearer {setup.tokens[user]}"}
+    )
+    assert answer.status_code == 200, answer.text
 
 
 def _texts(blocks: list[dict[str, Any]]) -> str:
@@ -166,7 +173,8 @@ def test_an_unmapped_and_an_out_of_scope_slack_user_are_refused_and_told_so(setu
     # A modal's reason from someone out of scope is refused in the modal itself.
     view = {"callback_id": "flux7_deny_reason", "private_metadata": json.dumps({"a": approval_id, "c": channel})}
     refused = setup.slack.interact(setup.url, view_submission("U_CAROL", view, "no"))
-    assert refused.json()["response_action"] == "errors" and "outside your scope" in refused.json()["errors"]["reason"]
+    assert refused.json()["response_action"] == "errors"
+    assert "outside your scope" in refused.json()["errors"]["reason"]
     assert httpx.get(f"{setup.url}/approvals/{approval_id}").json()["status"] == "pending"
     httpx.post(
         f"{setup.url}/approvals/{approval_id}/approve", headers={"Authorization": f"Bearer {setup.tokens['bob']}"}
