@@ -37,7 +37,7 @@ class Mailbox:
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         message = email.message_from_bytes(envelope.content, policy=email.policy.default)
         with self._lock:
-            self.messages.append((list(envelope.rcpt_tos), message))  # type: ignore[arg-type]
+            self.messages.append((list(envelope.rcpt_tos), message))
         return "250 OK"
 
     def to(self, address: str, count: int = 1) -> list[EmailMessage]:

@@ -42,6 +42,10 @@ def _submit(mesh: Mesh, tool: str, agent: str = "bot") -> Approval:
     )
 
 
+def _at(ts: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda call: bool(call["ts"] == ts)
+
+
 def _posts(slack: SlackStandIn, channel: str) -> list[dict[str, Any]]:
     return [a for a in slack.called("chat.postMessage") if a["channel"] == channel]
 
@@ -119,8 +123,7 @@ def test_nobody_answering_escalates_to_the_next_route_once_across_two_workers(
     # Settled anywhere (here: the other worker), every message of the approval is updated.
     two.approvals.resolve(approval.id, "deny", resolved_by="user:boss", resolver="", reasoning="not this month")
     for post in (first, escalated):
-        ts = post["_response"]["ts"]
-        update = slack.wait_for("chat.update", lambda a, ts=ts: a["ts"] == ts)
+        update = slack.wait_for("chat.update", _at(post["_response"]["ts"]))
         assert "Denied by user:boss" in json.dumps(update["blocks"])
 
 
