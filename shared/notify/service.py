@@ -174,7 +174,8 @@ class Notifications:
 
     def _stepper(self, lane: Lane) -> Callable[[], bool]:
         def step() -> bool:
-            item = self.outbox.claim(lane)
+            due = self.outbox.next_due(lane)  # a read first: an idle lane never takes the write lock
+            item = self.outbox.claim(lane) if due is not None and due <= time.time() else None
             if item is None:
                 # An approval nobody waits on times out only when someone looks (ApprovalQueue.sweep): Slack's
                 # lane looks, so a message left with its buttons says "timed out" soon after the deadline.

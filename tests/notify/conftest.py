@@ -14,12 +14,13 @@ from tests.approvals.conftest import make_settings
 
 
 @pytest.fixture
-def mesh_of(tmp_path: Path) -> Iterator[Callable[..., Mesh]]:
-    """`mesh_of(**settings)`: a Mesh over tmp_path/flux7.db; each one is another worker's view of that file."""
+def mesh_of(tmp_path: Path, database_url: str) -> Iterator[Callable[..., Mesh]]:
+    """`mesh_of(**settings)`: a Mesh over tmp_path/flux7.db (a PostgreSQL database with `--engine=postgresql`);
+    each one is another worker's view of that database."""
     made: list[Mesh] = []
 
     def make(**overrides: Any) -> Mesh:
-        m = Mesh(make_settings(tmp_path, **overrides))
+        m = Mesh(make_settings(tmp_path, **({"database": database_url} if database_url else {}), **overrides))
         made.append(m)
         return m
 
