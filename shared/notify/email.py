@@ -39,18 +39,22 @@ def approval_email(
     diff = ""
     preview = approval.preview
     if expose_content and isinstance(preview, dict) and preview.get("kind") == "diff":
-        diff = f"Diff of {preview.get('path', '')}:\n{str(preview.get('diff', ''))[:_BODY_LIMIT]}\n\n"
-    lines = [
-        f"Escalated: {escalated_from}\n" if escalated_from else "",
+        diff = f"Diff of {preview.get('path', '')}:\n{str(preview.get('diff', ''))[:_BODY_LIMIT]}\n"
+    lines = [f"Escalated: {escalated_from}", ""] if escalated_from else []
+    lines += [
         f"The agent {approval.agent_id} wants to call {approval.tool} (policy rule {approval.policy_rule}).",
         f"Decide before {approval.expires_at}; after that the call is denied.",
-        f"It needs {approval.required_approvals} people to approve it." if approval.required_approvals > 1 else "",
-        ":: WARNING: the arguments look like a prompt injection." if approval.injection_risk else "",
-        "",
-        "Arguments:",
-        arguments,
-        "",
-        diff + (f"Precedents: {precedents}\n" if precedents else ""),
+    ]
+    if approval.required_approvals > 1:
+        lines.append(f"It needs {approval.required_approvals} people to approve it.")
+    if approval.injection_risk:
+        lines.append("WARNING: the arguments look like a prompt injection. Read them before approving.")
+    lines += ["", "Arguments:", arguments, ""]
+    if diff:
+        lines.append(diff)
+    if precedents:
+        lines += [f"Precedents: {precedents}", ""]
+    lines += [
         f"Approve: {approve_url}",
         f"Deny:    {deny_url}",
         "",
@@ -58,7 +62,7 @@ def approval_email(
         "there. A link works once and expires with the approval.",
         f"The approval: {console_url}",
     ]
-    text = "\n".join(line for line in lines if line is not None)
+    text = "\n".join(lines)
     msg = EmailMessage()
     msg["Subject"] = f"[flux7] Approval needed: {approval.tool} by {approval.agent_id}"
     msg["From"] = sender

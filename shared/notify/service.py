@@ -167,8 +167,10 @@ class Notifications:
                 worker.kick()
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop the workers, waiting at most `timeout` in all; what they did not send stays in the outbox."""
+        deadline = time.monotonic() + timeout
         for worker in self._workers.values():
-            worker.stop(timeout)
+            worker.stop(max(0.0, deadline - time.monotonic()))
         if self._http is not None:
             self._http.close()
 
