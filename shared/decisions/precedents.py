@@ -133,7 +133,7 @@ def tool_is_eligible(tool: Any, auto_approve_writes: bool) -> bool:
     if auto_approve_writes:
         return True
     c = tool.classification
-    return c.access == "read" and c.family == "named"
+    return bool(c.access == "read" and c.family == "named")
 
 
 def _approved_tags(tool: str, agent: str) -> list[str]:

@@ -118,9 +118,8 @@ class Message(msgspec.Struct, kw_only=True):
 
     @property
     def meta(self) -> dict[str, Any]:
-        if isinstance(self.params, dict) and isinstance(self.params.get("_meta"), dict):
-            return self.params["_meta"]
-        return {}
+        meta = self.params.get("_meta") if isinstance(self.params, dict) else None
+        return meta if isinstance(meta, dict) else {}
 
 
 def decode_message(raw: bytes | str) -> Message:

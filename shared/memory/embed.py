@@ -60,7 +60,8 @@ class Embedder(Protocol):
 
 def _normalise(rows: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return (rows / np.clip(norms, 1e-12, None)).astype(np.float32, copy=False)
+    normalised: np.ndarray = (rows / np.clip(norms, 1e-12, None)).astype(np.float32, copy=False)
+    return normalised
 
 
 def _sha256(path: Path) -> str:
