@@ -1,4 +1,4 @@
-"""Who is calling: data-plane identity from the bearer (CONTRACT 1.5) and the control-plane gate (DESIGN 6)."""
+"""Who is calling: data-plane identity from the bearer, and control-plane principals (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def _bearer(authorization: str | None) -> str:
     return token[7:].strip() if token.lower().startswith("bearer ") else token
 
 
-# --- data-plane caller resolution: agent tokens, claims off loopback (issue 13 item 5) ---
+# --- data-plane caller resolution: agent tokens, claims off loopback (docs/security.md) ---
 
 
 def claims_allowed(settings: Settings) -> bool:
@@ -172,7 +172,7 @@ class IdentityResolver:
         self.claims_allowed = claims_allowed(settings)
         jwt_cfg = settings.auth.jwt
         self._jwks = _Jwks(jwt_cfg.jwks_url) if jwt_cfg and jwt_cfg.jwks_url else None
-        # -- admin token (issue 13 item 2): configured, else the generated file's; empty only in open_loopback
+        # the admin token: configured, else the generated file's; empty only in open_loopback
         self._admin_token = effective_admin_token(settings).encode()
         # -- end admin token
         self._cache: dict[str, tuple[float, Caller]] = {}

@@ -1,4 +1,4 @@
-"""Precedents from memory, level 1 of the approval flow (CONTRACT 1.16 newest, DESIGN decision 7).
+"""Precedents from memory, level 1 of the approval flow (docs/supervisor.md).
 
 A call that needs approval passes at once when humans approved this very tool for this very agent at least
 `min_approvals` times and nobody ever refused it. Only tools that read qualify unless `auto_approve_writes`.

@@ -1,7 +1,7 @@
 """Text embeddings for memory search: local all-MiniLM-L6-v2 (ONNX), or a remote Ollama / OpenAI API.
 
 Every embedder returns float32 rows of unit length, so a dot product is the cosine. The local model loads on
-first use (DESIGN "Serverless-friendly"): importing this module or building an embedder reads no model file.
+first use (docs/deploy.md): importing this module or building an embedder reads no model file.
 Settings come in as arguments (`default_embedder(url, model, provider, key)`); nothing here reads the
 environment.
 """
