@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 from litestar.datastructures import Headers
+from litestar.enums import ScopeType
 from litestar.middleware import DefineMiddleware
 from litestar.types import ASGIApp, HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
@@ -144,7 +145,7 @@ class _BrowserGuard:
         self.allowed = allowed_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == ScopeType.HTTP:
             client = scope.get("client")
             peer = str(client[0]) if client else ""
             error = refusal(str(scope.get("method", "")), scope["path"], Headers.from_scope(scope), peer, self.allowed)

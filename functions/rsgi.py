@@ -23,8 +23,9 @@ from functools import partial
 from typing import Any
 from urllib.parse import quote
 
+from granian._granian import RSGIProtocolClosed as ProtocolClosed  # granian.rsgi re-exports them untyped
+from granian._granian import RSGIProtocolError as ProtocolError
 from granian.asgi import LifespanProtocol
-from granian.rsgi import ProtocolClosed, ProtocolError
 
 from flux7.functions.raw_asgi import GONE, BodyTooLarge
 

@@ -63,7 +63,7 @@ class Mesh:
             settings.metrics,
             upstreams=lambda: [UpstreamState(*state) for state in self.registry.upstream_states()],
         )
-        # every URL fetched on a caller's behalf goes through this guard (issue 13.4)
+        # every URL fetched on a caller's behalf goes through this guard (docs/security.md, "Outbound requests")
         self.outbound = OutboundGuard(allow_networks=settings.outbound.allow_networks)
         self.approvals = ApprovalQueue(
             self.db,

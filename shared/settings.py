@@ -199,7 +199,7 @@ class McpSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
     """The mesh as an MCP server. `result_shape: reference` restores the reference's tools/call shape (every
     result one text block of indented JSON, an upstream's result wrapped twice, a policy denial not an error)
     and its bare tools/list entries; the default passes upstream results and tool definitions on verbatim
-    (DESIGN decision 8)."""
+    (docs/mcp.md)."""
 
     result_shape: Literal["faithful", "reference"] = "faithful"
 

@@ -114,7 +114,7 @@ def _serve(
     help="one line per request on stdout (default: the config's access_log, on)",
 )
 @click.pass_context
-def serve_command(ctx: click.Context, **o: Any) -> int:
+def serve_command(ctx: click.Context, /, **o: Any) -> int:
     """Run every role (mesh, memory, console) in one service."""
     o = {k: _inherit(ctx, k, v) for k, v in o.items()}
     return _serve(**o)
@@ -195,7 +195,7 @@ flux7.add_command(mcp_command)
 @click.option("--mcp-session-id", default=None, help="with --mcp: a fixed MCP session id")
 @_VERSION
 @click.pass_context
-def mesh7(ctx: click.Context, mcp: bool, mcp_agent: str | None, mcp_session_id: str | None, **o: Any) -> int:
+def mesh7(ctx: click.Context, /, mcp: bool, mcp_agent: str | None, mcp_session_id: str | None, **o: Any) -> int:
     """flux7's mesh: the daemon, the MCP stdio server, trace verification, policy discovery."""
     if ctx.invoked_subcommand is not None:
         return 0

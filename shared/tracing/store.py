@@ -121,7 +121,7 @@ class TraceStore:
             db, self.apply, row_lock="trace_chain"
         )
         # SQLite numbers new rows through lastrowid and moves revised rows with one prepared UPDATE per row: its
-        # RETURNING and its UPDATE ... FROM (VALUES ...) cost more than the writes themselves (issue 19).
+        # RETURNING and its UPDATE ... FROM (VALUES ...) cost more than the writes themselves (docs/benchmarks.md).
         # PostgreSQL keeps the one-statement forms, each a round trip saved.
         self._sqlite = db.engine == "sqlite"
 
