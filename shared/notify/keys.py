@@ -13,7 +13,7 @@ from pathlib import Path
 
 from flux7.shared.store.private_files import private_dir
 
-__all__ = ["LINK_KEY_FILE", "WEBHOOK_SECRET_FILE", "load_or_create_secret", "new_webhook_secret"]
+__all__ = ["LINK_KEY_FILE", "WEBHOOK_SECRET_FILE", "load_or_create_secret", "new_link_key", "new_webhook_secret"]
 
 log = logging.getLogger("flux7.notify")
 

@@ -24,7 +24,13 @@ import msgspec
 from flux7.shared.auth.users import UserStore
 from flux7.shared.decisions.facts import resolver_kind
 from flux7.shared.durations import format_span
-from flux7.shared.notify.keys import LINK_KEY_FILE, WEBHOOK_SECRET_FILE, load_or_create_secret
+from flux7.shared.notify.keys import (
+    LINK_KEY_FILE,
+    WEBHOOK_SECRET_FILE,
+    load_or_create_secret,
+    new_link_key,
+    new_webhook_secret,
+)
 from flux7.shared.notify.links import EmailLinks
 from flux7.shared.notify.outbox import Lane, NotificationOutbox, OutboxItem
 from flux7.shared.notify.routing import chain_for, recipients
@@ -119,16 +125,21 @@ class Notifications:
             db, retry_max=self.config.retry_max_seconds, max_attempts=self.config.max_attempts
         )
         data_dir = Path(db.path).resolve().parent
+        in_memory = db.path == ":memory:"  # no data directory: secrets of this process's own
         self.webhook_url = settings.approval.notify_url
         self.signer: WebhookSigner | None = None
         if self.webhook_url:
-            secret = settings.approval.notify_secret or load_or_create_secret(
-                data_dir / WEBHOOK_SECRET_FILE, webhook=True
+            secret = settings.approval.notify_secret or (
+                new_webhook_secret()
+                if in_memory
+                else load_or_create_secret(data_dir / WEBHOOK_SECRET_FILE, webhook=True)
             )
             self.signer = WebhookSigner(secret)
         self.links: EmailLinks | None = None
         if self.config.email is not None:
-            key = self.config.link_secret or load_or_create_secret(data_dir / LINK_KEY_FILE)
+            key = self.config.link_secret or (
+                new_link_key() if in_memory else load_or_create_secret(data_dir / LINK_KEY_FILE)
+            )
             self.links = EmailLinks(key.encode(), db)
         self.slack: Any = None  # SlackClient, built on first use (the SDK is imported only when Slack is on)
         self.interactions: Any = None
