@@ -92,6 +92,7 @@ def mesh_cli(server: Server, cwd: Path, **env: str) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.served
 def test_flux7_serve_makes_keeps_and_prints_the_token_and_mesh_reads_it(tmp_path: Path) -> None:
     config = write_config(tmp_path, auth={})  # the default: no token configured, not open
     path = tmp_path / FILE_NAME
@@ -121,6 +122,7 @@ def test_flux7_serve_makes_keeps_and_prints_the_token_and_mesh_reads_it(tmp_path
         assert re.search(rf"console: {re.escape(again.url)}/console/#token={re.escape(token)} ", again.log.read_text())
 
 
+@pytest.mark.served
 def test_open_loopback_is_the_old_open_mode_and_says_so(tmp_path: Path) -> None:
     config = write_config(tmp_path)  # tests/approvals/servers.py: auth.open_loopback
     with running_server(config) as server:

@@ -12,6 +12,8 @@ import pytest
 
 from .servers import Server, blocked_call, pending, write_config
 
+pytestmark = pytest.mark.served
+
 
 def mesh_cli(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MESH_URL": server.url, "USER": "tester"}

@@ -61,6 +61,7 @@ def _same(served: httpx.Response, local: httpx.Response) -> None:
         assert served.headers.get_list(name) == local.headers.get_list(name), name
 
 
+@pytest.mark.served
 def test_litestar_routes_answer_through_the_bridge_as_in_process(both: tuple[Server, TestClient[Any]]) -> None:
     server, local = both
     with httpx.Client(base_url=server.url, trust_env=False, timeout=30) as served:
@@ -103,6 +104,7 @@ def _answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
     return int(lines[0].split()[1]), fields, body
 
 
+@pytest.mark.served
 def test_a_chunked_body_reaches_litestar_whole_through_the_bridge(both: tuple[Server, TestClient[Any]]) -> None:
     """POST /mcp without a Content-Length is Litestar's (the hot path takes only declared lengths): the bridge hands
     the body over chunk by chunk, and the handshake it carries is answered."""

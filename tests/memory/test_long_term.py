@@ -335,6 +335,7 @@ def test_the_sdk_stores_long_term_with_the_tag(server: Mem7Process) -> None:
     }
 
 
+@pytest.mark.served
 def test_the_sdk_reaches_long_term_memory_under_flux7_serve(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(f"storage_path: {tmp_path}/flux7.db\n")

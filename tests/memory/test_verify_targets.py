@@ -115,6 +115,7 @@ def _trace_verify(entry: str, *files: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.served
 @pytest.mark.parametrize("entry", ["main", "mesh7_main"])  # flux7 trace verify, mesh7 trace verify
 def test_trace_verify_refuses_what_is_not_a_trace_file(tmp_path: Path, entry: str) -> None:
     db = Database(tmp_path / "flux7.db")
