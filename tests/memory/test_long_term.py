@@ -313,6 +313,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, stores: Stores) -> Iterator
         yield proc
 
 
+@pytest.mark.served
 def test_the_sdk_stores_long_term_with_the_tag(server: Mem7Process) -> None:
     m = Mem7(server.url, token="lt", timeout=10)
     assert m.store("sdk.pref", "prefers tea over coffee", tags=["long-term"], agent="sdk") == (

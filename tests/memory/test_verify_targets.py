@@ -23,6 +23,8 @@ from tests.tracing.conftest import make_settings
 from .conftest import REPO, call
 from .test_cli import mem7
 
+pytestmark = pytest.mark.served
+
 
 def _stored(make_service: Any, root: Path, n: int, key: str = "") -> MemoryService:
     service: MemoryService = make_service(root, chain_key=key)
@@ -115,7 +117,6 @@ def _trace_verify(entry: str, *files: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.served
 @pytest.mark.parametrize("entry", ["main", "mesh7_main"])  # flux7 trace verify, mesh7 trace verify
 def test_trace_verify_refuses_what_is_not_a_trace_file(tmp_path: Path, entry: str) -> None:
     db = Database(tmp_path / "flux7.db")

@@ -34,6 +34,7 @@ BROWSER_FIXTURES = frozenset({"browser_installed"})
 # A test whose store the engine selects: it runs in both passes, on SQLite and on `--engine=postgresql`.
 ENGINE_FIXTURES = frozenset({"engine"})
 
+_REPO = Path(__file__).resolve().parents[2]
 _SERVERS = frozenset({"node", "npm", "npx", "granian", "litestream", "rotel", "flux7", "mesh7", "mem7", "sup7", "mesh"})
 _POSTGRESQL = frozenset({"initdb", "pg_ctl", "postgres"})
 _LINTERS = frozenset({"ruff", "mypy"})  # short-lived tools run by tests/test_quality.py (`slow`, not `served`)
@@ -55,8 +56,9 @@ def kind_of(argv: Sequence[str]) -> str | None:
         return "served"
     if exe in _SERVERS or exe == "multiprocessing":
         return "served"
-    if exe in ("sh", "bash", "dash") and len(argv) > 1 and argv[1].endswith(".sh"):
-        return "served"  # a deployment script (deploy/*.sh): it starts the server
+    script = Path(argv[1]) if len(argv) > 1 and not argv[1].startswith("-") else None
+    if exe in ("sh", "bash", "dash") and script is not None and script.resolve().is_relative_to(_REPO):
+        return "served"  # one of the repository's scripts (deploy/entrypoint.sh): it starts the server
     return None
 
 

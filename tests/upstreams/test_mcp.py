@@ -22,6 +22,8 @@ from .conftest import FAST, TRACEPARENT
 from .servers import mcp_echo
 from .servers.launch import McpHttpProcess, eventually, free_port, stdio_server_config, wait_port
 
+pytestmark = pytest.mark.served
+
 MEET = os.path.join(os.path.dirname(__file__), "servers", "mcp_meet.py")
 
 TRANSPORTS = ["stdio", "streamable-http", "sse"]
@@ -234,7 +236,6 @@ def meet_cfg(kind: str, meet_servers: dict[str, MeetServer]) -> dict[str, Any]:
     return {"name": "meet", "transport": "streamable-http", "url": meet_servers[kind].url}
 
 
-@pytest.mark.served
 @pytest.mark.parametrize(
     ("kind", "protocol"),
     # the handshake offers the reference's 2024-11-05 (CONTRACT 1.15); a stateless-capable server gets 2026-07-28
@@ -254,7 +255,6 @@ async def test_each_server_gets_its_protocol_and_many_calls_run_at_once(
     assert [(a.status_code, a.result["content"][0]["text"]) for a in answers] == [(200, "met")] * 16
 
 
-@pytest.mark.served
 async def test_a_stateless_result_has_the_handshake_era_shape(
     registry_of: Any, meet_servers: dict[str, MeetServer], ctx: CallContext
 ) -> None:
@@ -276,7 +276,6 @@ async def test_a_stateless_result_has_the_handshake_era_shape(
     )
 
 
-@pytest.mark.served
 @pytest.mark.parametrize("kind", ["stateless", "handshake"])
 async def test_an_argument_annotated_x_mcp_header_travels_in_its_header_too(
     registry_of: Any, meet_servers: dict[str, MeetServer], ctx: CallContext, kind: str
@@ -288,7 +287,6 @@ async def test_an_argument_annotated_x_mcp_header_travels_in_its_header_too(
         assert (res.status_code, res.error, res.result["content"][0]["text"]) == (200, "", region)
 
 
-@pytest.mark.served
 async def test_a_timed_out_stateless_call_is_a_504_and_the_next_call_works(
     registry_of: Any, meet_servers: dict[str, MeetServer], ctx: CallContext
 ) -> None:
