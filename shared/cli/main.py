@@ -5,7 +5,8 @@ The entry points are the only places that read argv and the environment (shared/
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -161,7 +162,10 @@ def db() -> None:
     """The store itself: move a deployment from its SQLite file to PostgreSQL (docs/deploy.md#postgresql)."""
 
 
-def _version() -> Any:
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _version() -> Callable[[_F], _F]:
     # One option per group: click's version_option keeps the program name it first printed in its closure, so a
     # shared one would answer `flux7 --version` with "mesh7" once mesh7 had been asked in the same process.
     return click.version_option(__version__, "--version", message="%(prog)s %(version)s")
