@@ -45,6 +45,7 @@ _ROUTE_MODULES = (
     "flux7.functions.tokens",
     "flux7.functions.users",
     "flux7.functions.wellknown",
+    "flux7.functions.integrations",
     "flux7.functions.oauth",
 )
 

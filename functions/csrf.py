@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 from litestar.datastructures import Headers
+from litestar.enums import ScopeType
 from litestar.middleware import DefineMiddleware
 from litestar.types import ASGIApp, HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
@@ -35,6 +36,9 @@ log = logging.getLogger("flux7.http")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Routes whose body may be something other than JSON (a policy file's YAML text).
 _TEXT_BODY_PREFIXES = ("/policy-files/",)
+# Slack's interaction callback is a form (`payload=<JSON>`) with no Origin; it is trusted only when Slack's
+# signature verifies (functions/integrations.py), so only the JSON rule is lifted there, not the origin rules.
+_FORM_BODY_PATHS = frozenset({"/integrations/slack/actions"})
 # OAuth's endpoints for clients that are not browsers (functions/oauth.py). They act on no ambient credential (no
 # cookie, no admin token), only on what the request carries (a code and its PKCE verifier, a refresh token, a token
 # to revoke, metadata to register), so a page elsewhere gains nothing by sending them; and token and revoke take
@@ -129,7 +133,7 @@ def refusal(method: str, path: str, headers: Mapping[str, str], peer: str, allow
     reason = origin_refusal(headers, peer, allowed)
     if reason:
         return Forbidden(reason)
-    if path.startswith(_TEXT_BODY_PREFIXES) or not _has_body(headers):
+    if path.startswith(_TEXT_BODY_PREFIXES) or path in _FORM_BODY_PATHS or not _has_body(headers):
         return None
     if not _is_json(headers.get("content-type")):
         return UnsupportedMediaType("the body must be JSON (Content-Type: application/json)")
@@ -146,7 +150,7 @@ class _BrowserGuard:
         self.allowed = allowed_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == ScopeType.HTTP:
             client = scope.get("client")
             peer = str(client[0]) if client else ""
             error = refusal(str(scope.get("method", "")), scope["path"], Headers.from_scope(scope), peer, self.allowed)

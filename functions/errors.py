@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException
@@ -14,13 +15,13 @@ __all__ = ["EXCEPTION_HANDLERS"]
 log = logging.getLogger("flux7.http")
 
 
-def _flux7_error(_: Request, exc: Flux7Error) -> Response:
+def _flux7_error(_: Request[Any, Any, Any], exc: Flux7Error) -> Response[Any]:
     # 503: the store was busy past its bounded wait; a retry a moment later may succeed.
     headers = {"Retry-After": "1"} if exc.status_code == 503 else None
     return Response(exc.body(), status_code=exc.status_code, headers=headers)
 
 
-def _http_error(request: Request, exc: HTTPException) -> Response:
+def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     if isinstance(exc, NotFoundException) or exc.status_code == 404:
         return Response("404 page not found\n", status_code=404, media_type="text/plain")
     if exc.status_code == 405:
@@ -32,7 +33,7 @@ def _http_error(request: Request, exc: HTTPException) -> Response:
     return Response({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers or {})
 
 
-def _unknown_error(request: Request, exc: Exception) -> Response:
+def _unknown_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return Response({"error": "internal error"}, status_code=500)
 

@@ -23,8 +23,9 @@ from functools import partial
 from typing import Any
 from urllib.parse import quote
 
+from granian._granian import RSGIProtocolClosed as ProtocolClosed  # granian.rsgi re-exports them untyped
+from granian._granian import RSGIProtocolError as ProtocolError
 from granian.asgi import LifespanProtocol
-from granian.rsgi import ProtocolClosed, ProtocolError
 
 from flux7.functions.raw_asgi import GONE, BodyTooLarge
 
@@ -77,6 +78,9 @@ class RsgiApp:
     def __init__(self, app: Any) -> None:
         self.app = app
         self._lifespan = LifespanProtocol(app)
+        # the largest body Litestar takes (the mesh's max_body_bytes): a refused request's body up to that size is
+        # read before the answer (_Bridge.settle_body)
+        self.body_cap = int(getattr(app, "request_max_body_size", None) or 0)
 
     # -- the worker's life: the ASGI lifespan, as granian's ASGI workers run it ---------------------------------
 
@@ -106,17 +110,18 @@ class RsgiApp:
                     headers.append(_JSON)  # granian adds the Content-Length of the bytes
                     protocol.response_bytes(status, headers, body)
                 return
-        await _Bridge(scope, protocol).run(self.app, self._lifespan.state)
+        await _Bridge(scope, protocol, self.body_cap).run(self.app, self._lifespan.state)
 
 
 class _Bridge:
     """One request handed to the ASGI app: its scope, its receive and send."""
 
-    __slots__ = ("answered", "body", "headers", "protocol", "scope", "status", "stream")
+    __slots__ = ("answered", "body", "body_cap", "headers", "protocol", "scope", "status", "stream")
 
-    def __init__(self, scope: Any, protocol: Any) -> None:
+    def __init__(self, scope: Any, protocol: Any, body_cap: int = 0) -> None:
         self.scope = scope
         self.protocol = protocol
+        self.body_cap = body_cap
         self.body: Any = _UNREAD  # the request body's chunks once asked for; None once all are in
         self.status = 0  # the answer's status, once its start was sent
         self.headers: list[tuple[str, str]] = []
@@ -165,6 +170,21 @@ class _Bridge:
         await self.protocol.client_disconnect()
         return _DISCONNECT
 
+    async def settle_body(self) -> None:
+        """Before an answer to a request whose body the app never read (a refusal: the browser guard's 403 and 415,
+        a 401): read that body when its declared length is within the app's cap. granian keeps a connection alive
+        after such an answer only if the unread bytes had already arrived, and otherwise closes it and says
+        `connection: close`: which one a client saw depended on packet timing. Read, the connection is kept every
+        time. A body over the cap is left unread (refused without taking it in)."""
+        if self.body is not _UNREAD:
+            return
+        length = self.scope.headers.get("content-length")
+        if length is None or not length.isdigit() or not 0 < int(length) <= self.body_cap:
+            return
+        self.body = None
+        with contextlib.suppress(ProtocolClosed, ProtocolError):  # the client went away: nothing to keep
+            await self.protocol()
+
     async def send(self, message: dict[str, Any]) -> None:
         kind = message["type"]
         if kind == "http.response.start":
@@ -174,6 +194,7 @@ class _Bridge:
         if kind == "http.response.body":
             body = message.get("body", b"")
             if self.stream is None:
+                await self.settle_body()
                 self.answered = True
                 if not message.get("more_body", False):
                     self.protocol.response_bytes(self.status, self.headers, body)
@@ -184,5 +205,6 @@ class _Bridge:
                     await self.stream.send_bytes(body)
             return
         if kind == "http.response.pathsend":
+            await self.settle_body()
             self.answered = True
             self.protocol.response_file(self.status, self.headers, message["path"])

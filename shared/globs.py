@@ -1,5 +1,5 @@
 """The reference's glob semantics: Go filepath.Match (`*` and `?` do not cross `/`), `*` alone matches anything,
-and an item also matches by plain equality (CONTRACT 1.3, DESIGN decision 5)."""
+and an item also matches by plain equality (docs/config.md)."""
 
 from __future__ import annotations
 

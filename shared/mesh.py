@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from flux7.shared.gate.limits import RateLimiter
 from flux7.shared.gate.pins import PinStore
 from flux7.shared.gate.pipeline import Pipeline
 from flux7.shared.gate.policy_store import PolicyStore
+from flux7.shared.gate.record import SettledRecord
 from flux7.shared.globs import glob_match
 from flux7.shared.governance.catalog import Catalog
 from flux7.shared.governance.engine import Governance
@@ -31,6 +33,7 @@ from flux7.shared.mcp.server import McpServer
 from flux7.shared.mcp.sessions import SessionStore
 from flux7.shared.memory.service import memory_service_for
 from flux7.shared.metrics import Metrics, UpstreamState
+from flux7.shared.notify.service import notifications_for
 from flux7.shared.outbound import OutboundGuard
 from flux7.shared.settings import Settings
 from flux7.shared.store.db import Database, database_for
@@ -66,7 +69,7 @@ class Mesh:
             settings.metrics,
             upstreams=lambda: [UpstreamState(*state) for state in self.registry.upstream_states()],
         )
-        # every URL fetched on a caller's behalf goes through this guard (issue 13.4)
+        # every URL fetched on a caller's behalf goes through this guard (docs/security.md, "Outbound requests")
         self.outbound = OutboundGuard(allow_networks=settings.outbound.allow_networks)
         self.approvals = ApprovalQueue(
             self.db,
@@ -75,6 +78,8 @@ class Mesh:
             notifier=Notifier(guard=self.outbound),
             policy_version=lambda: self.policies.current.version,
         )
+        # Slack, email, escalation and the signed operator webhook (docs/approvals.md "Notifications"); None: off
+        self.notifications = notifications_for(settings, self.db, self.approvals, self.users)
         self.grants = GrantStore(self.db, events=self.events)
         self.halts = HaltRegistry(self.db, self.grants, self.approvals, events=self.events)
         self.limits = RateLimiter(self.db, settings)
@@ -104,6 +109,8 @@ class Mesh:
         self.governance = Governance(self)
         self.mcp_sessions = SessionStore(self.db)
         self.mcp = McpServer(self)
+        # a decided MCP request nobody waited on: its "pending" trace is revised with the decision
+        self.approvals.add_listener(SettledRecord(self.tracer, self.mcp.virtual.claimable))
         self.extras: dict[str, Any] = {}
 
     def _policies_for(self, agent: str) -> list[dict[str, str]]:
@@ -122,11 +129,15 @@ class Mesh:
         self.metrics.start()  # a worker's series are held in memory and written every metrics.FLUSH_SECONDS
         await self.tracer.start()
         self.decisions.start()  # deliver what the outbox still owes memory (a previous run, memory down)
+        if self.notifications is not None:
+            self.notifications.start()  # what the notification outbox still owes, and the escalation timer
 
     async def stop(self) -> None:
         """Stop background parts and flush what they hold."""
         await self.tracer.stop()
         await self.decisions.stop(5)  # finish the delivery under way (in process, it needs the db); the rest waits
+        if self.notifications is not None:
+            await asyncio.to_thread(self.notifications.stop, 5)  # the rest stays in the outbox for the next start
         await self.registry.stop()
         try:
             await self.metrics.stop()  # what it still holds

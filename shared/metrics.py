@@ -4,7 +4,7 @@ worker process adds to, and reports, the same numbers. The text is rendered by t
 
 A serving worker (`Metrics.start`) sums its series in memory and writes them every `FLUSH_SECONDS`, in one
 transaction of one statement per kind, and before it renders a scrape: writing a call's dozen rows in the call's
-own trace transaction was a fifth of a lone governed call's CPU (issue 19). A scrape therefore shows its own
+own trace transaction was a fifth of a lone governed call's CPU (docs/benchmarks.md). A scrape therefore shows its own
 worker's calls at once and the other workers' within `FLUSH_SECONDS`; a worker killed with -9 loses at most that
 long of its series (the trace and /health's counts, written with each call, lose nothing). Elsewhere (the CLI, a
 test's in-process mesh that never starts) every write goes to the database as it happens.
@@ -248,7 +248,7 @@ class Metrics:
         self._held = False
         self._sums = UpsertSums(add=_ADD, put=_SET)
         # A held call's additive series, per label set and bucket: (calls, seconds, upstream seconds), expanded
-        # into rows when written. One entry touched per call, not a dozen rows summed (issue 19).
+        # into rows when written. One entry touched per call, not a dozen rows summed (docs/benchmarks.md).
         self._tallies: dict[_TallyKey, list[float]] = {}
         self._held_lock = threading.Lock()  # the event loop adds, a scrape's thread flushes
         self._flusher: asyncio.Task[None] | None = None

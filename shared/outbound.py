@@ -1,4 +1,4 @@
-"""Requests the service sends on a caller's behalf go only to globally routable addresses (issue 13.4).
+"""Requests the service sends on a caller's behalf go only to globally routable addresses (docs/security.md).
 
 One guard for every URL a caller supplies (today: the `X-Callback-URL` of an approval); URLs from the operator's
 config (upstreams, `notify_url`, memory, OTLP) are trusted and do not pass through it.

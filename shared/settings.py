@@ -15,6 +15,7 @@ import msgspec
 
 from flux7.shared.durations import parse_duration
 from flux7.shared.errors import ConfigError
+from flux7.shared.notify.settings import NotifySettings, validate_notify
 from flux7.shared.safe_yaml import load_yaml
 
 __all__ = [
@@ -94,6 +95,8 @@ class TlsSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
 class ApprovalSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     timeout_seconds: float = 300
     notify_url: str = ""
+    # Standard Webhooks secret (whsec_…) signing notify_url deliveries; empty: notify-webhook.secret in the data dir
+    notify_secret: str = ""
     channel: Literal["queue", "tty", "tty-fallback"] = "tty-fallback"
     wait_seconds: float = 0
 
@@ -207,7 +210,7 @@ class McpSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
     """The mesh as an MCP server. `result_shape: reference` restores the reference's tools/call shape (every
     result one text block of indented JSON, an upstream's result wrapped twice, a policy denial not an error)
     and its bare tools/list entries; the default passes upstream results and tool definitions on verbatim
-    (DESIGN decision 8)."""
+    (docs/mcp.md)."""
 
     result_shape: Literal["faithful", "reference"] = "faithful"
 
@@ -311,6 +314,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     console: ConsoleSettings = ConsoleSettings()
     outbound: OutboundSettings = OutboundSettings()
     metrics: MetricsSettings = MetricsSettings()
+    notify: NotifySettings = NotifySettings()
     max_body_bytes: int = 8 * 1024 * 1024
     access_log: bool = True  # granian's access log, one line per request on stdout (`flux7 serve --no-access-log`)
     # Not config keys: filled by the loader.
@@ -341,6 +345,12 @@ _EXPANDED = {
     ("openapi", "headers"),
     ("auth", "admin_token"),
     ("decisions", "signing_key"),
+    ("approval", "notify_secret"),
+    ("notify", "link_secret"),
+    ("notify", "slack", "bot_token"),
+    ("notify", "slack", "signing_secret"),
+    ("notify", "email", "username"),
+    ("notify", "email", "password"),
 }
 
 
@@ -462,6 +472,9 @@ def _validate(file: str, s: Settings) -> None:
         raise ConfigError(file, "governance", "escalation_period_seconds and refresh_seconds are >= 0")
     if s.decisions.retry_max_seconds <= 0:
         raise ConfigError(file, "decisions.retry_max_seconds", "must be > 0")
+    if s.approval.notify_secret and not s.approval.notify_secret.startswith("whsec_"):
+        raise ConfigError(file, "approval.notify_secret", "a Standard Webhooks secret: whsec_ and base64")
+    validate_notify(file, s.notify)
 
 
 def parse_policy(text: str | bytes, source: str) -> Policy:

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
 from flux7.shared.store.db import Database
 from tests.support import postgres
+from tests.support.marks import ProcessAudit, mark_items
 from tests.upstreams.servers.http_backend import Backend, running_backend
 
 # Request lines from httpx drown the failure output; keep warnings and errors only.
@@ -25,12 +26,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-@pytest.fixture(scope="session")
-def engine(request: pytest.FixtureRequest) -> str:
-    chosen = request.config.getoption("--engine")
+def chosen_engine(config: pytest.Config) -> str:
+    chosen = config.getoption("--engine")
     if chosen:
         return str(chosen)
     return "postgresql" if os.environ.get("FLUX7_TEST_DATABASE_URL") else "sqlite"
+
+
+@pytest.fixture(scope="session")
+def engine(request: pytest.FixtureRequest) -> str:
+    return chosen_engine(request.config)
 
 
 @pytest.fixture(scope="session")
@@ -138,17 +143,46 @@ def backend() -> Iterator[Backend]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On `--engine=postgresql` run the tests whose store the engine selects (those using the `engine` fixture,
-    directly or through `store`, `database_url`, `engine_env`, `engine_configs`) and the PostgreSQL-only ones
-    (`postgres_admin_url`, or `pgvector_admin_url`'s server with pgvector);
-    the rest would only repeat the SQLite run, so they are deselected, and the summary says how many."""
-    if config.getoption("--engine") != "postgresql" and not os.environ.get("FLUX7_TEST_DATABASE_URL"):
+    """Marks the tests (tests/support/marks.py: `served`, `browser`, `postgresql` derived from their fixtures and the
+    engine). On `--engine=postgresql` the pass is the tests whose store the engine selects (those using the `engine`
+    fixture, directly or through `store`, `database_url`, `engine_env`, `engine_configs`): the rest, PostgreSQL-only
+    tests included, ran whole in the SQLite pass and would only repeat it, so they are deselected, and the summary
+    says how many."""
+    engine = chosen_engine(config)
+    mark_items(items, engine)
+    if engine != "postgresql":
         return
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
-        names = set(getattr(item, "fixturenames", ()))
-        (keep if names & {"engine", "postgres_admin_url", "pgvector_admin_url"} else dropped).append(item)
+        (keep if "engine" in getattr(item, "fixturenames", ()) else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+# Which processes each test starts, so that `-m "not served"` is known to start none (tests/support/marks.py).
+_AUDIT = ProcessAudit()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _AUDIT.begin()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if call.when == "call":  # what its setup (fixtures of any scope) and its body started
+        missing = ProcessAudit.unmarked(item, _AUDIT.started())
+        if missing and report.passed:
+            report.outcome = "failed"
+            report.longrepr = (
+                "this test starts processes its marks do not cover: mark it (or its module) "
+                'pytest.mark.served (CONTRIBUTING.md, "Tests"):\n  ' + "\n  ".join(missing)
+            )
+    elif call.when == "teardown":
+        _AUDIT.end()
+    return report

@@ -38,10 +38,11 @@ from flux7.shared.agent.permissions import Permissions, parse_rule
 from flux7.shared.agent.safety import MODES
 from flux7.shared.agent.sandbox import Sandbox, command_env, find_bwrap, hidden_paths
 from flux7.shared.agent.sessions import Session, SessionError, SessionStore
+from flux7.shared.agent.status import status_line, unprefixed
 from flux7.shared.agent.terminal import Keys
 from flux7.shared.agent.web import WebAccess
 
-__all__ = ["run", "status_line", "system_prompt"]
+__all__ = ["run", "status_line", "system_prompt"]  # status_line: shared/agent/status.py
 
 _HELP = """commands:
   /tools     the tools this agent is offered (built-in and the mesh's)
@@ -143,7 +144,7 @@ class Renderer:
             self._end_line()
         elif event.type == "agent_error":
             self._end_line()
-            self._say(f"error: {_unprefixed(event.text, 'error')}")
+            self._say(f"error: {unprefixed(event.text, 'error')}")
         elif event.type == "agent_interrupted":
             self._end_line()
             self._say("interrupted: back to the prompt (the model reads what happened with your next prompt)")
@@ -166,35 +167,6 @@ class Renderer:
             self.out.write("\n")
             self.out.flush()
             self._mid_line = False
-
-
-def _unprefixed(text: str, word: str) -> str:
-    """`text` without a leading `word:` (so a line never reads `error: error: ...`)."""
-    return text[len(word) + 1 :].lstrip() if text.startswith(word + ":") else text
-
-
-_SHOWN_LINES = 6  # lines of a tool's result shown on the terminal (a command's output was shown as it came)
-
-
-def status_line(event: AgentEvent) -> str:
-    """`← [gate] policy · approval · trace · exit: the result's first lines`."""
-    where = f" · trace {event.trace_id[:12]}" if event.trace_id else ""
-    approval = f" · approval {event.approval_id[:8]}" if event.approval_id else ""
-    gate = {"local": "local ", "offline": "offline ", "hook": "hook ", "mesh": ""}.get(event.gate, "")
-    if gate.strip() == event.policy:
-        gate = ""  # `offline offline`
-    code = f" · exit {event.exit_code}" if event.exit_code is not None else ""
-    head = f"← {gate}{event.policy}{approval}{where}{code}"
-    text = event.text.strip("\n").rstrip()
-    text = _unprefixed(text, event.policy) if event.policy in ("error", "refused") else text
-    if event.tool == "shell" and event.exit_code is not None:
-        return head  # its output was shown as it came
-    lines = text.splitlines()
-    if event.diff and lines:
-        lines = lines[:1]  # an edit: its diff follows
-    shown = "\n  ".join(line[:200] for line in lines[:_SHOWN_LINES])
-    more = f"\n  … {len(lines) - _SHOWN_LINES} more lines" if len(lines) > _SHOWN_LINES else ""
-    return f"{head}: {shown}{more}" if shown else head
 
 
 def _question_line(question: Question) -> str:

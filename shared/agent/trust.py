@@ -1,4 +1,4 @@
-"""Workspace trust: a project's own settings are data until its user trusts the folder (DESIGN decision 10).
+"""Workspace trust: a project's own settings are data until its user trusts the folder (docs/security.md).
 
 A cloned repository's `.flux7/agent.toml` must not run code, send data elsewhere, read files outside the folder
 or loosen the safety mode by being opened. Until the user trusts the folder, the agent applies only the project

@@ -82,7 +82,7 @@ class RichRenderer:
             self._usage(event.usage, event.cost)
 
     def _complete(self, event: AgentEvent) -> None:
-        from flux7.shared.agent.repl import status_line  # the plain renderer's words, coloured here
+        from flux7.shared.agent.status import status_line  # the plain renderer's words, coloured here
 
         if self._output_mid_line:
             self.console.file.write("\n")

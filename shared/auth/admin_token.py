@@ -69,7 +69,7 @@ def effective_admin_token(settings: Settings) -> str:
 
 
 def _is_loopback_url(url: str) -> bool:
-    from flux7.shared.auth.identity import is_loopback_bind
+    from flux7.shared.auth.loopback import is_loopback_bind
 
     try:
         host = urlsplit(url).hostname or ""

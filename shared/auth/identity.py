@@ -1,9 +1,8 @@
-"""Who is calling: data-plane identity from the bearer (CONTRACT 1.5) and the control-plane gate (DESIGN 6)."""
+"""Who is calling: data-plane identity from the bearer, and control-plane principals (docs/security.md)."""
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import threading
 import time
 from typing import Any, Literal
@@ -11,6 +10,8 @@ from typing import Any, Literal
 import jwt
 import msgspec
 
+from flux7.shared.auth.admin_token import effective_admin_token
+from flux7.shared.auth.loopback import is_loopback, is_loopback_bind
 from flux7.shared.auth.oauth_connections import ACCESS_PREFIX, ConnectionStore, looks_like_oauth_token
 from flux7.shared.auth.tokens import TokenStore, looks_like_agent_token
 from flux7.shared.auth.users import User, UserStore, looks_like_user_token
@@ -125,20 +126,7 @@ def _bearer(authorization: str | None) -> str:
     return token[7:].strip() if token.lower().startswith("bearer ") else token
 
 
-def is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
-def is_loopback_bind(host: str) -> bool:
-    return host == "localhost" or is_loopback(host)
-
-
-# --- data-plane caller resolution: agent tokens, claims off loopback (issue 13 item 5) ---
+# --- data-plane caller resolution: agent tokens, claims off loopback (docs/security.md) ---
 
 
 def claims_allowed(settings: Settings) -> bool:
@@ -192,9 +180,7 @@ class IdentityResolver:
         self.claims_allowed = claims_allowed(settings)
         jwt_cfg = settings.auth.jwt
         self._jwks = _Jwks(jwt_cfg.jwks_url) if jwt_cfg and jwt_cfg.jwks_url else None
-        # -- admin token (issue 13 item 2): configured, else the generated file's; empty only in open_loopback
-        from flux7.shared.auth.admin_token import effective_admin_token
-
+        # the admin token: configured, else the generated file's; empty only in open_loopback
         self._admin_token = effective_admin_token(settings).encode()
         # -- end admin token
         self._cache: dict[str, tuple[float, Caller]] = {}

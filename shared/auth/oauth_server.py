@@ -200,7 +200,8 @@ class _CodeGrant(AuthorizationCodeGrant):
         self.server.connections.save_code(code, request.client.client_id, redirect_uri, params, request.user)
 
     def query_authorization_code(self, code: str, client: OAuthClient) -> AuthorizationCode | None:
-        record, revoked = self.server.connections.take_code(code, client.client_id)
+        connections: ConnectionStore = self.server.connections
+        record, revoked = connections.take_code(code, client.client_id)
         if revoked:
             self.server.on_reuse(revoked, "authorization code")
         return record
@@ -224,7 +225,8 @@ class _RefreshGrant(RefreshTokenGrant):
         refresh_token = self.request.form.get("refresh_token")
         if refresh_token is None:
             raise InvalidRequestError("Missing 'refresh_token' in request.")
-        record, revoked = self.server.connections.take_refresh(refresh_token, client.client_id)
+        connections: ConnectionStore = self.server.connections
+        record, revoked = connections.take_refresh(refresh_token, client.client_id)
         if revoked:
             self.server.on_reuse(revoked, "refresh token")
         if record is None:

@@ -19,7 +19,7 @@ import json
 import re
 import secrets
 import time
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import msgspec
 
@@ -117,7 +117,7 @@ def validate_name(name: str) -> str:
 def validate_role(role: str) -> Role:
     if role not in ROLES:
         raise BadRequest(f"invalid role {role!r}: one of {', '.join(ROLES)}")
-    return cast(Role, role)
+    return role
 
 
 def _globs(values: list[str] | tuple[str, ...], what: str) -> tuple[str, ...]:

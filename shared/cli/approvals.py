@@ -3,9 +3,10 @@
     mesh pending | show <id> | approve <id> | deny <id> | watch
     mesh halt --agent <glob> | --session <id> | --all [--reason R] | halts | resume <id>
 
-Env: MESH_URL (default http://localhost:9090), MESH_ADMIN_TOKEN. Without a token, a loopback MESH_URL gets the
-server's generated one from its file (FLUX7_ADMIN_TOKEN_FILE, FLUX7_CONFIG's data directory, else
-./flux7-admin.token; shared/auth/admin_token.py). Resolutions are signed `cli:$USER`."""
+Env: MESH_URL (default http://localhost:9090); FLUX7_TOKEN, your personal token (`flux7 user add`: the server
+records your decisions as `user:<name>`), else MESH_ADMIN_TOKEN. Without either, a loopback MESH_URL gets the
+server's generated admin token from its file (FLUX7_ADMIN_TOKEN_FILE, FLUX7_CONFIG's data directory, else
+./flux7-admin.token; shared/auth/admin_token.py). The body's `resolved_by: cli:$USER` is kept as a note only."""
 
 from __future__ import annotations
 
@@ -246,7 +247,7 @@ def _client() -> Client:
         ctx = ctx.parent
     env = runtime().env
     url = (ctx.params.get("url") if ctx is not None else None) or env.get("MESH_URL") or DEFAULT_URL
-    return Client(url, cli_admin_token(url, env))
+    return Client(url, env.get("FLUX7_TOKEN") or cli_admin_token(url, env))
 
 
 def _call(action: Callable[[Client, TextIO], None]) -> int:

@@ -5,7 +5,8 @@ The entry points are the only places that read argv and the environment (shared/
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -114,7 +115,7 @@ def _serve(
     help="one line per request on stdout (default: the config's access_log, on)",
 )
 @click.pass_context
-def serve_command(ctx: click.Context, **o: Any) -> int:
+def serve_command(ctx: click.Context, /, **o: Any) -> int:
     """Run every role (mesh, memory, console) in one service."""
     o = {k: _inherit(ctx, k, v) for k, v in o.items()}
     return _serve(**o)
@@ -161,7 +162,13 @@ def db() -> None:
     """The store itself: move a deployment from its SQLite file to PostgreSQL (docs/deploy.md#postgresql)."""
 
 
-_VERSION = click.version_option(__version__, "--version", message="%(prog)s %(version)s")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _version() -> Callable[[_F], _F]:
+    # One option per group: click's version_option keeps the program name it first printed in its closure, so a
+    # shared one would answer `flux7 --version` with "mesh7" once mesh7 had been asked in the same process.
+    return click.version_option(__version__, "--version", message="%(prog)s %(version)s")
 
 
 @click.group(
@@ -172,7 +179,7 @@ _VERSION = click.version_option(__version__, "--version", message="%(prog)s %(ve
     epilog="The drop-in names run part of this tree under their own name: mesh7 (serve, mcp, trace, discover), "
     "mem7 (memory), sup7 (supervisor), mesh (approvals). Every command has --help.",
 )
-@_VERSION
+@_version()
 def flux7() -> None:
     """Govern what AI agents do with their tools, and remember what happened."""
 
@@ -193,9 +200,9 @@ flux7.add_command(mcp_command)
 @click.option("--mcp", is_flag=True, help="run the MCP stdio server (as `mesh7 mcp`)")
 @click.option("--mcp-agent", default=None, help="with --mcp: the agent id (default claude)")
 @click.option("--mcp-session-id", default=None, help="with --mcp: a fixed MCP session id")
-@_VERSION
+@_version()
 @click.pass_context
-def mesh7(ctx: click.Context, mcp: bool, mcp_agent: str | None, mcp_session_id: str | None, **o: Any) -> int:
+def mesh7(ctx: click.Context, /, mcp: bool, mcp_agent: str | None, mcp_session_id: str | None, **o: Any) -> int:
     """flux7's mesh: the daemon, the MCP stdio server, trace verification, policy discovery."""
     if ctx.invoked_subcommand is not None:
         return 0

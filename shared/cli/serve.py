@@ -19,7 +19,7 @@ __all__ = ["check_bind", "check_cli_binaries", "serve", "startup_line"]
 
 
 def check_bind(settings: Settings, host: str) -> None:
-    """DESIGN decision 6: off loopback the control plane needs an admin token, so refuse to start without one."""
+    """docs/security.md: off loopback the control plane needs an admin token, so refuse to start without one."""
     if not is_loopback_bind(host) and not settings.auth.admin_token:
         raise ConfigError(
             settings.config_path or "(defaults)",
@@ -126,14 +126,14 @@ def serve(
         factory or apps.mesh_factory,
         address=bind,
         port=port or settings.port,
-        # RSGI: the hot paths answered in one await and one call, the rest bridged to the ASGI app (issue 19,
+        # RSGI: the hot paths answered in one await and one call, the rest bridged to the ASGI app (docs/benchmarks.md,
         # functions/rsgi.py). No route speaks WebSocket.
         interface=Interfaces.RSGI,
         websockets=False,
         # asyncio's own loop, whatever else is installed: granian's default picks rloop or uvloop when present,
         # whose transports the upstream client does not take (every forwarded call failed) and whose ready
         # queue the group commit cannot read (its lone writes would wait a turn); uvloop measured no faster
-        # here (issue 19).
+        # here (docs/benchmarks.md).
         loop=Loops.asyncio,
         workers=max(1, n),
         factory=True,

@@ -1,4 +1,4 @@
-"""How the mesh reaches memory: one client interface, two implementations (DESIGN "Memory").
+"""How the mesh reaches memory: one client interface, two implementations (docs/memory.md).
 
 `InProcessMemory` calls the memory role running in this process; `RpcMemory` speaks mem7's JSON-RPC `/rpc`
 (CONTRACT 2.1, 2.9) when `memory.url` is set. Both return a tool's text or raise one of two typed errors:

@@ -1,4 +1,4 @@
-"""Precedents from memory, level 1 of the approval flow (CONTRACT 1.16 newest, DESIGN decision 7).
+"""Precedents from memory, level 1 of the approval flow (docs/supervisor.md).
 
 A call that needs approval passes at once when humans approved this very tool for this very agent at least
 `min_approvals` times and nobody ever refused it. Only tools that read qualify unless `auto_approve_writes`.
@@ -133,7 +133,7 @@ def tool_is_eligible(tool: Any, auto_approve_writes: bool) -> bool:
     if auto_approve_writes:
         return True
     c = tool.classification
-    return c.access == "read" and c.family == "named"
+    return bool(c.access == "read" and c.family == "named")
 
 
 def _approved_tags(tool: str, agent: str) -> list[str]:

@@ -212,6 +212,8 @@ class ApprovalQueue:
         self.settings_store = ApprovalSettingsStore(db, settings)
         self._listeners: list[Callable[[Approval], None]] = []
         self._transaction_hooks: list[Callable[[Any, list[Approval]], None]] = []
+        self._submit_hooks: list[Callable[[Any, Approval], None]] = []
+        self._submit_listeners: list[Callable[[Approval], None]] = []
         self._lock = threading.Lock()
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaiters] = weakref.WeakKeyDictionary()
         self._subscribed = False
@@ -233,6 +235,15 @@ class ApprovalQueue:
         """`fn(conn, resolved)` runs inside every resolution's write transaction (timeouts included): what it
         writes commits with the resolution or not at all (the decision outbox). If it raises, nothing is resolved."""
         self._transaction_hooks.append(fn)
+
+    def add_submit_hook(self, fn: Callable[[Any, Approval], None]) -> None:
+        """`fn(conn, approval)` runs inside every submit's write transaction (the notification outbox): what it
+        writes commits with the approval or not at all. If it raises, nothing is queued."""
+        self._submit_hooks.append(fn)
+
+    def add_submit_listener(self, fn: Callable[[Approval], None]) -> None:
+        """`fn(approval)` is called after every submit has committed (a deliverer's wake-up): keep it short."""
+        self._submit_listeners.append(fn)
 
     def _in_transaction(self, conn: Any, resolved: list[Approval]) -> None:
         for hook in self._transaction_hooks:
@@ -390,9 +401,13 @@ class ApprovalQueue:
             approval = _from_row(stored)
             if also is not None:
                 also(conn, approval)
-        notify_url = self._settings.approval.notify_url
-        if notify_url and self.notifier is not None:
-            self.notifier.send(notify_url, self._event_body(approval, "pending"), guard=False)
+            for hook in self._submit_hooks:
+                hook(conn, approval)
+        for listener in list(self._submit_listeners):
+            try:
+                listener(approval)
+            except Exception:  # a listener's fault never fails the submit
+                log.exception("approval submit listener failed for %s", approval.id)
         return approval
 
     def record_settled(
@@ -716,6 +731,10 @@ class ApprovalQueue:
             await asyncio.sleep(LISTENING_POLL_INTERVAL if self._db.listening else POLL_INTERVAL)
 
     # -- after a resolution ------------------------------------------------------------------------------
+
+    def event_body(self, approval: Approval, event: str) -> dict[str, Any]:
+        """The JSON an approval's webhook and callback receive (CONTRACT 1.8)."""
+        return self._event_body(approval, event)
 
     def _event_body(self, approval: Approval, event: str) -> dict[str, Any]:
         body: dict[str, Any] = {

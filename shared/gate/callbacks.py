@@ -1,10 +1,10 @@
-"""Approval notifications (CONTRACT 1.8): the operator's `notify_url` webhook and the agent's
-`X-Callback-URL`.
+"""Approval callbacks (CONTRACT 1.8): the agent's `X-Callback-URL`. (The operator's `notify_url` webhook is signed
+and delivered from a durable outbox: shared/notify/.)
 
 The callback URL comes from the caller, so it goes through the outbound guard (shared/outbound.py): only
 globally routable addresses (or networks the operator allowed), resolved once and connected to as checked,
-each redirect checked again. The operator's `notify_url` is trusted. Deliveries run on a small thread pool: a
-slow receiver never delays a decision."""
+each redirect checked again. An operator's URL (`guard=False`) is trusted. Deliveries run on a small thread pool:
+a slow receiver never delays a decision."""
 
 from __future__ import annotations
 

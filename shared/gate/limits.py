@@ -1,4 +1,4 @@
-"""Rate limits and loop detection (CONTRACT 1.4, DESIGN decision 3).
+"""Rate limits and loop detection (docs/approvals.md, "Rate limits and loop detection").
 
 Limits come from the deciding policy's `rate_limit` (the agent's budget, over all its calls) and `tool_limits`
 (a budget for the agent on each tool a glob matches, counted per tool); a call must fit every limit that

@@ -6,7 +6,7 @@ a rewritten description (tool poisoning) past the policy.
 Pins are SQLite rows, so an accept on one worker holds on all of them at once. Only MCP tools are pinned: CLI
 tools and OpenAPI operations come from the operator's own configuration.
 
-The fingerprint covers a tool's title and outputSchema when it declares them (DESIGN decision 8 passes them on).
+The fingerprint covers a tool's title and outputSchema when it declares them (tools/list passes them on: docs/mcp.md).
 Pins written before that hash the older subset; such a pin still holds for the definition it was accepted on,
 and is rewritten to the full fingerprint the first time it is checked, so from then on a changed title or
 output schema flags the tool like any other change."""

@@ -1,4 +1,4 @@
-"""The one pipeline every transport enters (DESIGN "One pipeline for every transport"), in three steps:
+"""The one pipeline every transport enters (docs/design/architecture.md), in three steps:
 
 1. decide (shared/gate/decide.py): halt -> lifecycle -> lookup -> policy and floors -> limits -> grant ->
    precedents, ending in a verdict;

@@ -13,7 +13,7 @@ from flux7.shared.globs import glob_match, is_exact
 from flux7.shared.gofmt import go_v
 from flux7.shared.settings import Condition, Policy, Rule
 
-__all__ = ["STRICTNESS", "Decision", "PolicySet", "condition_holds", "stricter"]
+__all__ = ["STRICTNESS", "Decision", "Policy", "PolicySet", "condition_holds", "stricter"]
 
 ActionName = Literal["allow", "deny", "human_approval"]
 STRICTNESS = {"allow": 0, "human_approval": 1, "deny": 2}

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from flux7.shared.tracing import Tracer
     from flux7.shared.upstreams.registry import Registry
 
-__all__ = ["CallRecorder", "LimitedAtRelease"]
+__all__ = ["CallRecorder", "LimitedAtRelease", "SettledRecord"]
 
 log = logging.getLogger("flux7.pipeline")
 
@@ -375,3 +375,22 @@ class CallRecorder:
             await self.tracer.revise_grouped(row_id, changes, in_commit, export=True, current=intent)
         except Exception:
             log.exception("outcome of %s not recorded: its trace stays outcome unknown", call.trace.trace_id)
+
+
+class SettledRecord:
+    """Approval listener: when a call answered "pending" (MCP's claim flow: nobody waits on it) is decided, its
+    trace row is revised with the decision and who made it, so no decided call reads "pending" for ever. A call
+    some caller waits on revises its own row (shared/gate/approval_flow.py)."""
+
+    def __init__(self, tracer: Tracer, claimable: Callable[[str], bool]) -> None:
+        self._tracer = tracer
+        self._claimable = claimable
+
+    def __call__(self, approval: Approval) -> None:
+        if approval.status == "pending" or not approval.trace_id or not self._claimable(approval.id):
+            return
+        try:
+            for row_id in self._tracer.store.rows_awaiting(approval.trace_id, approval.id):
+                self._tracer.revise(row_id, CallRecorder.approval_changes(approval, None), export=True)
+        except Exception:
+            log.exception("the pending trace of approval %s was not revised with its decision", approval.id)

@@ -1,6 +1,6 @@
 """JSON-RPC 2.0 / MCP wire vocabulary: message shapes, error codes, protocol revisions and their negotiation.
 
-Two eras share one endpoint (DESIGN "Transports and entry points"):
+Two eras share one endpoint (docs/mcp.md):
 - the handshake era (2024-11-05 … 2025-11-25): `initialize`, then requests inside a session;
 - the stateless era (2026-07-28): no handshake, every request carries its protocol version and client
   capabilities in `params._meta`, and over HTTP mirrors them in `MCP-Protocol-Version` / `Mcp-Method` /
@@ -118,9 +118,8 @@ class Message(msgspec.Struct, kw_only=True):
 
     @property
     def meta(self) -> dict[str, Any]:
-        if isinstance(self.params, dict) and isinstance(self.params.get("_meta"), dict):
-            return self.params["_meta"]
-        return {}
+        meta = self.params.get("_meta") if isinstance(self.params, dict) else None
+        return meta if isinstance(meta, dict) else {}
 
 
 def decode_message(raw: bytes | str) -> Message:

@@ -2,7 +2,7 @@
 
 Streamable HTTP (functions/mcp.py) and stdio (shared/mcp/stdio.py) decode a message, resolve the caller and
 the session, and hand both here; `tools/call` becomes a pipeline `Call`, so governance is REST's
-(DESIGN decision 4).
+(docs/mcp.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """MCP sessions of the handshake era, as SQLite rows: a session opened on one worker is valid on every other
-and after a restart (DESIGN "State"). Each session keeps the caller of the request that opened it."""
+and after a restart (docs/design/README.md). Each session keeps the caller of the request that opened it."""
 
 from __future__ import annotations
 

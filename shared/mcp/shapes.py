@@ -1,7 +1,7 @@
 """What an MCP client sees of the mesh's tools: tools/list entries and tools/call results, in one of two shapes
 (the `mcp.result_shape` setting).
 
-- faithful (the default, DESIGN decision 8): an MCP upstream's result goes on as the upstream sent it
+- faithful (the default, docs/mcp.md): an MCP upstream's result goes on as the upstream sent it
   (`content`, `isError`, `structuredContent`, `_meta`) and its tool definition keeps its `title`,
   `annotations`, `inputSchema`, `outputSchema`. An OpenAPI or CLI tool answers one text block (JSON for a
   structured result) and, when the tool declares an output schema, `structuredContent`. Everything the mesh

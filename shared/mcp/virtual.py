@@ -136,7 +136,7 @@ class VirtualTools:
             (approval_id, time.time()),
         )
 
-    def _claimable(self, approval_id: str) -> bool:
+    def claimable(self, approval_id: str) -> bool:
         row = self.mesh.db.query_one("SELECT 1 FROM mcp_claimable WHERE approval_id = ?", (approval_id,))
         return row is not None
 
@@ -223,7 +223,7 @@ class VirtualTools:
         short = resolved.id[:8]
         if decision == "deny":
             return texts.text_result(f"Denied (id: {short}) for {resolved.tool}.")
-        if not self._claimable(resolved.id):
+        if not self.claimable(resolved.id):
             return texts.text_result(f"Approved (id: {short}) for {resolved.tool}; the waiting caller runs it.")
         # Replay the very call, as its agent: the claim flow uses the approval up, so it runs once.
         replay = Call(

@@ -1,7 +1,7 @@
 """Text embeddings for memory search: local all-MiniLM-L6-v2 (ONNX), or a remote Ollama / OpenAI API.
 
 Every embedder returns float32 rows of unit length, so a dot product is the cosine. The local model loads on
-first use (DESIGN "Serverless-friendly"): importing this module or building an embedder reads no model file.
+first use (docs/deploy.md): importing this module or building an embedder reads no model file.
 Settings come in as arguments (`default_embedder(url, model, provider, key)`); nothing here reads the
 environment.
 """
@@ -60,7 +60,8 @@ class Embedder(Protocol):
 
 def _normalise(rows: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return (rows / np.clip(norms, 1e-12, None)).astype(np.float32, copy=False)
+    normalised: np.ndarray = (rows / np.clip(norms, 1e-12, None)).astype(np.float32, copy=False)
+    return normalised
 
 
 def _sha256(path: Path) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 
 import psycopg
 
-from flux7.shared.memory.fts import TEXT_SEARCH_CONFIGS, TextSearchError
+from flux7.shared.memory.text_search import TEXT_SEARCH_CONFIGS, TextSearchError
 from flux7.shared.store.db import Database
 
 __all__ = ["PostgresTextSearch", "idf", "query_terms", "to_tsquery_text"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flux7.shared.memory.fts import TextSearchError
+from flux7.shared.memory.text_search import TextSearchError
 from flux7.shared.store.db import Database, sqlite3
 
 __all__ = ["SqliteTextSearch"]

@@ -288,7 +288,10 @@ class MemoryService:
         self._require_admin(caller, "read workspace files")
         root = os.path.realpath(self.store.workspace)
         full = os.path.normpath(os.path.join(root, rel))
-        inside = lambda p: p == root or p.startswith(root + os.sep)  # noqa: E731
+
+        def inside(p: str) -> bool:
+            return p == root or p.startswith(root + os.sep)
+
         if os.path.isabs(rel) or not inside(full) or not inside(os.path.realpath(full)):
             raise ToolError("path escapes workspace")
         try:

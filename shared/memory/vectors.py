@@ -265,7 +265,7 @@ class VectorIndex:
             hit = self._queries.get(query)
         if hit is not None:
             return hit
-        vector = self.embedder.embed([query])[0]
+        vector: np.ndarray = self.embedder.embed([query])[0]
         with self._lock:
             if len(self._queries) >= _QUERY_CACHE:
                 self._queries.pop(next(iter(self._queries)))

@@ -68,7 +68,7 @@ BUSY_TIMEOUT_MS = 5000
 WAL_AUTOCHECKPOINT_PAGES = 4000
 # The store's writer never checkpoints inside a commit: a checkpoint fsyncs the WAL and the database file, which
 # took up to 59 ms on the development machine, and a commit runs on the event loop, where every call of the
-# worker waited for it. Every this many commits a thread of the store checkpoints instead (issue 19).
+# worker waited for it. Every this many commits a thread of the store checkpoints instead (docs/benchmarks.md).
 CHECKPOINT_EVERY_COMMITS = 400
 
 Row = sqlite3.Row

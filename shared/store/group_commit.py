@@ -11,12 +11,12 @@ The flush runs on the event loop's own thread, as the lone writes it replaces di
 (which costs more CPU than a small commit). Only waiting is handed off: when another process of the deployment
 holds the write lock, a helper thread blocks on it and hands the flush back to the loop once it is held, so the
 loop serves other calls meanwhile (waiting on the loop itself kept a second worker blocked a quarter of its
-time at c=32, issue 19), and the writes queued while it waited join the batch.
+time at c=32, docs/benchmarks.md), and the writes queued while it waited join the batch.
 
 A write queued when nothing else is ready to run in this turn (and the lock free) is committed inline, in its
 caller's step: a batch flushed a turn later could hold nothing more (writes queued by the callbacks of later
 turns come after the flush), and the deferral cost two loop turns per write, which is most of a lone call's
-wait (issue 19, c=1)."""
+wait (docs/benchmarks.md, c=1)."""
 
 from __future__ import annotations
 

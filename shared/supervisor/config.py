@@ -15,6 +15,7 @@ import msgspec
 from flux7.shared.durations import parse_duration
 from flux7.shared.errors import ConfigError
 from flux7.shared.safe_yaml import load_yaml
+from flux7.shared.supervisor.rules import RuleConfig, parse_condition
 
 __all__ = [
     "AdminConfig",
@@ -129,14 +130,6 @@ class PollConfig(_Config, frozen=True):
     tool_scopes: tuple[str, ...] = ()
 
 
-class RuleConfig(_Config, frozen=True):
-    name: str
-    condition: str | None = None
-    action: Literal["approve", "deny", "escalate"] = "escalate"
-    confidence: float = 0.9
-    description: str = ""
-
-
 class AdminConfig(_Config, frozen=True):
     enabled: bool = False
     host: str = "127.0.0.1"
@@ -240,7 +233,6 @@ def _durations(file: str, where: str, section: dict[str, Any], keys: tuple[str, 
 
 
 def _check(file: str, c: Sup7Config) -> None:
-    from flux7.shared.supervisor.rules import parse_condition
 
     if c.poll.interval <= 0:
         raise ConfigError(file, "poll.interval", "must be > 0")

@@ -10,15 +10,26 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+import msgspec
 
 from flux7.shared.gofmt import go_v
-from flux7.shared.supervisor.config import RuleConfig
 
-__all__ = ["OPERATORS", "Condition", "RuleEngine", "RuleMatch", "parse_condition"]
+__all__ = ["OPERATORS", "Condition", "RuleConfig", "RuleEngine", "RuleMatch", "parse_condition"]
 
 OPERATORS = ("starts_with", "equals", "contains", "not_equals", "==", "!=")
 _NEGATED = ("not_equals", "!=")
+
+
+class RuleConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """One rule of sup7.yaml's `rules` (validated with the rest of the file, shared/supervisor/config.py)."""
+
+    name: str
+    condition: str | None = None
+    action: Literal["approve", "deny", "escalate"] = "escalate"
+    confidence: float = 0.9
+    description: str = ""
 
 
 @dataclass(frozen=True)

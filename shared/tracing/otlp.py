@@ -355,7 +355,8 @@ def otlp_protobuf(spans: Iterable[Span], resource: Mapping[str, str] | None = No
                 status=Status(code=s.status_code, message=s.status_message),  # type: ignore[arg-type]
             )
         )
-    return req.SerializeToString()
+    encoded: bytes = req.SerializeToString()
+    return encoded
 
 
 def entries_to_otlp(

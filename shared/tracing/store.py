@@ -121,7 +121,7 @@ class TraceStore:
             db, self.apply, row_lock="trace_chain"
         )
         # SQLite numbers new rows through lastrowid and moves revised rows with one prepared UPDATE per row: its
-        # RETURNING and its UPDATE ... FROM (VALUES ...) cost more than the writes themselves (issue 19).
+        # RETURNING and its UPDATE ... FROM (VALUES ...) cost more than the writes themselves (docs/benchmarks.md).
         # PostgreSQL keeps the one-statement forms, each a round trip saved.
         self._sqlite = db.engine == "sqlite"
 
@@ -317,6 +317,20 @@ class TraceStore:
     def _entries(self, where: str, params: tuple[Any, ...], limit: int) -> list[TraceEntry]:
         rows = self.db.query(f"{_ENTRY_SQL}{where} ORDER BY t.id DESC LIMIT ?", (*params, limit))
         return [decode_entry(_blob(r[0])) for r in rows]
+
+    def rows_awaiting(self, trace_id: str, approval_id: str) -> list[int]:
+        """The rows of `trace_id` still answering "pending" (202, no approval status) for this approval: the
+        calls whose answer was "ask again later" (MCP's claim flow)."""
+        rows = self.db.query(
+            "SELECT t.id, l.line FROM traces t JOIN trace_lines l ON l.seq = t.line_seq WHERE t.trace_id = ?",
+            (trace_id,),
+        )
+        out: list[int] = []
+        for r in rows:
+            entry = decode_entry(_blob(r[1]))
+            if entry.approval_id == approval_id and entry.status_code == 202 and not entry.approval_status:
+                out.append(int(r[0]))
+        return out
 
     def get(self, trace_id: str) -> TraceEntry | None:
         found = self._entries(" WHERE t.trace_id = ?", (trace_id,), 1)

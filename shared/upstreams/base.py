@@ -54,7 +54,7 @@ class ToolDef(msgspec.Struct, kw_only=True):
     input_schema: dict[str, Any] = msgspec.field(default_factory=dict)
     upstream_name: str = ""
     annotations: dict[str, Any] | None = None  # MCP tool annotations, verbatim
-    # What an MCP upstream declares besides (tools/list passes them on unchanged, DESIGN decision 8); OpenAPI
+    # What an MCP upstream declares besides (tools/list passes them on unchanged: docs/mcp.md); OpenAPI
     # and CLI tools may declare an output schema too (their result then also travels as structuredContent).
     title: str | None = None
     output_schema: dict[str, Any] | None = None

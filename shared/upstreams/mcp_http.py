@@ -388,7 +388,7 @@ class HttpPool:
 
 
 # The lower-case form of the answer header names seen: an upstream sends the same few every time, and a lookup
-# is one call where strip-then-lower is two per header (issue 19). Bounded: the names are the upstream's.
+# is one call where strip-then-lower is two per header (docs/benchmarks.md). Bounded: the names are the upstream's.
 _NAMES: dict[str, str] = {}
 _NAMES_MAX = 256
 

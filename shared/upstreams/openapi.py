@@ -412,7 +412,7 @@ class OpenApiUpstream:
     def _forwarder(self, base_url: str) -> tuple[HttpPool, list[tuple[str, str]]]:
         """The keep-alive pool that forwards calls to this base URL, and the configured headers (checked once).
         shared/upstreams/mcp_http.py's client, not aiohttp's or httpx's: a forwarded call is one small request,
-        and their layers were the largest part of the mesh's CPU per call outside storage (issue 19)."""
+        and their layers were the largest part of the mesh's CPU per call outside storage (docs/benchmarks.md)."""
         pool = self._pools.get(base_url)
         if pool is None:
             if self._configured is None:

@@ -31,6 +31,8 @@ from tests.support.server import REPO, Server, running_server
 from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import running_backend
 
+pytestmark = pytest.mark.served
+
 DEAD_MESH = "http://127.0.0.1:9"  # nothing listens: the mesh is down
 ALLOW_ALL = 'name: everything\nagent: "*"\nrules:\n  - tools: ["*"]\n    action: allow\n'
 

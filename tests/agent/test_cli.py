@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.agent.conftest import ADMIN, write_mesh_config
 from tests.agent.llm_stream_servers import anthropic_stream
@@ -18,6 +19,8 @@ from tests.agent.test_agent import call_then_report
 from tests.support.server import REPO, running_server
 from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
+
+pytestmark = pytest.mark.served
 
 
 def agent_env(llm_url: str, home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -24,6 +24,8 @@ from tests.support.server import REPO, Server, running_server
 from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import running_backend
 
+pytestmark = pytest.mark.served
+
 Step = tuple[str, ...]
 
 POLICY = """

@@ -115,6 +115,7 @@ rules:
 """
 
 
+@pytest.mark.served
 async def test_schemas_come_verbatim_from_mcp_upstreams_and_hidden_tools_are_not_offered(
     tmp_path: Path, backend: Backend
 ) -> None:

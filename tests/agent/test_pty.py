@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.agent.llm_stream_servers import last_tool_results, openai_stream
 from tests.agent.test_cli import agent_env
@@ -22,6 +23,8 @@ from tests.support.mesh import pets_mesh_config
 from tests.support.server import running_server
 from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
+
+pytestmark = pytest.mark.served
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

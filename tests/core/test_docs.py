@@ -16,7 +16,7 @@ DOCUMENTED_AS_LIST = {"policies", "mcp_servers", "cli_tools", "openapi"}
 def keys(struct: type, prefix: str = "") -> list[str]:
     out: list[str] = []
     for field in msgspec.structs.fields(struct):
-        name = prefix + field.name
+        name = prefix + field.encode_name  # the key as the config file spells it (`from`, not `sender`)
         if field.name in INTERNAL:
             continue
         inner = field.type

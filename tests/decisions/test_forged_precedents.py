@@ -37,6 +37,8 @@ from tests.support.mesh import pets_mesh_config
 from tests.support.server import REPO, Server, running_server
 from tests.upstreams.servers.http_backend import Backend
 
+pytestmark = pytest.mark.served
+
 ADMIN = {"Authorization": "Bearer adm1n"}
 AGENT = {"Authorization": "Bearer agent:claude"}
 READ = "get_pet_by_id"

@@ -23,6 +23,8 @@ from tests.support.mesh import pets_mesh_config
 from tests.support.server import Server, start_server, stop_server
 from tests.upstreams.servers.http_backend import Backend
 
+pytestmark = pytest.mark.served
+
 ADMIN = {"Authorization": "Bearer adm1n"}
 AGENT = {"Authorization": "Bearer agent:claude"}
 WRITE = "create_pet"  # a write: no precedent ever auto-approves it, so every call here is a human's decision

@@ -7,11 +7,15 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from flux7.shared.store.db import Database
 from flux7.shared.tracing.entry import TraceEntry
 from flux7.shared.tracing.store import TraceStore
 
 from .support import run_cli
+
+pytestmark = pytest.mark.served
 
 
 def _config(root: Path, data: str) -> Path:

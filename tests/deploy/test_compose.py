@@ -197,6 +197,7 @@ def instance(tmp_path: Path, name: str, env: dict[str, str]) -> Iterator[str]:
                 proc.wait(10)
 
 
+@pytest.mark.served
 def test_three_instances_with_the_compose_environment_act_as_one(
     compose: dict[str, Any], tmp_path: Path, postgres_url: str
 ) -> None:

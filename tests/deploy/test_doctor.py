@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from flux7.shared.gate.policy_files import snapshot
 from flux7.shared.store.db import Database
 from tests.support.http import free_port
 from tests.upstreams.servers.http_backend import Backend
 
 from .support import LITESTREAM_YML, env_for, replicated, run_cli, write_config
+
+pytestmark = pytest.mark.served
 
 
 def _lines(out: str, mark: str, area: str) -> list[str]:

@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from flux7.shared.cli.backup import Litestream, ReplicaSource, find_litestream
 from tests.support.http import free_port, wait_until
 
 from .support import FLUX7, LITESTREAM_YML, REPO
+
+pytestmark = pytest.mark.served
 
 ENTRYPOINT = REPO / "deploy" / "entrypoint.sh"
 ADMIN = {"Authorization": "Bearer adm1n"}

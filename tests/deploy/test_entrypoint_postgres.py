@@ -18,6 +18,8 @@ from tests.support.http import free_port, wait_until
 from .support import REPO
 from .test_entrypoint import ADMIN, ENTRYPOINT, _env
 
+pytestmark = pytest.mark.served
+
 
 def _up(url: str) -> bool:
     try:

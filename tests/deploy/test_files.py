@@ -88,6 +88,7 @@ def test_dockerfile_copies_only_files_that_exist_and_the_build_context_keeps(doc
         assert needed in sources
 
 
+@pytest.mark.served
 def test_dockerfile_runs_the_entrypoint_as_a_non_root_user_with_a_healthcheck(docker: list[Any]) -> None:
     cmds = [c.cmd for c in docker]
     entry = next(c for c in docker if c.cmd == "ENTRYPOINT")
@@ -152,6 +153,7 @@ def _unit(path: Path) -> configparser.RawConfigParser:
     return parser
 
 
+@pytest.mark.served
 @pytest.mark.parametrize("name", ["flux7.service", "flux7-litestream.service"])
 def test_systemd_units_are_valid_and_run_as_the_service_user(name: str) -> None:
     path = REPO / "deploy" / name

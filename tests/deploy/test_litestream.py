@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.http import wait_until
 from tests.support.server import running_server
@@ -26,6 +27,8 @@ from .support import (
     tables,
     write_config,
 )
+
+pytestmark = pytest.mark.served
 
 AGENT = {"Authorization": "Bearer agent:claude"}
 

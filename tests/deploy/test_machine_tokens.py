@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.server import REPO
+
+pytestmark = pytest.mark.served
 
 
 def token(root: Path, *args: str) -> subprocess.CompletedProcess[str]:

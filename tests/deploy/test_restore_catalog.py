@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from flux7.shared.governance.versions import Versions, materialize_catalog
 from flux7.shared.store.db import Database
@@ -28,6 +29,7 @@ lifecycle: active
 """
 
 
+@pytest.mark.served
 def test_a_restore_writes_back_the_catalog_last_loaded_and_sets_aside_what_it_did_not_hold(
     tmp_path: Path, backend: Backend
 ) -> None:

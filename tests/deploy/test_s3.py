@@ -19,6 +19,8 @@ from tests.support.http import free_port
 from .s3_fake import FakeS3, running_s3
 from .support import LITESTREAM_YML, REPO, run_cli
 
+pytestmark = pytest.mark.served
+
 
 @pytest.fixture
 def s3() -> Iterator[FakeS3]:

@@ -26,6 +26,8 @@ from tests.support.http import free_port
 from tests.support.server import REPO, healthy
 from tests.support.waiting import wait_until
 
+pytestmark = [pytest.mark.served, pytest.mark.slow]
+
 # What `pip wheel .` reads: the project file, the flux7/ package (symlinks to the folders below) and the folders.
 SOURCES = ("pyproject.toml", "README.md", "flux7", "shared", "functions", "migrations", "policies", "console-spa/dist")
 

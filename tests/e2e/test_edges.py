@@ -24,6 +24,8 @@ from tests.support.mesh import pets_mesh_config
 from tests.support.server import running_server
 from tests.upstreams.servers.http_backend import running_backend
 
+pytestmark = pytest.mark.served
+
 DEEP = b"[" * 100_000 + b"]" * 100_000
 DEEP_OBJECT = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
 TOO_DEEP = f"nested deeper than {MAX_JSON_DEPTH} levels"

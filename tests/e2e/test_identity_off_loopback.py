@@ -25,6 +25,8 @@ from mesh7.client import Action
 from tests.support.server import REPO, Server, start_server, stop_server
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.served
+
 ADMIN = "admin-secret-for-tests"
 ISSUER = "https://issuer.example"
 BASE_CONFIG = """

@@ -112,6 +112,7 @@ def mcp_call(url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return dict(r.json())
 
 
+@pytest.mark.served
 def test_two_workers_serve_red_upstream_and_approval_metrics(
     tmp_path: Path, backend: Backend, store: Database, engine_configs: str
 ) -> None:

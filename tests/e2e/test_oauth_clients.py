@@ -34,6 +34,8 @@ from tests.support.server import REPO, Server, running_server
 from tests.support.waiting import eventually, wait_until
 from tests.upstreams.servers.http_backend import running_backend
 
+pytestmark = pytest.mark.served
+
 TS = REPO / "tests" / "mcp_ts"
 SECONDS = 3  # oauth.access_token_seconds: short, so the tests see tokens expire and get refreshed
 POLICY = """

@@ -16,6 +16,8 @@ import pytest
 
 from tests.support.server import REPO, running_server
 
+pytestmark = pytest.mark.served
+
 
 def _config(folder: Path, extra: str = "") -> Path:
     folder.mkdir(parents=True, exist_ok=True)

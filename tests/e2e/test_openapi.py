@@ -36,6 +36,8 @@ from tests.support.mesh import pets_mesh_config
 from tests.support.server import REPO, running_server
 from tests.upstreams.servers.http_backend import running_backend
 
+pytestmark = pytest.mark.served
+
 ADMIN = {"Authorization": "Bearer adm1n"}
 AGENT = {"Authorization": "Bearer agent:claude"}
 DEEP = b"[" * 100_000 + b"]" * 100_000

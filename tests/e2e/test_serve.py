@@ -19,6 +19,8 @@ from tests.support.server import REPO, running_server, start_server, stop_server
 from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
 
+pytestmark = pytest.mark.served
+
 
 def call(url: str, tool: str, params: dict[str, object]) -> httpx.Response:
     return httpx.post(f"{url}/tool/{tool}", json={"params": params}, headers=AGENT, timeout=30, trust_env=False)

@@ -6,9 +6,12 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.http import wait_until
 from tests.support.server import start_server, stop_server
+
+pytestmark = pytest.mark.served
 
 
 def test_serve_prints_the_console_url_and_an_access_log_line_per_request(tmp_path: Path, engine_env: str) -> None:

@@ -79,6 +79,7 @@ def test_the_hot_path_answers_as_the_litestar_route(
     assert got[0] != 500
 
 
+@pytest.mark.served
 def test_the_served_hot_path_answers_as_the_litestar_route(served: tuple[httpx.Client, TestClient[Any]]) -> None:
     """Under `flux7 serve` the governed call is answered straight from granian's RSGI interface (functions/rsgi.py):
     every case answers as the Litestar route does, with one Content-Length."""
@@ -153,6 +154,7 @@ def _request(body: bytes | None, *, chunked: bool = False, limit: int = 1) -> by
     return (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
 
 
+@pytest.mark.served
 def test_bodies_of_every_framing_are_read_whole_on_one_kept_alive_connection(tmp_path: Path, backend: Backend) -> None:
     """Under granian, a body of a declared length is taken once its bytes are in (its empty end event is not
     waited for): the connection must stay usable, pipelined requests must not run into each other, and bodies
@@ -223,6 +225,7 @@ _FAKE_LOOP = """def new_event_loop():
 """
 
 
+@pytest.mark.served
 def test_the_served_mesh_runs_asyncios_loop_when_uvloop_or_rloop_is_installed(tmp_path: Path, backend: Backend) -> None:
     """granian's default loop is rloop or uvloop when importable; uvloop's transports broke every forwarded call
     (the upstream client takes asyncio's), so `flux7 serve` asks for asyncio's loop. Stand-ins on the server's

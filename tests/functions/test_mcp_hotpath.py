@@ -191,6 +191,7 @@ def test_the_mcp_hot_path_answers_as_the_litestar_route(
     assert got[0] != 500
 
 
+@pytest.mark.served
 def test_the_served_mcp_hot_path_answers_as_the_litestar_route(served: tuple[httpx.Client, TestClient[Any]]) -> None:
     """Under `flux7 serve` POST /mcp is answered straight from granian's RSGI interface (functions/rsgi.py): every
     case answers as the Litestar route does (granian's own Server and Date headers aside, which it adds to every

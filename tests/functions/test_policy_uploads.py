@@ -18,6 +18,8 @@ from tests.support.http import wait_until
 from tests.support.server import REPO, Server, running_server
 from tests.upstreams.servers.http_backend import Backend
 
+pytestmark = pytest.mark.served
+
 DEEP_FLOW = b"name: deep\nrules: " + b"[" * 50_000 + b"]" * 50_000 + b"\n"
 DEEP_BLOCK = b"name: deep\nrules:\n" + b"".join(b"  " * i + b"- x:\n" for i in range(1, 200))
 LAUGHS = b"name: laughs\nrules: []\n" + b"".join(

@@ -8,9 +8,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.functions.conftest import make_config
 from tests.support.server import REPO
 from tests.upstreams.servers.http_backend import Backend
+
+pytestmark = pytest.mark.served
 
 SCRIPT = textwrap.dedent(
     """

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from flux7.shared.governance.diff import tool_changes
 from tests.governance.support import ADMIN, call, governed_mesh
@@ -123,6 +124,7 @@ async def test_every_class_of_catalog_change(tmp_path: Path, backend: Backend) -
         }
 
 
+@pytest.mark.served
 async def test_a_pin_mismatch_shows_the_exact_definition_diff(tmp_path: Path) -> None:
     pinned = "pin_tools: true\n"
     async with mcp_mesh_client(write_config(tmp_path, extra=pinned)) as client:

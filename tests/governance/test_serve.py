@@ -11,10 +11,13 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.governance.support import governed_config
 from tests.support.server import REPO, Server, running_server
 from tests.upstreams.servers.http_backend import Backend
+
+pytestmark = pytest.mark.served
 
 CLAUDE = """
 id: claude

@@ -17,6 +17,8 @@ from mcp.shared.exceptions import MCPError
 
 from tests.mcp_server.conftest import Daemon, approval_id_in, run_daemon, write_config
 
+pytestmark = pytest.mark.served
+
 MODES = ["auto", "legacy"]
 
 

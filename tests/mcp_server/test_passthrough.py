@@ -26,6 +26,8 @@ from tests.support.http import free_port
 from tests.support.waiting import wait_until
 from tests.upstreams.servers import mcp_rich
 
+pytestmark = pytest.mark.served
+
 RICH = REPO / "tests" / "upstreams" / "servers" / "mcp_rich.py"
 ECHO = REPO / "tests" / "upstreams" / "servers" / "mcp_echo.py"
 CALLS: dict[str, dict[str, Any]] = {"weather": {"city": "Oslo"}, "wipe": {"target": "/srv"}, "plain": {"text": "x"}}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from flux7.shared.gate.pins import fingerprint, legacy_fingerprint
 from flux7.shared.mesh import Mesh
 from flux7.shared.settings import load_settings
@@ -25,6 +27,7 @@ ECHO_TOOLS = {
 }
 
 
+@pytest.mark.served
 async def test_new_tools_are_denied_until_accepted(tmp_path: Path) -> None:
     config = write_config(tmp_path, extra=PINNED)
     async with mesh_client(config) as client:
@@ -49,6 +52,7 @@ async def test_new_tools_are_denied_until_accepted(tmp_path: Path) -> None:
         assert traced[0]["user_id"] == "ops"
 
 
+@pytest.mark.served
 async def test_a_changed_description_needs_approval_until_accepted_again(tmp_path: Path) -> None:
     async with mesh_client(write_config(tmp_path, extra=PINNED)) as client:
         assert (await client.post("/tools/pins/accept", json={"by": "ops"})).status_code == 200
@@ -82,6 +86,7 @@ async def test_a_changed_description_needs_approval_until_accepted_again(tmp_pat
         assert await rpc.text("echo.echo", {"text": "hi"}) == "hi"
 
 
+@pytest.mark.served
 async def test_a_pin_written_before_titles_and_output_schemas_counted_still_holds_and_is_upgraded(
     tmp_path: Path, store: Database
 ) -> None:

@@ -46,6 +46,7 @@ policies:
     return cfg
 
 
+@pytest.mark.served
 async def test_faithful_results_are_the_upstreams_bytes_in_both_eras(tmp_path: Path) -> None:
     async with mesh_client(rich_config(tmp_path)) as client:
         rest = await client.post("/tool/rich.weather", json={"params": {"city": "Oslo"}}, headers=_agent())
@@ -58,6 +59,7 @@ async def test_faithful_results_are_the_upstreams_bytes_in_both_eras(tmp_path: P
     assert wiped == {"content": [{"type": "text", "text": "refused: /srv is mounted read-only"}], "isError": True}
 
 
+@pytest.mark.served
 async def test_reference_shape_wraps_results_twice_and_denies_without_is_error(tmp_path: Path) -> None:
     config = rich_config(tmp_path, "mcp: {result_shape: reference}\n")
     async with mesh_client(config) as client:
@@ -77,6 +79,7 @@ async def test_reference_shape_wraps_results_twice_and_denies_without_is_error(t
     assert "structuredContent" not in said and json.loads(said["content"][0]["text"])["stdout"] == "hi\n"
 
 
+@pytest.mark.served
 async def test_faithful_denial_is_an_error_with_the_same_words(tmp_path: Path) -> None:
     async with mesh_client(rich_config(tmp_path)) as client:
         rpc = await Rpc(client).open()

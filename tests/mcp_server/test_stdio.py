@@ -20,6 +20,8 @@ from flux7.shared.store.db import Database
 from tests.mcp_server.conftest import MESH7, REPO, approval_id_in, healthy, run_daemon, wait_until, write_config
 from tests.support.http import free_port
 
+pytestmark = pytest.mark.served
+
 
 def mesh7_args(config: Path, port: int, *extra: str) -> list[str]:
     return ["-c", MESH7, "--mcp", "--config", str(config), "--port", str(port), *extra]

@@ -19,6 +19,8 @@ import pytest
 from tests.mcp_server.conftest import REPO, Daemon, run_daemon
 from tests.mcp_server.test_passthrough import CALLS, upstream_itself, write
 
+pytestmark = pytest.mark.served
+
 TS = REPO / "tests" / "mcp_ts"
 
 

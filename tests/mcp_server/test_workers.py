@@ -6,8 +6,11 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.mcp_server.conftest import run_daemon, write_config
+
+pytestmark = pytest.mark.served
 
 
 def test_a_session_opened_on_one_worker_works_on_the_other(tmp_path: Path) -> None:

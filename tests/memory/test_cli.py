@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from flux7.shared.memory.cli import config_from_env, listen_address
 from flux7.shared.memory.service import MemoryService
 
@@ -35,6 +37,7 @@ def test_env_is_read_once_into_the_config() -> None:
     assert listen_address("[::1]:80") == ("::1", 80)
 
 
+@pytest.mark.served
 def test_verify_prints_the_report_and_fails_on_a_break(make_service: Any, tmp_path: Path) -> None:
     root = tmp_path / "m"
     service: MemoryService = make_service(root, chain_key="k")
@@ -53,6 +56,7 @@ def test_verify_prints_the_report_and_fails_on_a_break(make_service: Any, tmp_pa
     assert broken.returncode == 1 and '"entity": "b"' in broken.stdout
 
 
+@pytest.mark.served
 def test_rescan_prune_and_export(make_service: Any, tmp_path: Path) -> None:
     root = tmp_path / "m"
     service: MemoryService = make_service(root)
@@ -72,6 +76,7 @@ def test_rescan_prune_and_export(make_service: Any, tmp_path: Path) -> None:
     assert conflict.returncode == 1 and "differs from the journal" in conflict.stderr
 
 
+@pytest.mark.served
 def test_an_unknown_subcommand_is_refused(tmp_path: Path) -> None:
     result = mem7(tmp_path, "frobnicate")
     assert result.returncode == 2  # a usage error, as everywhere in the flux7 tree

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mem7 import Mem7
 
 from flux7.shared.memory.config import MemoryConfig
@@ -106,6 +107,7 @@ def test_a_torn_entry_is_set_aside_and_the_chain_goes_on(service: MemoryService)
     assert aside.read_bytes().endswith(b"creat")
 
 
+@pytest.mark.served
 def test_two_workers_writing_at_once_keep_one_chain(tmp_path: Path, stores: Stores) -> None:
     root = tmp_path / "mem7"
     with Mem7Process(root, workers=2, env=stores.env(root)) as server:
@@ -125,6 +127,7 @@ def test_two_workers_writing_at_once_keep_one_chain(tmp_path: Path, stores: Stor
         }
 
 
+@pytest.mark.served
 def test_kill_9_loses_no_acknowledged_write(tmp_path: Path, stores: Stores) -> None:
     root = tmp_path / "mem7"
     acked: list[str] = []

@@ -313,6 +313,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, stores: Stores) -> Iterator
         yield proc
 
 
+@pytest.mark.served
 def test_the_sdk_stores_long_term_with_the_tag(server: Mem7Process) -> None:
     m = Mem7(server.url, token="lt", timeout=10)
     assert m.store("sdk.pref", "prefers tea over coffee", tags=["long-term"], agent="sdk") == (
@@ -335,6 +336,7 @@ def test_the_sdk_stores_long_term_with_the_tag(server: Mem7Process) -> None:
     }
 
 
+@pytest.mark.served
 def test_the_sdk_reaches_long_term_memory_under_flux7_serve(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(f"storage_path: {tmp_path}/flux7.db\n")

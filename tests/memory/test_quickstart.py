@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.server import REPO, running_server
+
+pytestmark = pytest.mark.served
 
 DOC = REPO / "docs" / "memory.md"
 

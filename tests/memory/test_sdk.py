@@ -15,6 +15,8 @@ from tests.memory.stores import Stores
 
 from .conftest import Mem7Process
 
+pytestmark = pytest.mark.served
+
 TOKEN = "sdk-token"
 
 

@@ -7,11 +7,14 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 
 from flux7.shared.auth.tokens import TokenStore
 from flux7.shared.settings import load_settings
 from flux7.shared.store.db import database_for
 from tests.support.server import running_server
+
+pytestmark = pytest.mark.served
 
 
 def _config(tmp_path: Path) -> Path:

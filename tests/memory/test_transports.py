@@ -20,6 +20,8 @@ from tests.memory.stores import Stores
 
 from .conftest import REPO, Mem7Process, free_port
 
+pytestmark = pytest.mark.served
+
 TOKEN = "transport-token"
 
 

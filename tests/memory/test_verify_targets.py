@@ -23,6 +23,8 @@ from tests.tracing.conftest import make_settings
 from .conftest import REPO, call
 from .test_cli import mem7
 
+pytestmark = pytest.mark.served
+
 
 def _stored(make_service: Any, root: Path, n: int, key: str = "") -> MemoryService:
     service: MemoryService = make_service(root, chain_key=key)

@@ -81,6 +81,7 @@ def test_missing_model_file_is_refused_at_load(tmp_path: Path) -> None:
         embedder.embed(["anything"])
 
 
+@pytest.mark.served
 def test_importing_memory_vectors_loads_no_model_runtime() -> None:
     code = (
         "import sys; import flux7.shared.memory.vectors, flux7.shared.memory.embed, flux7.shared.memory.retrieval, "

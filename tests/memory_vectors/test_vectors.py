@@ -123,6 +123,7 @@ def test_another_worker_sees_writes_and_deletes_on_its_next_search(db_path: Path
         db_b.close()
 
 
+@pytest.mark.served
 def test_a_write_from_another_process_is_seen_by_this_one(db_path: Path | str, minilm: MiniLMEmbedder) -> None:
     index = VectorIndex(Database(db_path), minilm)
     index.upsert_many(NOTES[1:])

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
 
 from flux7.shared.cli.backup import main, restore_main
 from tests.support.http import free_port, wait_until
@@ -81,6 +82,7 @@ def test_three_instances_on_one_postgresql_govern_as_one(tmp_path: Path, backend
     assert approved == ("approved", "owner:admin-token", "ann")
 
 
+@pytest.mark.served
 def test_serve_with_an_unreachable_database_says_so_and_exits_2(tmp_path: Path, backend: Backend) -> None:
     url = f"postgresql://flux7:secret@127.0.0.1:{free_port()}/flux7?connect_timeout=1"
     config = pets_mesh_config(tmp_path, backend, PETS_POLICY, extra=f"database: {url}")

@@ -82,6 +82,7 @@ def test_a_trace_append_is_not_held_up_by_another_write_in_progress(db: Database
     assert tracer.store.head()[0] == 1
 
 
+@pytest.mark.served
 def test_processes_appending_at_once_extend_one_valid_chain(db: Database, postgres_url: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Event()

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import httpx2
+import pytest
 import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -294,6 +295,7 @@ async def test_a_call_flagged_for_injection_never_reaches_the_session(tmp_path: 
         assert json.loads(text_of(await s.client.call_tool("sup7_pending", {})))["pending"] == []
 
 
+@pytest.mark.served
 def test_over_stdio_the_session_spawns_sup7_and_approves_a_call(tmp_path: Path, backend: Backend) -> None:
     config = mesh_config(tmp_path, backend)
     token = issue_token(config, "l1")  # sup7's own credential, from its config file (mesh.token)
@@ -393,6 +395,7 @@ async def test_with_a_token_the_mcp_server_refuses_clients_without_it(tmp_path: 
         await sup.aclose()
 
 
+@pytest.mark.served
 def test_over_stdio_sup7_stops_when_its_client_closes_stdin(tmp_path: Path) -> None:
     cfg = tmp_path / "sup7.yaml"
     dead_mesh = f"http://127.0.0.1:{free_port()}"
@@ -425,6 +428,7 @@ def test_over_stdio_sup7_stops_when_its_client_closes_stdin(tmp_path: Path) -> N
     assert b"MCP server (sup7_pending, sup7_verdict) on stdio" in err and b"the MCP client closed stdio" in err
 
 
+@pytest.mark.served
 def test_sup7_stops_with_a_clear_error_when_its_mcp_port_is_taken(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 
 from tests.supervisor import llm_servers
@@ -23,6 +24,8 @@ from tests.support.http import free_port, wait_until
 from tests.support.mesh import pets_mesh_config
 from tests.support.server import REPO, Server, running_server
 from tests.upstreams.servers.http_backend import Backend
+
+pytestmark = pytest.mark.served
 
 ADMIN = {"Authorization": "Bearer adm1n"}
 AGENT = {"Authorization": "Bearer agent:claude"}

@@ -6,6 +6,8 @@ import json
 import multiprocessing
 from pathlib import Path
 
+import pytest
+
 from flux7.shared.store.db import Database
 from flux7.shared.tracing import TraceEntry, Tracer, verify_files
 from flux7.shared.tracing.chain import split_line
@@ -207,6 +209,7 @@ def test_without_a_trace_file_verify_walks_the_chain_stored_in_sqlite(tmp_path: 
     assert tracer.verify()["break"]["seq"] == 2
 
 
+@pytest.mark.served
 def test_two_processes_appending_at_once_keep_one_valid_chain(tmp_path: Path) -> None:
     storage, trace_file = str(tmp_path / "flux7.db"), str(tmp_path / "traces.jsonl")
     Database(storage).close()  # migrate once, before the race

@@ -22,6 +22,8 @@ from tests.support.mesh import pets_mesh_config
 from tests.support.server import REPO, Server, start_server, stop_server
 from tests.upstreams.servers.http_backend import Backend, running_backend
 
+pytestmark = pytest.mark.served
+
 ADMIN = {"Authorization": "Bearer adm1n"}
 AGENT = {"Authorization": "Bearer agent:claude"}
 BUSY_BOUND_S = 15.0  # busy_timeout is 5 s: a refusal well within this bound is a bounded wait, not a hang

@@ -107,6 +107,7 @@ async def test_a_write_alone_in_its_turn_is_committed_in_its_callers_step(tracer
     assert len({r for r, _ in both}) == 2 and (group.batches, group.inline) == (3, 2)
 
 
+@pytest.mark.served
 async def test_a_lone_write_that_cannot_commit_is_refused_in_its_callers_step(tmp_path: Path) -> None:
     db = Database(str(tmp_path / "flux7.db"))
     tracer = Tracer(make_settings(tmp_path), db)
@@ -120,6 +121,7 @@ async def test_a_lone_write_that_cannot_commit_is_refused_in_its_callers_step(tm
     db.close()
 
 
+@pytest.mark.served
 async def test_a_lone_call_whose_write_cannot_commit_is_refused(served: tuple[Mesh, httpx.AsyncClient]) -> None:
     mesh, client = served
     group = mesh.tracer.store.group
@@ -151,6 +153,7 @@ async def test_concurrent_calls_share_commits_and_each_ends_complete(served: tup
     assert "break" not in report and report["last_seq"] == 2 * CALLS and "outcome_unknown" not in report
 
 
+@pytest.mark.served
 async def test_a_batch_that_cannot_commit_refuses_every_call_in_it_and_runs_none(
     served: tuple[Mesh, httpx.AsyncClient], backend: Backend
 ) -> None:
@@ -168,6 +171,7 @@ async def test_a_batch_that_cannot_commit_refuses_every_call_in_it_and_runs_none
     assert "break" not in mesh.tracer.verify()
 
 
+@pytest.mark.served
 def test_two_processes_batching_their_own_calls_extend_one_chain(tmp_path: Path) -> None:
     storage, trace_file = str(tmp_path / "flux7.db"), str(tmp_path / "traces.jsonl")
     Database(storage).close()  # migrated once, before the race

@@ -102,6 +102,7 @@ def test_pending_approvals_count_the_table_when_it_exists(tmp_path: Path) -> Non
     db.close()
 
 
+@pytest.mark.served
 def test_counters_add_up_across_worker_processes(tmp_path: Path) -> None:
     storage = str(tmp_path / "flux7.db")
     Database(storage).close()
@@ -236,6 +237,7 @@ def test_upstream_errors_and_the_up_gauge(db: Database) -> None:
     assert samples[(up, (("source", "mcp"), ("upstream", "fs")))] == 0
 
 
+@pytest.mark.served
 def test_the_label_cap_holds_across_worker_processes(tmp_path: Path) -> None:
     storage = str(tmp_path / "flux7.db")
     Database(storage).close()

@@ -29,6 +29,8 @@ from tests.support.waiting import wait_until
 
 from .conftest import Collector
 
+pytestmark = pytest.mark.served
+
 AGENT = Path(rotel.__file__).parent / "rotel-agent"
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -28,6 +29,8 @@ from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
 
 from .conftest import Collector
+
+pytestmark = pytest.mark.served
 
 REPO = Path(__file__).resolve().parents[2]
 RICH = REPO / "tests" / "upstreams" / "servers" / "mcp_rich.py"

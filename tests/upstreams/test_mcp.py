@@ -22,6 +22,8 @@ from .conftest import FAST, TRACEPARENT
 from .servers import mcp_echo
 from .servers.launch import McpHttpProcess, eventually, free_port, stdio_server_config, wait_port
 
+pytestmark = pytest.mark.served
+
 MEET = os.path.join(os.path.dirname(__file__), "servers", "mcp_meet.py")
 
 TRANSPORTS = ["stdio", "streamable-http", "sse"]

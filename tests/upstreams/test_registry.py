@@ -4,6 +4,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from flux7.shared.upstreams import CallContext, Registry
 
 from .conftest import FAST, settings
@@ -16,6 +18,7 @@ def test_an_empty_registry_lists_nothing() -> None:
     assert (reg.tools(), reg.servers(), reg.lookup("anything")) == ([], [], None)
 
 
+@pytest.mark.served
 async def test_tools_come_in_a_stable_order_mcp_then_cli_then_openapi(registry_of: Any, tmp_path: Path) -> None:
     spec_file = tmp_path / "pets.json"
     spec_file.write_text(json.dumps(spec("http://127.0.0.1:9")))

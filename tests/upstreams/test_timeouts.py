@@ -200,6 +200,7 @@ CASES = {
 }
 
 
+@pytest.mark.served
 def test_each_kind_of_hanging_upstream_is_a_504_after_its_own_timeout_and_traced_as_an_error(mesh: Server) -> None:
     tools = {t["name"] for t in httpx.get(f"{mesh.url}/tools", headers=AGENT).json()}
     assert {"slow_read", "slow_connect", "meet.meet", "meetsse.meet", "meetio.meet", "nap.run"} <= tools, tools
@@ -218,6 +219,7 @@ def test_each_kind_of_hanging_upstream_is_a_504_after_its_own_timeout_and_traced
     assert r.status_code == 200, r.text
 
 
+@pytest.mark.served
 async def test_over_mcp_a_timed_out_call_is_an_is_error_result(mesh: Server) -> None:
     http = httpx2.AsyncClient(headers=AGENT, timeout=60)
     async with http, Client(streamable_http_client(f"{mesh.url}/mcp", http_client=http)) as client:
@@ -229,6 +231,7 @@ async def test_over_mcp_a_timed_out_call_is_an_is_error_result(mesh: Server) -> 
         assert not ok.is_error
 
 
+@pytest.mark.served
 async def test_a_streamable_http_server_that_stops_accepting_is_a_connect_timeout(
     registry_of: Any, ctx: CallContext
 ) -> None:

@@ -42,4 +42,13 @@ describe("ResolveForm", () => {
     expect(alert.textContent).toContain("The server refused the admin token.");
     expect(screen.getByRole("link", { name: "Settings" }).getAttribute("href")).toBe("#/settings");
   });
+
+  it("pre-selects the decision an email link carries and decides nothing until the person confirms", async () => {
+    server = await serve(() => ({ status: 200, body: { status: "denied", id: "x" } }));
+    connect(server.url);
+    renderWithClient(<ResolveForm id="x" suggested="deny" />);
+    expect(screen.getByText(/followed the email link to deny/).textContent).toContain("press Deny to confirm");
+    expect(document.activeElement).toBe(screen.getByRole("button", { name: "Deny" }));
+    expect(server.requests).toEqual([]);
+  });
 });

@@ -43,7 +43,9 @@ export function ApprovalsPage() {
 }
 
 /** Approve or deny with an optional reasoning; the mesh records it on the trace. */
-export function ResolveForm({ id, compact, onDone }: { id: string; compact?: boolean; onDone?: () => void }) {
+/** `suggested`: the decision an email link pre-selected (`#/approvals/<id>?decision=approve|deny`, docs/approvals.md
+ * "Email"); it only focuses that button, the person still confirms. */
+export function ResolveForm({ id, compact, onDone, suggested }: { id: string; compact?: boolean; onDone?: () => void; suggested?: string | null }) {
   const [reasoning, setReasoning] = useState("");
   const act = useAction(
     (decision: "approve" | "deny") => mesh.post<{ status: string; id: string }>(`/approvals/${seg(id)}/${decision}`, reasoning.trim() ? { reasoning: reasoning.trim() } : {}),
@@ -89,11 +91,16 @@ export function ResolveForm({ id, compact, onDone }: { id: string; compact?: boo
           Ctrl+Enter approves.
         </span>
       )}
+      {suggested === "approve" || suggested === "deny" ? (
+        <p className="note">
+          You followed the email link to {suggested} this call. Check it, then press {suggested === "approve" ? "Approve" : "Deny"} to confirm.
+        </p>
+      ) : null}
       <div className="row">
-        <button type="submit" className="btn btn-ok" disabled={act.isPending}>
+        <button type="submit" className="btn btn-ok" disabled={act.isPending} autoFocus={suggested === "approve"}>
           Approve
         </button>
-        <button type="button" className="btn btn-bad" disabled={act.isPending} onClick={() => act.mutate("deny")}>
+        <button type="button" className="btn btn-bad" disabled={act.isPending} autoFocus={suggested === "deny"} onClick={() => act.mutate("deny")}>
           Deny
         </button>
       </div>
@@ -328,6 +335,7 @@ function SettingsView() {
 
 export function ApprovalDetailPage({ id }: { id: string }) {
   const q = useApproval(id);
+  const suggested = useLocation().query.get("decision");
   return (
     <>
       <p><Link to="/approvals">← Approvals</Link></p>
@@ -374,7 +382,7 @@ export function ApprovalDetailPage({ id }: { id: string }) {
               </Section>
               <Section title="Decide">
                 {a.status === "pending" ? (
-                  <ResolveForm id={a.id} />
+                  <ResolveForm id={a.id} suggested={suggested} />
                 ) : (
                   <p className="muted">This approval is {a.status}; nothing to decide.</p>
                 )}

@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from .servers import Server, blocked_call, pending, write_config
+from tests.gate.servers import Server, blocked_call, pending, write_config
+
+pytestmark = pytest.mark.served
 
 
 def mesh_cli(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
@@ -27,10 +30,13 @@ def mesh_cli(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def server(tmp_path: Path, servers: list[Server]) -> Server:
+def server(tmp_path: Path, engine_env: str) -> Iterator[Server]:
+    """`flux7 serve` on this test's store (engine_env: its PostgreSQL database under --engine=postgresql)."""
     s = Server(write_config(tmp_path), workers=1).start()
-    servers.append(s)
-    return s
+    try:
+        yield s
+    finally:
+        s.stop()
 
 
 def test_pending_show_and_approve_resolve_as_cli_user(server: Server) -> None:

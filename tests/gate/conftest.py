@@ -29,7 +29,7 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
     # The memory role (and its decision writer) is another component's subject; off here, so these tests
     # exercise the approval machinery alone.
     # auth.open_loopback: the control plane trusts loopback peers, as these tests exercise the queue (the admin
-    # token file is tests/functions/test_browser_guard.py's and tests/approvals/test_admin_token.py's subject).
+    # token file is tests/functions/test_browser_guard.py's and tests/auth/test_admin_token.py's subject).
     values: dict[str, Any] = {
         "storage_path": str(tmp / "flux7.db"),
         "memory": {"enabled": False},
@@ -41,7 +41,7 @@ def make_settings(tmp: Path, **overrides: Any) -> Settings:
 
 @pytest.fixture(autouse=True)
 def _server_processes_share_the_engine(engine_env: str) -> str:
-    """Server processes (tests/approvals/servers.py) use this test's PostgreSQL database too."""
+    """Server processes (tests/gate/servers.py) use this test's PostgreSQL database too."""
     return engine_env
 
 
@@ -91,7 +91,7 @@ async def client_of() -> AsyncIterator[Callable[..., Any]]:
 
 @pytest.fixture
 def servers() -> Iterator[list[Any]]:
-    """Server processes a test starts (tests/approvals/servers.py); stopped at teardown."""
+    """Server processes a test starts (tests/gate/servers.py); stopped at teardown."""
     started: list[Any] = []
     yield started
     for s in started:

@@ -4,12 +4,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from flux7.shared.settings import load_policy_dir
 from tests.functions.conftest import make_config
 from tests.support.server import REPO
 from tests.upstreams.servers.http_backend import Backend
+
+pytestmark = pytest.mark.served
 
 
 def test_discover_drafts_a_loadable_policy_from_the_upstreams(tmp_path: Path, backend: Backend) -> None:

@@ -108,6 +108,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.served
 def test_the_cli_lists_and_revokes_oauth_connections(tmp_path: Path, database_url: str) -> None:
     cfg = tmp_path / "config.yaml"
     on_postgres = f"database: {database_url}\nmemory: {{enabled: false}}\n" if database_url else ""

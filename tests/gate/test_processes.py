@@ -16,6 +16,8 @@ from tests.support.http import wait_until
 
 from .servers import AGENT, Server, blocked_call, pending, write_config
 
+pytestmark = pytest.mark.served
+
 
 def test_a_call_blocked_in_one_process_is_released_by_a_resolve_in_another(
     tmp_path: Path, servers: list[Server]

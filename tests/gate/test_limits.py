@@ -143,6 +143,7 @@ GATED_AND_LIMITED = {
 }
 
 
+@pytest.mark.served
 def test_approved_calls_released_at_once_on_two_workers_stay_within_the_limit(
     tmp_path: Path, servers: list[Server], database_url: str
 ) -> None:
@@ -241,6 +242,7 @@ def _mcp_call(url: str, arg: str) -> str:
     return str(r.json()["result"]["content"][0]["text"])
 
 
+@pytest.mark.served
 def test_approved_mcp_calls_claimed_at_once_on_two_workers_stay_within_the_limit(
     tmp_path: Path, servers: list[Server], database_url: str
 ) -> None:
@@ -284,6 +286,7 @@ LIMITED_ALLOWED = {
 }
 
 
+@pytest.mark.served
 def test_allowed_calls_sent_at_once_on_two_workers_stay_within_the_limit(
     tmp_path: Path, servers: list[Server], database_url: str
 ) -> None:

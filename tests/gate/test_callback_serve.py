@@ -15,6 +15,8 @@ from tests.support.server import running_server
 
 from .servers import AGENT, blocked_call, pending, write_config
 
+pytestmark = pytest.mark.served
+
 REFUSED = {
     "http://100.100.100.200/latest/meta-data": "100.100.100.200 is not globally routable (shared address space",
     "http://100.64.0.1/cb": "(shared address space 100.64.0.0/10)",

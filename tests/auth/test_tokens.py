@@ -146,6 +146,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.served
 def test_the_cli_issues_lists_and_revokes(tmp_path: Path, database_url: str) -> None:
     cfg = tmp_path / "config.yaml"
     on_postgres = f"database: {database_url}\nmemory: {{enabled: false}}\n" if database_url else ""

@@ -3,39 +3,59 @@ names (mesh7, mem7, sup7, mesh) running their subtrees, and short errors that sa
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import click
 import pytest
 
+from flux7.functions import entry
+from flux7.shared.cli import approvals as approvals_cli
 from flux7.shared.cli.kit import LazyGroup
 from flux7.shared.cli.main import flux7, mesh7
+from flux7.shared.supervisor import cli as supervisor_cli
 from tests.support.http import free_port
 from tests.support.server import REPO
 
-# The installed console scripts, run as `python -c` so the tests use this checkout's code.
-ENTRY = {
-    "flux7": "from flux7.functions.entry import main as m",
-    "mesh7": "from flux7.functions.entry import mesh7_main as m",
-    "mem7": "from flux7.functions.entry import mem7_main as m",
-    "sup7": "from flux7.shared.supervisor.cli import main as m",
-    "mesh": "from flux7.shared.cli.approvals import main as m",
+# The installed console scripts' functions (pyproject.toml [project.scripts]): each returns the exit status the script
+# exits with, and writes to sys.stdout and sys.stderr, so a run in process sees what a terminal would.
+ENTRY: dict[str, Callable[[list[str]], int | None]] = {
+    "flux7": entry.main,
+    "mesh7": entry.mesh7_main,
+    "mem7": entry.mem7_main,
+    "sup7": supervisor_cli.main,
+    "mesh": approvals_cli.main,
 }
 
 
-def cli(name: str, *args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", f"{ENTRY[name]}; raise SystemExit(m())", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(name: str, *args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> Done:
+    """`name args…` as its console script runs it (in this process: no server starts on these paths)."""
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        contextlib.chdir(cwd),
+        mock.patch.dict(os.environ, env or {}),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        try:
+            code = ENTRY[name](list(args))
+        except SystemExit as e:  # what sys.exit would make of it
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return Done(int(code or 0), out.getvalue(), err.getvalue())
 
 
 def walk(group: click.Group, path: list[str]) -> Iterator[tuple[list[str], click.Command]]:
@@ -189,3 +209,22 @@ def test_a_cli_tool_whose_binary_is_missing_refuses_the_start(tmp_path: Path) ->
         assert done.returncode == 2, done.stderr
         assert "cli_tools[1].bin: flux7-no-such-bin is not on the PATH" in done.stderr
         assert "remove the 'gone' entry" in done.stderr
+
+
+@pytest.mark.served
+def test_a_refused_start_is_the_process_exit_status_2_with_the_message_on_stderr(tmp_path: Path) -> None:
+    """The one case run as a real process: the console script exits with what `main` returned (the rest of this file
+    calls `main` in process)."""
+    bad = tmp_path / "config.yaml"
+    bad.write_text("port: 9090\npolicies:\n  - name: x\n   agent: y\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "flux7.functions.entry", "serve", "--config", str(bad), "--port", str(free_port())],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"flux7: config error: {bad}: (yaml): line 4, column 4:"), done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr

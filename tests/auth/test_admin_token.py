@@ -21,9 +21,8 @@ from flux7.shared.errors import ConfigError
 from flux7.shared.settings import load_settings
 from flux7.shared.supervisor.cli import with_environment
 from flux7.shared.supervisor.config import MeshConfig, Sup7Config
+from tests.gate.servers import write_config
 from tests.support.server import REPO, Server, running_server
-
-from .servers import write_config
 
 
 def mode(path: Path) -> int:
@@ -92,6 +91,8 @@ def mesh_cli(server: Server, cwd: Path, **env: str) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.served
+@pytest.mark.usefixtures("engine_env")  # the server process runs on this test's store (its PostgreSQL database)
 def test_flux7_serve_makes_keeps_and_prints_the_token_and_mesh_reads_it(tmp_path: Path) -> None:
     config = write_config(tmp_path, auth={})  # the default: no token configured, not open
     path = tmp_path / FILE_NAME
@@ -121,8 +122,10 @@ def test_flux7_serve_makes_keeps_and_prints_the_token_and_mesh_reads_it(tmp_path
         assert re.search(rf"console: {re.escape(again.url)}/console/#token={re.escape(token)} ", again.log.read_text())
 
 
+@pytest.mark.served
+@pytest.mark.usefixtures("engine_env")
 def test_open_loopback_is_the_old_open_mode_and_says_so(tmp_path: Path) -> None:
-    config = write_config(tmp_path)  # tests/approvals/servers.py: auth.open_loopback
+    config = write_config(tmp_path)  # tests/gate/servers.py: auth.open_loopback
     with running_server(config) as server:
         assert httpx.get(f"{server.url}/grants", timeout=10, trust_env=False).status_code == 200
         assert "control plane OPEN to loopback: auth.open_loopback" in server.log.read_text()

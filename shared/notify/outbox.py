@@ -1,0 +1,134 @@
+"""The notification outbox (migration 0026): every webhook delivery, Slack post or update and email, durable first.
+
+A row is written in the transaction that queues or settles its approval, so a crash or a restart loses none. Rows
+are delivered in `seq` order within their lane (`webhook`, `slack`, `email`): a worker claims the lane's head for
+a lease, delivers it, and deletes it; a failure puts the row back with a backoff (0.5 s doubling up to
+`notify.retry_max_seconds`) and later rows wait behind it, so a receiver sees deliveries in order. A row that
+failed `notify.max_attempts` times is kept as `failed` and the lane moves on. The claim is one conditional
+UPDATE, so with several workers (or instances on PostgreSQL) exactly one delivers a row at a time; a worker that
+dies mid-delivery lets its lease run out and another one delivers again (at least once: receivers dedupe by id)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+import msgspec
+
+from flux7.shared.store.db import Database
+
+__all__ = ["LANES", "Lane", "NotificationOutbox", "OutboxItem"]
+
+Lane = Literal["webhook", "slack", "email"]
+LANES: tuple[Lane, ...] = ("webhook", "slack", "email")
+LEASE_SECONDS = 120.0  # longer than any delivery's timeouts: a live worker never loses its claim
+FIRST_RETRY_S = 0.5
+
+
+class OutboxItem(msgspec.Struct, frozen=True):
+    seq: int
+    lane: str
+    kind: str
+    approval_id: str
+    payload: dict[str, Any]
+    attempts: int
+    created_at: float
+
+
+def _item(row: Any) -> OutboxItem:
+    return OutboxItem(
+        seq=int(row["seq"]),
+        lane=str(row["lane"]),
+        kind=str(row["kind"]),
+        approval_id=str(row["approval_id"]),
+        payload=msgspec.json.decode(row["payload"]),
+        attempts=int(row["attempts"]),
+        created_at=float(row["created_at"]),
+    )
+
+
+class NotificationOutbox:
+    def __init__(self, db: Database, *, retry_max: float = 300.0, max_attempts: int = 20) -> None:
+        self._db = db
+        self.retry_max = max(FIRST_RETRY_S, retry_max)
+        self.max_attempts = max(1, max_attempts)
+
+    @staticmethod
+    def enqueue(conn: Any, lane: Lane, kind: str, approval_id: str, payload: dict[str, Any]) -> None:
+        """Add a delivery inside the caller's write transaction."""
+        now = time.time()
+        conn.execute(
+            "INSERT INTO notify_outbox (lane, kind, approval_id, payload, created_at, next_attempt_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (lane, kind, approval_id, msgspec.json.encode(payload).decode(), now, now),
+        )
+
+    def add(self, lane: Lane, kind: str, approval_id: str, payload: dict[str, Any]) -> None:
+        with self._db.write() as conn:
+            self.enqueue(conn, lane, kind, approval_id, payload)
+
+    def claim(self, lane: Lane) -> OutboxItem | None:
+        """The lane's head, claimed for a lease, when it is due and nobody holds it; else None."""
+        now = time.time()
+        with self._db.write() as conn:
+            row = conn.execute(
+                "UPDATE notify_outbox SET claimed_until = ? WHERE seq = ("
+                "SELECT seq FROM notify_outbox WHERE lane = ? AND status = 'queued' ORDER BY seq LIMIT 1) "
+                "AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?) RETURNING *",
+                (now + LEASE_SECONDS, lane, now, now),
+            ).fetchone()
+        return _item(row) if row is not None else None
+
+    def delivered(self, item: OutboxItem) -> None:
+        self._db.execute("DELETE FROM notify_outbox WHERE seq = ?", (item.seq,))
+
+    def failed(self, item: OutboxItem, error: str, *, permanent: bool = False) -> bool:
+        """Record a failed attempt: True when the row will be tried again, False when it was given up."""
+        attempts = item.attempts + 1
+        give_up = permanent or attempts >= self.max_attempts
+        delay = min(self.retry_max, FIRST_RETRY_S * 2 ** min(attempts - 1, 20))
+        self._db.execute(
+            "UPDATE notify_outbox SET attempts = ?, last_error = ?, claimed_until = NULL, next_attempt_at = ?, "
+            "status = ? WHERE seq = ?",
+            (attempts, error[:500], time.time() + delay, "failed" if give_up else "queued", item.seq),
+        )
+        return not give_up
+
+    def next_due(self, lane: Lane) -> float | None:
+        """When the lane's head may be tried (epoch seconds), None when the lane is empty."""
+        row = self._db.query_one(
+            "SELECT next_attempt_at, claimed_until FROM notify_outbox WHERE lane = ? AND status = 'queued' "
+            "ORDER BY seq LIMIT 1",
+            (lane,),
+        )
+        if row is None:
+            return None
+        return max(float(row[0]), float(row[1] or 0.0))
+
+    def pending(self, lane: str | None = None) -> int:
+        if lane is None:
+            row = self._db.query_one("SELECT count(*) FROM notify_outbox WHERE status = 'queued'")
+        else:
+            row = self._db.query_one("SELECT count(*) FROM notify_outbox WHERE status = 'queued' AND lane = ?", (lane,))
+        return int(row[0]) if row is not None else 0
+
+    def rows(self, lane: str | None = None) -> list[dict[str, Any]]:
+        """Every row still held (queued or failed), oldest first."""
+        sql = "SELECT seq, lane, kind, approval_id, status, attempts, last_error, created_at FROM notify_outbox"
+        params: tuple[Any, ...] = ()
+        if lane is not None:
+            sql += " WHERE lane = ?"
+            params = (lane,)
+        return [
+            {
+                "seq": int(r[0]),
+                "lane": r[1],
+                "kind": r[2],
+                "approval_id": r[3],
+                "status": r[4],
+                "attempts": int(r[5]),
+                "last_error": r[6],
+                "created_at": float(r[7]),
+            }
+            for r in self._db.query(sql + " ORDER BY seq", params)
+        ]
