@@ -131,7 +131,9 @@ def drive(server: Server, scenario: str, **params: Any) -> dict[str, Any]:
     assert lines, f"{scenario}: no report (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
     report: dict[str, Any] = json.loads(lines[-1])
     shot = f"console-spa/screenshots/e2e/failed-sso-{scenario}.png"
-    assert proc.returncode == 0 and report["ok"], f"{scenario} failed: {report.get('error')}\n{proc.stderr[-3000:]}\n({shot})"
+    assert proc.returncode == 0 and report["ok"], (
+        f"{scenario} failed: {report.get('error')}\n{proc.stderr[-3000:]}\n({shot})"
+    )
     return report
 
 
@@ -167,7 +169,12 @@ def pending(server: Server, tool: str, seen: set[str]) -> str:
 
 
 def recall(server: Server, key: str) -> str:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "memory_recall", "arguments": {"key": key}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "memory_recall", "arguments": {"key": key}},
+    }
     r = httpx.post(f"{server.url}/rpc", json=body, headers=ADMIN, timeout=10, trust_env=False)
     assert r.status_code == 200, r.text
     return str(r.json()["result"]["content"][0]["text"])
@@ -220,9 +227,10 @@ def test_people_sign_in_through_the_provider_and_each_decides_only_what_their_ro
             for cookies in (bob, carol):
                 r = httpx.post(f"{server.url}/approvals/{both}/approve", cookies=cookies, trust_env=False)
                 assert r.status_code == 403, r.text
-            assert "viewer" in httpx.post(
-                f"{server.url}/approvals/{both}/approve", cookies=bob, trust_env=False
-            ).json()["error"]
+            assert (
+                "viewer"
+                in httpx.post(f"{server.url}/approvals/{both}/approve", cookies=bob, trust_env=False).json()["error"]
+            )
             as_carol = httpx.get(f"{server.url}/approvals", cookies=carol, trust_env=False).json()
             assert [a["actionable"] for a in as_carol if a["id"] == both] == [False]
             others = drive(server, "others", pending=both, decided=with_diff)
