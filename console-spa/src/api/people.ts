@@ -55,3 +55,9 @@ export const useUsers = (enabled: boolean) =>
 export const addUser = (u: { name: string; role: string; approve_tools: string[]; approve_agents: string[]; email: string }) => mesh.post<UserView>("/users", u);
 export const disableUser = (name: string) => mesh.post<UserView>(`/users/${seg(name)}/disable`);
 export const rotateUser = (name: string) => mesh.post<UserView>(`/users/${seg(name)}/rotate`);
+
+/** Whether the signed-in principal may change the control plane (an admin or an owner; the admin token). */
+export const useWrites = (): boolean => {
+  const who = useWho();
+  return !who || who.role === "owner" || who.role === "admin";
+};
