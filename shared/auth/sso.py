@@ -19,11 +19,6 @@ from urllib.parse import urlsplit
 
 import httpx
 import msgspec
-from authlib.integrations.base_client import BaseApp, OAuthError
-from authlib.integrations.base_client.async_app import AsyncOAuth2Mixin
-from authlib.integrations.base_client.async_openid import AsyncOpenIDMixin
-from authlib.integrations.httpx_client import AsyncOAuth2Client
-from joserfc.errors import JoseError
 
 from flux7.shared.auth.users import User, UserStore, validate_name
 from flux7.shared.errors import BadRequest, Flux7Error, Forbidden
@@ -43,17 +38,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("flux7.sso")
-
-try:  # authlib's httpx client runs on httpx2 where it is installed, else on httpx: its errors are either's
-    import httpx2
-
-    _NETWORK: tuple[type[Exception], ...] = (httpx.HTTPError, httpx2.HTTPError, OSError, ValueError)
-except ImportError:  # pragma: no cover - httpx2 comes with the mcp SDK
-    _NETWORK = (httpx.HTTPError, OSError, ValueError)
-_KEYS: tuple[type[Exception], ...] = (
-    *_NETWORK,
-    RuntimeError,
-)  # authlib raises RuntimeError for a discovery document without jwks_uri
 
 LOGIN_SECONDS = 600  # from the redirect to the provider until its answer comes back
 _RANK = {"viewer": 0, "approver": 1, "admin": 2, "owner": 3}
@@ -152,11 +136,29 @@ def identity_from_claims(config: OidcSettings, claims: dict[str, Any]) -> SsoIde
     )
 
 
-class _Provider(AsyncOAuth2Mixin, AsyncOpenIDMixin, BaseApp):
-    """authlib's framework-free OAuth 2 / OpenID Connect client app over httpx (what its Starlette integration
-    builds on); the login state lives in our database instead of a framework session."""
+def _authlib() -> tuple[Any, type[Exception], type[Exception], tuple[type[Exception], ...]]:
+    """authlib's framework-free OAuth 2 / OpenID Connect client app over httpx (what its Starlette integration builds
+    on; the login state lives in our database instead of a framework session), its errors, and the network errors
+    of the HTTP library it runs on (httpx2 where installed, else httpx). Imported when single sign-on is configured:
+    a server without it never loads authlib."""
+    from authlib.integrations.base_client import BaseApp, OAuthError
+    from authlib.integrations.base_client.async_app import AsyncOAuth2Mixin
+    from authlib.integrations.base_client.async_openid import AsyncOpenIDMixin
+    from authlib.integrations.httpx_client import AsyncOAuth2Client
+    from joserfc.errors import JoseError
 
-    client_cls = AsyncOAuth2Client
+    network: tuple[type[Exception], ...] = (httpx.HTTPError, OSError, ValueError)
+    try:
+        import httpx2
+
+        network = (*network, httpx2.HTTPError)
+    except ImportError:  # pragma: no cover - httpx2 comes with the mcp SDK
+        pass
+
+    class Provider(AsyncOAuth2Mixin, AsyncOpenIDMixin, BaseApp):
+        client_cls = AsyncOAuth2Client
+
+    return Provider, OAuthError, JoseError, network
 
 
 def _hash(state: str) -> str:
@@ -170,7 +172,9 @@ class SingleSignOn:
         self.session_seconds = session_seconds
         self._db = db
         self._users = users
-        self._provider = _Provider(
+        provider, self._oauth_error, self._jose_error, self._network = _authlib()
+        self._keys_unreadable: tuple[type[Exception], ...] = (*self._network, RuntimeError)  # RuntimeError: no jwks_uri
+        self._provider = provider(
             framework=None,
             name="oidc",
             client_id=config.client_id,
@@ -191,7 +195,7 @@ class SingleSignOn:
     async def _metadata(self) -> dict[str, Any]:
         try:
             metadata: dict[str, Any] = await self._provider.load_server_metadata()
-        except _NETWORK as e:
+        except self._network as e:
             raise ProviderUnavailable(f"the identity provider's discovery document cannot be read: {e}") from None
         issuer = str(metadata.get("issuer", ""))
         if issuer.rstrip("/") != self.issuer:
@@ -245,9 +249,10 @@ class SingleSignOn:
             token = await self._provider.fetch_access_token(
                 redirect_uri=redirect_uri, code=code, code_verifier=verifier
             )
-        except OAuthError as e:
-            raise LoginFailed(f"the identity provider refused the code: {e.error} {e.description or ''}") from None
-        except _NETWORK as e:
+        except self._oauth_error as e:
+            why = f"{getattr(e, 'error', '')} {getattr(e, 'description', '') or ''}".strip()
+            raise LoginFailed(f"the identity provider refused the code: {why}") from None
+        except self._network as e:
             raise ProviderUnavailable(f"the identity provider's token endpoint failed: {e}") from None
         if "id_token" not in token:
             raise LoginFailed("the identity provider sent no ID token (is `openid` among auth.oidc.scopes?)")
@@ -259,9 +264,9 @@ class SingleSignOn:
         }
         try:
             claims = await self._provider.parse_id_token(token, nonce=nonce, claims_options=options, leeway=60)
-        except JoseError as e:
+        except self._jose_error as e:
             raise LoginFailed(f"the ID token does not verify: {e}") from None
-        except _KEYS as e:
+        except self._keys_unreadable as e:
             raise ProviderUnavailable(f"the identity provider's keys cannot be read: {e}") from None
         who = identity_from_claims(self.config, dict(claims))
         user = self._users.upsert_sso(

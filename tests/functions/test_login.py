@@ -195,6 +195,13 @@ def test_the_providers_refusal_is_shown_and_opens_nothing(client: TestClient[Any
     assert refused.status_code == 400 and "the identity provider refused: access_denied" in refused.text
 
 
+def test_a_code_the_provider_never_issued_is_refused(client: TestClient[Any]) -> None:
+    location, _ = begin(client)
+    state = parse_qs(urlsplit(location).query)["state"][0]
+    refused = client.get(CALLBACK, params={"state": state, "code": "made-up"}, follow_redirects=False)
+    assert refused.status_code == 400 and "the identity provider refused the code: invalid_grant" in refused.text
+
+
 def test_a_user_whose_claims_map_to_no_role_is_refused_with_a_page_that_says_why(
     client: TestClient[Any], provider: str
 ) -> None:
