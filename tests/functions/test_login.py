@@ -158,10 +158,9 @@ def test_a_tampered_or_foreign_state_is_refused_and_opens_no_session(client: Tes
     forged = client.get(CALLBACK, params={**answer, "state": answer["state"][:-2] + "xx"}, follow_redirects=False)
     assert forged.status_code == 400 and "text/html" in forged.headers["content-type"]
     assert "does not match this browser" in forged.text and "Sign-in failed" in forged.text
-    # Another browser (no state cookie) cannot finish this browser's login either.
-    other = TestClient(client.app)
-    with other:
-        foreign = other.get(CALLBACK, params=answer, follow_redirects=False)
+    # Another browser (without this one's state cookie) cannot finish this browser's login either.
+    client.cookies.clear()
+    foreign = client.get(CALLBACK, params=answer, follow_redirects=False)
     assert foreign.status_code == 400 and SESSION_COOKIE not in foreign.headers.get("set-cookie", "")
     assert client.get("/me").status_code == 401
 
