@@ -150,6 +150,17 @@ const SCENARIOS = {
     const mine = (await four.locator(".not-yours").innerText()).trim();
     await shot(page, "sso-four-eyes");
 
+    // On a phone, the Overview's pending list is one card per call, its arguments inline as on the desktop.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await open(page, "#/");
+    const card = row(page, params.deny);
+    await card.locator(".params").waitFor();
+    const phone = { args: squash(await card.locator(".params").innerText()), approve: await card.getByRole("button", { name: "Approve" }).isEnabled() };
+    await accessible(page, "overview on a phone");
+    await shot(page, "sso-overview-phone");
+    await page.setViewportSize({ width: 1280, height: 860 });
+    await open(page, "#/approvals");
+
     const third = row(page, params.deny);
     await third.getByPlaceholder("reasoning (optional)").fill(params.reason);
     await third.getByRole("button", { name: "Deny" }).click();
@@ -160,7 +171,7 @@ const SCENARIOS = {
     const actors = await page.locator("td .actor").allInnerTexts();
     await open(page, "#/agents");
     const agents = await page.locator("main table").first().locator("tbody tr td:first-child").allInnerTexts();
-    return { header, blind, summary, diff, args, fourEyes: { before, after, mine }, actors, agents };
+    return { header, blind, summary, diff, args, fourEyes: { before, after, mine }, phone, actors, agents };
   },
 
   /** bob (a viewer) and carol (an approver for other tools) see the four-eyes call but may not decide it; eve,

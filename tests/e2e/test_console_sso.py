@@ -254,6 +254,7 @@ def test_people_sign_in_through_the_provider_and_each_decides_only_what_their_ro
     assert alice["fourEyes"]["before"] == "0 of 2 approvals"
     assert alice["fourEyes"]["after"] == "1 of 2 approvals (user:alice)"
     assert alice["fourEyes"]["mine"] == "You approved it; it waits for someone else."
+    assert alice["phone"] == {"args": "name Rex", "approve": True}
     assert "by user:alice" in alice["actors"]
     assert alice["agents"] == ["claude"]  # operators are never listed as agents
 

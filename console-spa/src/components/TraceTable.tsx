@@ -120,12 +120,15 @@ export function AgentOrActor({ t }: { t: TraceEntry }) {
   if (isControlPlaneEvent(t)) {
     return <span className="actor" data-actor={t.user_id || t.agent_id}>by {t.user_id || t.agent_id || "the server"}</span>;
   }
+  // A control-plane event about an agent (an approval settled, a grant) names its actor in user_id; an agent's
+  // own call names there the user it called for (a JWT's user claim).
+  const event = t.tool.startsWith("mesh.");
   return (
-    <>
+    <span>
       <Link to={`/agents/${pathSeg(t.agent_id)}`}>{t.agent_id}</Link>
-      {t.user_id ? <span className="muted small"> for {t.user_id}</span> : null}
-      {t.approved_by ? <span className="muted small"> · approved by {t.approved_by}</span> : null}
-    </>
+      {t.user_id ? <span className="muted small">{event ? " · by " : " for "}{t.user_id}</span> : null}
+      {t.approved_by && !event ? <span className="muted small"> · approved by {t.approved_by}</span> : null}
+    </span>
   );
 }
 

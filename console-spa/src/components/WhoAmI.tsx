@@ -19,11 +19,13 @@ export function WhoAmI() {
   const session = who.kind === "user";
   return (
     <span className="who" data-actor={who.actor}>
-      <span className="who-name" title={who.actor}>
-        {who.kind === "owner" ? "admin token" : who.name}
-      </span>{" "}
-      <span className={`tag tag-role`} data-role={who.role}>
-        {who.role}
+      <span className="who-id">
+        <span className="who-name" title={who.actor}>
+          {who.kind === "owner" ? "admin token" : who.name}
+        </span>{" "}
+        <span className="tag tag-role" data-role={who.role}>
+          {who.role}
+        </span>
       </span>
       {session ? (
         <button

@@ -155,12 +155,19 @@ function PendingRow({ a, fetchedAt }: { a: ApprovalView; fetchedAt: number }) {
   return (
     <tr data-approval={a.id}>
       <td data-label="Approval">
-        <Link to={`/approvals/${pathSeg(a.id)}`} className="mono">{a.id.slice(0, 8)}</Link> <DecisionBadge status={a.status} />
-        {a.injection_risk ? <> <span className="badge badge-bad" title="the params look like a prompt injection">injection risk</span></> : null}
-        <div className="muted small"><Time ts={a.created_at} /></div>
-        {eyes ? <div className="four-eyes small" data-four-eyes={`${a.approvals?.length ?? 0}/${a.required_approvals}`}>{eyes}</div> : null}
+        <div>
+          <Link to={`/approvals/${pathSeg(a.id)}`} className="mono">{a.id.slice(0, 8)}</Link> <DecisionBadge status={a.status} />
+          {a.injection_risk ? <> <span className="badge badge-bad" title="the params look like a prompt injection">injection risk</span></> : null}
+          <div className="muted small"><Time ts={a.created_at} /></div>
+          {eyes ? <div className="four-eyes small" data-four-eyes={`${a.approvals?.length ?? 0}/${a.required_approvals}`}>{eyes}</div> : null}
+        </div>
       </td>
-      <td data-label="Agent"><Link to={`/agents/${pathSeg(a.agent_id)}`}>{a.agent_id}</Link>{a.requester_user ? <div className="muted small">for {a.requester_user}</div> : null}</td>
+      <td data-label="Agent">
+        <div>
+          <Link to={`/agents/${pathSeg(a.agent_id)}`}>{a.agent_id}</Link>
+          {a.requester_user ? <div className="muted small">for {a.requester_user}</div> : null}
+        </div>
+      </td>
       <td data-label="Tool" className="mono">{a.tool}</td>
       <td data-label="Arguments" className="args-cell"><CallArguments a={a} onSeen={markSeen} /></td>
       <td data-label="Rule" className="hide-narrow mono small">{a.policy_rule}</td>
