@@ -18,7 +18,7 @@ from flux7.functions.approvals import json_object, text_field
 from flux7.functions.auth import mesh_of, peer_of
 from flux7.functions.openapi import BODY, PUBLIC, json_body, ok, operation, responses
 from flux7.functions.wellknown import public_base
-from flux7.shared.auth.identity import Principal
+from flux7.shared.auth.identity import Principal, user_principal
 from flux7.shared.auth.sso import LOGIN_SECONDS, SingleSignOn
 from flux7.shared.auth.users import SESSION_COOKIE, User, looks_like_user_token
 from flux7.shared.errors import BadRequest, Flux7Error, NotImplementedFeature, Unauthorized
@@ -143,8 +143,6 @@ def login_with_token(request: Request[Any, Any, Any], body: RawBody) -> Response
     seconds = mesh.settings.auth.session_hours * 3600
     session = mesh.users.open_session(user.name, seconds)
     _opened(request, user, "token")
-    from flux7.shared.auth.identity import user_principal
-
     return Response(_who(user_principal(user)), cookies=[_session_cookie(request, session, seconds)])
 
 

@@ -11,7 +11,13 @@ describe("operators are never agents", () => {
     expect(isControlPlaneEvent({ agent_id: "supervisor:sup7" })).toBe(true);
     expect(isControlPlaneEvent({ agent_id: "claude" })).toBe(false);
     expect(isControlPlaneEvent({ agent_id: "anonymous" })).toBe(false);
-    expect(agentTraces([{ agent_id: "" }, { agent_id: "claude" }, { agent_id: "user:bob" }])).toEqual([{ agent_id: "claude" }]);
+    const traces = [
+      { agent_id: "", tool: "mesh.login" },
+      { agent_id: "claude", tool: "create_pet" },
+      { agent_id: "claude", tool: "mesh.approval" },
+      { agent_id: "user:bob", tool: "list_pets" },
+    ];
+    expect(agentTraces(traces)).toEqual([{ agent_id: "claude", tool: "create_pet" }]);
   });
 });
 

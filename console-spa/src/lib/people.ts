@@ -22,8 +22,11 @@ export const isOperator = (actor: string | undefined | null): boolean => !!actor
  *  `user_id`. Such entries are never counted or listed as an agent's. */
 export const isControlPlaneEvent = (t: Pick<TraceEntry, "agent_id">): boolean => !t.agent_id || isOperator(t.agent_id);
 
-/** The agent traces only: what the agent lists and matrices count. */
-export const agentTraces = <T extends Pick<TraceEntry, "agent_id">>(traces: T[]): T[] => traces.filter((t) => !isControlPlaneEvent(t));
+/** An agent's own tool call: not a control-plane event, nor one about an agent (`mesh.approval`, `mesh.grant`,
+ *  whose user_id is the operator who acted). What the agent lists and matrices count. */
+export const isAgentCall = (t: Pick<TraceEntry, "agent_id" | "tool">): boolean => !isControlPlaneEvent(t) && !t.tool.startsWith("mesh.");
+
+export const agentTraces = <T extends Pick<TraceEntry, "agent_id" | "tool">>(traces: T[]): T[] => traces.filter(isAgentCall);
 
 /** May change the control plane (policies, halts, grants to anyone, settings). Unknown: the admin token of an
  *  older server, which has every right. */
