@@ -2,7 +2,8 @@
 // shown once, here, and never again.
 import { useState } from "react";
 import { useAction } from "../api/actions";
-import { addUser, disableUser, rotateUser, useUsers, useWho, type UserView } from "../api/people";
+import { addUser, disableUser, rotateUser, useLoginState, useUsers, type UserView } from "../api/people";
+import { Link } from "../router";
 import { Section } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
 import { globProblem } from "../lib/glob";
@@ -23,9 +24,10 @@ function NewToken({ u }: { u: UserView }) {
 }
 
 export function UsersPage() {
-  const who = useWho();
-  const owner = manageUsers(who);
-  const q = useUsers(readsUsers(who));
+  const state = useLoginState();
+  const who = state.data?.who ?? null;
+  const owner = !!who && manageUsers(who);
+  const q = useUsers(!!who && readsUsers(who));
   const [form, setForm] = useState({ name: "", role: "viewer", tools: "", agents: "", email: "" });
   const [issued, setIssued] = useState<UserView | null>(null);
   const add = useAction(
@@ -40,11 +42,17 @@ export function UsersPage() {
   const rotate = useAction((name: string) => rotateUser(name), [["users"]], (u) => setIssued(u));
   const scoped = form.role === "approver";
   const globError = scoped ? [...list(form.tools), ...list(form.agents)].map(globProblem).find(Boolean) : "";
-  if (!readsUsers(who)) {
+  if (!who || !readsUsers(who)) {
     return (
       <>
         <h1>Users</h1>
-        <p className="note">Only admins and owners see the users.</p>
+        {state.isPending ? null : who ? (
+          <p className="note">Only admins and owners see the users.</p>
+        ) : (
+          <p className="note">
+            <Link to="/login">Sign in</Link> as an admin or an owner to see the users.
+          </p>
+        )}
       </>
     );
   }
