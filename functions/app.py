@@ -44,6 +44,7 @@ _ROUTE_MODULES = (
     "flux7.functions.memory",
     "flux7.functions.tokens",
     "flux7.functions.users",
+    "flux7.functions.login",
     "flux7.functions.wellknown",
     "flux7.functions.integrations",
 )

@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 
 from flux7.shared.auth.identity import IdentityResolver
+from flux7.shared.auth.sso import single_sign_on
 from flux7.shared.auth.tokens import TokenStore
 from flux7.shared.auth.users import UserStore
 from flux7.shared.decisions.precedents import decision_memory
@@ -52,6 +53,7 @@ class Mesh:
         self.tokens = TokenStore(self.db)  # per-agent bearer tokens (flux7 token …)
         self.users = UserStore(self.db)  # named humans and their roles (flux7 user …)
         self.identity = IdentityResolver(settings, self.tokens, self.users)
+        self.sso = single_sign_on(settings, self.db, self.users)  # the console's single sign-on, None when off
         self.versions = Versions(self.db)  # every policy, catalog and tool definition version seen
         self.policies = PolicyStore(settings, self.db, on_loaded=self.versions.sync)
         self.catalog = Catalog(settings, self.db, self.versions)
