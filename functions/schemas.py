@@ -43,9 +43,11 @@ __all__ = [
     "TokenView",
     "Tool",
     "ToolCall",
+    "ToolRefusal",
     "ToolResult",
     "TraceEntry",
     "TraceWhy",
+    "UnknownTool",
     "Version",
 ]
 
@@ -54,6 +56,23 @@ class ErrorBody(msgspec.Struct):
     """The one error shape of the REST routes: `{"error": "<why>"}`."""
 
     error: str
+
+
+class ToolRefusal(msgspec.Struct, kw_only=True):
+    """POST /tool/{name} refused before the pipeline ran (CONTRACT 1.7): a bad body or callback URL (400), an audit
+    trail that cannot be written (503). Nothing was traced, so the trace id is empty."""
+
+    error: str
+    policy: str = "error"
+    trace_id: str = ""
+    latency_ms: int = 0
+
+
+class UnknownTool(msgspec.Struct, kw_only=True):
+    """POST /tool/{name} of a tool the registry does not have (CONTRACT 1.7): 404, no trace."""
+
+    error: str
+    policy: str = "error"
 
 
 # --- data plane ---
