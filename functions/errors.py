@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import msgspec
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotFoundException
 
 from flux7.functions.responses import Answer, json_answer, response_of
-from flux7.functions.schemas import ErrorBody, ToolRefusal
 from flux7.shared.errors import Flux7Error
 from flux7.shared.mcp.messages import McpError, error_message
 
@@ -24,6 +24,9 @@ __all__ = [
     "INTERNAL",
     "JSONRPC_PATHS",
     "TOO_LARGE",
+    "ErrorBody",
+    "ToolRefusal",
+    "UnknownTool",
     "error_answer",
     "error_body",
     "guard_answer",
@@ -37,6 +40,29 @@ log = logging.getLogger("flux7.http")
 # The routes that speak JSON-RPC: their refusals before any handler ran are JSON-RPC errors too.
 JSONRPC_PATHS = frozenset({"/mcp", "/rpc", "/messages"})
 _RETRY = {"Retry-After": "1"}  # 503: the store was busy past its bounded wait; a retry a moment later may succeed
+
+
+class ErrorBody(msgspec.Struct):
+    """The one error shape of the REST routes: `{"error": "<why>"}`."""
+
+    error: str
+
+
+class ToolRefusal(msgspec.Struct, kw_only=True):
+    """POST /tool/{name} refused before the pipeline ran (CONTRACT 1.7): a bad body or callback URL (400), an audit
+    trail that cannot be written (503). Nothing was traced, so the trace id is empty."""
+
+    error: str
+    policy: str = "error"
+    trace_id: str = ""
+    latency_ms: int = 0
+
+
+class UnknownTool(msgspec.Struct, kw_only=True):
+    """POST /tool/{name} of a tool the registry does not have (CONTRACT 1.7): 404, no trace."""
+
+    error: str
+    policy: str = "error"
 
 
 def _retry(status: int) -> dict[str, str] | None:

@@ -32,7 +32,7 @@ from litestar.openapi.spec import (
 )
 from litestar.typing import FieldDefinition
 
-from flux7.functions.schemas import ErrorBody
+from flux7.functions.errors import ErrorBody
 from flux7.shared import __version__
 
 __all__ = [

@@ -13,19 +13,20 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
 from flux7.functions.auth import caller_of, caller_or_admin, control_plane, mesh_of, peer_of
-from flux7.functions.errors import tool_refusal
+from flux7.functions.errors import ErrorBody, UnknownTool, tool_refusal
 from flux7.functions.openapi import ADMIN, AGENT, BODY, CALL_HEADERS, header, json_body, ok, responses
 from flux7.functions.responses import Answer, json_answer, json_response, response_of
 from flux7.functions.schemas import (
     Decide,
     DecideOutcome,
     Decision,
-    McpServer,
-    Tool,
+    McpServerView,
     ToolCall,
+    ToolDecision,
     ToolRefusal,
     ToolResult,
-    UnknownTool,
+    ToolView,
+    TraceView,
 )
 from flux7.shared.auth.identity import Caller
 from flux7.shared.auth.users import SESSION_COOKIE
@@ -150,6 +151,9 @@ PREVIEW_MAX_BYTES = 64 * 1024
 
 
 class _DecideBody(msgspec.Struct):
+    """/decide's body as decoded (functions/schemas.py `Decide` documents it: a missing `tool` is refused with its
+    own text, so it is not required here)."""
+
     tool: str = ""
     arguments: Any = None
     agent: str = ""
@@ -164,21 +168,21 @@ class _DecideBody(msgspec.Struct):
     security=AGENT,
     operation_class=json_body(Decide, required=True, headers=CALL_HEADERS),
     responses={
-        **responses({200: ok(Decision, "allow or human_approval")}, *BODY, 401, 503),
-        403: ok(Decision, "deny (a halt adds `halted: true`); or, as `{error}`, impersonation refused"),
+        **responses({}, *BODY, 401, 503),
+        200: ok(Decision, "allow or human_approval"),
+        403: ok(Decision | ErrorBody, "deny (a halt adds `halted: true`); or, as `{error}`, impersonation refused"),
+        408: ok(Decision, "With `wait`: the approval timed out; the decision with `error`"),
         429: ok(Decision, "Rate limited: the decision with `error`"),
     },
 )
-async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def decide(request: Request[Any, Any, Any]) -> Response[Decision]:
     raw = await request.body()
     try:
         body = decode(raw or b"{}", type=_DecideBody)
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return json_response({"error": "invalid JSON body"}, 400)
-    except TooDeep as e:
-        return json_response({"error": e.message}, 400)
+        raise BadRequest("invalid JSON body") from None
     if not body.tool:
-        return json_response({"error": "tool field required"}, 400)
+        raise BadRequest("tool field required")
     mesh = mesh_of(request)
     resolved = caller_or_admin(request)  # None: the admin, which names no agent off loopback
     if resolved is None and not body.agent:
@@ -196,38 +200,38 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
     call = _call(request.headers, caller, body.tool, body.arguments, "decide")
     if body.preview is not None:
         if body.preview.kind != "diff":
-            return json_response({"error": f"preview.kind must be diff, not {body.preview.kind!r}"}, 400)
+            raise BadRequest(f"preview.kind must be diff, not {body.preview.kind!r}")
         if len(body.preview.diff.encode()) + len(body.preview.path.encode()) > PREVIEW_MAX_BYTES:
-            return json_response({"error": f"preview: at most {PREVIEW_MAX_BYTES} bytes (truncate the diff)"}, 400)
+            raise BadRequest(f"preview: at most {PREVIEW_MAX_BYTES} bytes (truncate the diff)")
         call.preview = msgspec.to_builtins(body.preview)
     out = await mesh.pipeline.run(call, mode=mode)
     action = out.policy if out.policy in ("allow", "deny", "human_approval") else "deny"
     if body.wait and out.approval_status:  # resolved by a human: approved runs, denied or timed out does not
         # (approved but over a limit when released: refused like any call over it)
         action = "allow" if out.approval_status == "approved" and out.policy != "rate_limited" else "deny"
-    payload: dict[str, Any] = {
-        "action": action,
-        "rule": out.rule,
-        "reason": out.reason,
-        "agent": caller.agent_id,
-        "tool": body.tool,
-        "trace_id": out.trace_id,
-    }
+    decision = Decision(
+        action=action,
+        rule=out.rule,
+        reason=out.reason,
+        agent=caller.agent_id,
+        tool=body.tool,
+        trace_id=out.trace_id,
+    )
     if out.approval_id:
-        payload.update(approval_id=out.approval_id, approval_status=out.approval_status)
+        decision.approval_id, decision.approval_status = out.approval_id, out.approval_status
     if out.approval_status == "denied":  # the reviewer's words reach the agent
-        payload["reason"] = out.error
+        decision.reason = out.error
         if out.resolved_by:
-            payload["resolved_by"] = out.resolved_by
+            decision.resolved_by = out.resolved_by
     if out.halted:
-        payload["halted"] = True
+        decision.halted = True
     if out.policy == "rate_limited":
-        payload["error"] = out.error
-        return json_response(payload, 429)
+        decision.error = out.error
+        return Response(decision, status_code=429)
     if out.status == 408:
-        payload["error"] = out.error
-        return json_response(payload, 408)
-    return json_response(payload, 403 if payload["action"] == "deny" else 200)
+        decision.error = out.error
+        return Response(decision, status_code=408)
+    return Response(decision, status_code=403 if action == "deny" else 200)
 
 
 @post(
@@ -236,9 +240,7 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
     tags=["data plane"],
     security=AGENT,
     operation_class=json_body(DecideOutcome, required=True),
-    responses=responses(
-        {200: ok(dict[str, Any], "the trace entry, revised with the outcome")}, *BODY, 401, 403, 404, 409
-    ),
+    responses=responses({200: ok(TraceView, "the trace entry, revised with the outcome")}, *BODY, 401, 403, 404, 409),
 )
 async def decide_outcome(request: Request[Any, Any, Any], trace_id: FromPath[str]) -> Response[bytes]:
     """What a call `/decide` allowed did when its caller ran it (shared/gate/decide_outcome.py)."""
@@ -246,32 +248,31 @@ async def decide_outcome(request: Request[Any, Any, Any], trace_id: FromPath[str
     try:
         report = decode(raw or b"{}", type=OutcomeReport)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        return json_response({"error": f"invalid outcome: {e}"}, 400)
-    except TooDeep as e:
-        return json_response({"error": e.message}, 400)
+        raise BadRequest(f"invalid outcome: {e}") from None
     mesh = mesh_of(request)
     # The admin token may report for any agent; everyone else (loopback included) only for its own calls.
     admin = mesh.identity.holds_admin_token(request.headers.get("authorization"))
     agent_id = None if admin else caller_of(request).agent_id
     entry = await asyncio.to_thread(report_outcome, mesh, trace_id, agent_id, report)
+    # The row was found a moment ago; were it gone since, its id alone (a Struct of the entry cannot say that).
     return json_response(entry_to_wire(entry) if entry is not None else {"trace_id": trace_id})
 
 
-@get("/tools", tags=["data plane"], security=AGENT, responses=responses({200: ok(list[Tool])}, 401))
-async def list_tools(request: Request[Any, Any, Any]) -> Response[bytes]:
+@get("/tools", tags=["data plane"], security=AGENT, responses=responses({}, 401))
+async def list_tools(request: Request[Any, Any, Any]) -> list[ToolView]:
     caller = caller_or_admin(request)  # None: the admin (the console), who sees every tool
     mesh = mesh_of(request)
     tools = mesh.registry.tools()
     if mesh.settings.hide_denied_tools and caller is not None:
         current = mesh.policies.current
         tools = [t for t in tools if not current.can_only_deny(caller.agent_id, t.name)]
-    return json_response([t.view() for t in tools])
+    return [t.view() for t in tools]
 
 
-@get("/mcp-servers", tags=["data plane"], security=AGENT, responses=responses({200: ok(list[McpServer])}, 401))
-async def mcp_servers(request: Request[Any, Any, Any]) -> Response[bytes]:
+@get("/mcp-servers", tags=["data plane"], security=AGENT, responses=responses({}, 401))
+async def mcp_servers(request: Request[Any, Any, Any]) -> list[McpServerView]:
     caller_or_admin(request)
-    return json_response(mesh_of(request).registry.servers())
+    return mesh_of(request).registry.servers()
 
 
 @get(
@@ -279,12 +280,13 @@ async def mcp_servers(request: Request[Any, Any, Any]) -> Response[bytes]:
     guards=[control_plane],
     tags=["policies"],
     security=ADMIN,
-    responses=responses({200: ok(list[dict[str, Any]], "What each tool gets for that agent")}, 400, 401),
+    response_description="What each tool gets for that agent",
+    responses=responses({}, 400, 401),
 )
-async def tool_decisions(request: Request[Any, Any, Any], agent: FromQuery[str] = "") -> Response[bytes]:
+async def tool_decisions(request: Request[Any, Any, Any], agent: FromQuery[str] = "") -> list[ToolDecision]:
     if not agent:
-        return json_response({"error": "agent query parameter required"}, 400)
-    return json_response(mesh_of(request).tool_decisions(agent))
+        raise BadRequest("agent query parameter required")
+    return mesh_of(request).tool_decisions(agent)
 
 
 ROUTES = [call_tool, decide, decide_outcome, list_tools, mcp_servers, tool_decisions]
