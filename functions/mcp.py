@@ -41,22 +41,21 @@ from flux7.shared.mcp.sessions import McpSession, same_identity
 if TYPE_CHECKING:
     from flux7.shared.mesh import Mesh
 
-__all__ = ["ROUTES", "McpRequest", "Reply", "mcp_fast_path", "post_reply"]
+__all__ = ["ROUTES", "McpRequest", "mcp_fast_path", "post_reply"]
 
 log = logging.getLogger("flux7.mcp.http")
 
 _ALLOW = {"Allow": "POST, DELETE"}
 
-Reply = Answer  # the answer before Litestar or the fast path sends it (functions/responses.py)
-_ACCEPTED: Reply = (202, b"", None)
+_ACCEPTED: Answer = (202, b"", None)
 
 
-def _error(rid: Any, code: int, message: str, status: int) -> Reply:
+def _error(rid: Any, code: int, message: str, status: int) -> Answer:
     return jsonrpc_error(rid, McpError(code, message), status)
 
 
 class _Refused(Exception):
-    def __init__(self, reply: Reply) -> None:
+    def __init__(self, reply: Answer) -> None:
         self.reply = reply
 
 
@@ -106,7 +105,7 @@ def _session(req: McpRequest, presented: Caller, rid: Any) -> McpSession:
     return session
 
 
-async def _answer(req: McpRequest, msg: Message, ctx: RequestContext) -> Reply:
+async def _answer(req: McpRequest, msg: Message, ctx: RequestContext) -> Answer:
     try:
         result = await req.mesh.mcp.handle(msg, ctx)
     except McpError as e:
@@ -143,7 +142,7 @@ def _context(
     )
 
 
-async def _handshake_era(req: McpRequest, msg: Message) -> Reply:
+async def _handshake_era(req: McpRequest, msg: Message) -> Answer:
     presented = _presented(req, msg.id)
     mesh = req.mesh
     if msg.method == "initialize" and msg.has_id:
@@ -165,7 +164,7 @@ async def _handshake_era(req: McpRequest, msg: Message) -> Reply:
     return await _answer(req, msg, _context(req, caller, session.id, False, mcp_session=session))
 
 
-async def _stateless_era(req: McpRequest, msg: Message, version: str) -> Reply:
+async def _stateless_era(req: McpRequest, msg: Message, version: str) -> Answer:
     if msg.is_response:
         return _error(None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object", 400)
     if msg.is_notification:
@@ -181,7 +180,7 @@ async def _stateless_era(req: McpRequest, msg: Message, version: str) -> Reply:
     return await _answer(req, msg, ctx)
 
 
-async def post_reply(req: McpRequest, raw: bytes) -> Reply:
+async def post_reply(req: McpRequest, raw: bytes) -> Answer:
     """POST /mcp once the body is read (and passed the browser guard): the handler of the Litestar route and of
     its fast path (functions/fastpath.py). A Flux7Error raised here (a busy store) is rendered by the caller
     (functions/errors.py)."""
@@ -198,7 +197,7 @@ async def post_reply(req: McpRequest, raw: bytes) -> Reply:
         return r.reply
 
 
-async def mcp_fast_path(mesh: Mesh, path: str, headers: Mapping[str, str], scheme: str, raw: bytes) -> Reply:
+async def mcp_fast_path(mesh: Mesh, path: str, headers: Mapping[str, str], scheme: str, raw: bytes) -> Answer:
     """POST /mcp on its fast path (functions/app.py `FAST_PATHS`): the public base URL as functions/wellknown.py
     `public_base` gives it (the fast path serves only requests with a Host)."""
     req = McpRequest(

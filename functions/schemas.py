@@ -2,11 +2,18 @@
 Litestar's OpenAPI document describes what is actually sent.
 
 The domain's views are defined beside their domain (shared/) and re-exported here; this module defines the shapes
-only the edge makes (error bodies, answers that combine several domain values) and the request bodies. A field
-the contract always writes has no default (`required`); a field it leaves out when empty has a default and its
-Struct `omit_defaults`, or is `UNSET` until set (where an empty value must still be written, or where msgspec's
-identity test of a default would not see a computed zero float). No Struct forbids extra fields in a response, so
-a newer field is never a schema violation."""
+only the edge makes (answers that combine several domain values) and the request bodies; the error bodies are
+their renderer's (functions/errors.py). A field the contract always writes has no default (`required`); a field it
+leaves out when empty has a default and its Struct `omit_defaults`, or is `UNSET` until set: where an empty value
+must still be written when present, and for floats (msgspec leaves a field out when its value *is* the default
+object, which a computed 0.0 is not). No Struct forbids extra fields in a response, so a newer field is never a
+schema violation.
+
+Where the answer stays a dict, described here or in the route by a Struct or `dict[str, Any]`: what the core makes
+in shapes of its own (the governance engine, docs/governance.md; policy files and edits; the precedents' table and
+explanations, `ApprovalDecision`; the trace chain report; OTLP JSON; the RFC 9728 document) and the memory
+service's answers, which its JSON-RPC tools share (functions/memory.py). Request bodies are decoded by the handlers,
+some more leniently than documented (/decide's `tool` is required here; missing, it gets its own 400 text)."""
 
 from __future__ import annotations
 
