@@ -22,6 +22,7 @@ import time
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from flux7.shared.errors import BadRequest, Conflict, NotFound
 from flux7.shared.globs import glob_match
@@ -36,6 +37,7 @@ __all__ = [
     "Role",
     "User",
     "UserStore",
+    "UserView",
     "looks_like_user_token",
 ]
 
@@ -74,20 +76,34 @@ class User(msgspec.Struct, frozen=True, kw_only=True):
         agents_ok = not self.approve_agents or any(glob_match(p, agent) for p in self.approve_agents)
         return tools_ok and agents_ok
 
-    def view(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "name": self.name,
-            "role": self.role,
-            "approve_tools": list(self.approve_tools),
-            "approve_agents": list(self.approve_agents),
-            "source": self.source,
-            "created_at": self.created_at,
-            "created_by": self.created_by,
-            "disabled": self.disabled_at is not None,
-        }
-        if self.email:
-            out["email"] = self.email
-        return out
+    def view(self, token: str | UnsetType = UNSET) -> UserView:
+        return UserView(
+            name=self.name,
+            role=self.role,
+            approve_tools=list(self.approve_tools),
+            approve_agents=list(self.approve_agents),
+            source=self.source,
+            created_at=self.created_at,
+            created_by=self.created_by,
+            disabled=self.disabled_at is not None,
+            email=self.email or UNSET,
+            token=token,
+        )
+
+
+class UserView(msgspec.Struct, kw_only=True):
+    """A user as the REST routes and `flux7 user … --json` show it; `token` only in the answer that issued it."""
+
+    name: str
+    role: str
+    approve_tools: list[str]
+    approve_agents: list[str]
+    source: str  # local | oidc
+    created_at: float
+    created_by: str
+    disabled: bool
+    email: str | UnsetType = UNSET
+    token: str | UnsetType = UNSET  # a new personal token (add, rotate): shown once
 
 
 class IssuedUser(msgspec.Struct, frozen=True):
