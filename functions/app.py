@@ -15,15 +15,16 @@ from flux7.functions.conditional import conditional_get
 from flux7.functions.console_assets import console_routes
 from flux7.functions.csrf import browser_guard
 from flux7.functions.errors import EXCEPTION_HANDLERS
+from flux7.functions.fastpath import FastHandler, FastPaths
 from flux7.functions.head import HeadAsGet
-from flux7.functions.hotpath import HotPath
-from flux7.functions.mcp_hotpath import McpHotPath
+from flux7.functions.mcp import mcp_fast_path
 from flux7.functions.openapi import openapi_config
-from flux7.functions.raw_asgi import RawRoute
+from flux7.functions.raw_asgi import serve
+from flux7.functions.tools import tool_fast_path
 from flux7.shared.mesh import Mesh
 from flux7.shared.paths import CONSOLE_DIST
 
-__all__ = ["create_app"]
+__all__ = ["FAST_PATHS", "create_app"]
 
 # Each module exports ROUTES (a list of Litestar route handlers). Add a family here when it lands.
 _GC_GEN0 = 10_000  # allocations between young collections (CPython's default is 700)
@@ -44,10 +45,18 @@ _ROUTE_MODULES = (
     "flux7.functions.memory",
     "flux7.functions.tokens",
     "flux7.functions.users",
+    "flux7.functions.login",
     "flux7.functions.wellknown",
     "flux7.functions.integrations",
     "flux7.functions.oauth",
 )
+
+# The one table of the routes served ahead of Litestar (functions/fastpath.py), by both carriers: RSGI under
+# `flux7 serve` (functions/rsgi.py), raw ASGI in process (`_App.__call__`). Each handler is its Litestar route's too.
+FAST_PATHS: dict[tuple[str, str], FastHandler] = {
+    ("POST", "/tool/{name}"): tool_fast_path,
+    ("POST", "/mcp"): mcp_fast_path,
+}
 
 
 def _configure_logging() -> None:
@@ -70,25 +79,14 @@ def _console_dist(mesh: Mesh) -> Path | None:
 
 
 class _App(HeadAsGet):
-    """The Litestar app with the governed call and MCP's POST /mcp served ahead of its routing
-    (functions/hotpath.py, functions/mcp_hotpath.py)."""
+    """The Litestar app with its fast paths (functions/fastpath.py) served ahead of its routing."""
 
-    hot: HotPath | None = None
-    mcp_hot: McpHotPath | None = None
-
-    def raw_route(self, method: str, path: str) -> RawRoute | None:
-        """The hot path that serves this request, None when Litestar does."""
-        if method != "POST":
-            return None
-        if path == "/mcp":
-            return self.mcp_hot
-        hot = self.hot
-        return hot if hot is not None and hot.serves(path) else None
+    fast: FastPaths
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            route = self.raw_route(scope["method"], scope["path"])
-            if route is not None and await route(scope, receive, send):
+            handler = self.fast.route(scope["method"], scope["path"])
+            if handler is not None and await serve(self.fast, handler, scope, receive, send):
                 return
         await super().__call__(scope, receive, send)
 
@@ -114,7 +112,8 @@ def _tune_gc() -> None:
     gc.set_threshold(_GC_GEN0, *gc.get_threshold()[1:])
 
 
-def create_app(mesh: Mesh) -> Litestar:
+def create_app(mesh: Mesh, *, fast_paths: bool = True) -> Litestar:
+    """The mesh's app. `fast_paths=False` leaves every route to Litestar (the reference the fast paths are held to)."""
     _configure_logging()
     handlers: list[Any] = []
     for name in _ROUTE_MODULES:
@@ -151,7 +150,11 @@ def create_app(mesh: Mesh) -> Litestar:
         debug=False,
     )
     app.state.mesh = mesh
-    if cors is None:  # with CORS, Litestar's middleware adds its headers to every answer
-        app.hot = HotPath(mesh, mesh.settings.max_body_bytes, tuple(console.allowed_origins))
-        app.mcp_hot = McpHotPath(mesh, mesh.settings.max_body_bytes, tuple(console.allowed_origins))
+    app.fast = FastPaths(
+        mesh,
+        FAST_PATHS if fast_paths else {},
+        max_body=mesh.settings.max_body_bytes,
+        allowed_origins=tuple(console.allowed_origins),
+        cors=cors,
+    )
     return app

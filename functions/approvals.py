@@ -10,17 +10,18 @@ from litestar import Request, get, post, put
 from litestar.params import FromPath, FromQuery, RawBody
 
 from flux7.functions.auth import actor_of, control_plane, mesh_of, principal_of, readers, resolvers
-from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
+from flux7.functions.openapi import ADMIN, BODY, json_body, responses
 from flux7.functions.schemas import (
     ApprovalSettings,
     ApprovalSettingsChange,
     ApprovalSettingsChanged,
     ApprovalView,
+    DecisionsPage,
+    PrecedentSettings,
     Resolve,
     ResolveRequest,
 )
 from flux7.shared.auth.identity import Principal
-from flux7.shared.decisions.facts import resolver_kind
 from flux7.shared.decisions.query import parse_decision_query
 from flux7.shared.errors import BadRequest, Forbidden
 from flux7.shared.gate.approvals import Approval
@@ -59,21 +60,22 @@ def text_field(body: dict[str, Any], key: str, *, strip: bool = False) -> str:
     sync_to_thread=True,
     tags=["approvals"],
     security=ADMIN,
-    responses=responses({200: ok(list[ApprovalView], "Approvals, newest first")}, 400, 401),
+    response_description="Approvals, newest first",
+    responses=responses({}, 400, 401),
 )
 def list_approvals(
     request: Request[Any, Any, Any], status: FromQuery[str] = "pending", tool: FromQuery[str] = ""
-) -> list[dict[str, Any]]:
+) -> list[ApprovalView]:
     queue = mesh_of(request).approvals
     principal = principal_of(request)
     return [_view(a, principal, queue.expose_content) for a in queue.query(status=status, tool=tool)]
 
 
-def _view(approval: Approval, principal: Principal, expose: bool) -> dict[str, Any]:
+def _view(approval: Approval, principal: Principal, expose: bool) -> ApprovalView:
     """An approval as this principal sees it: `actionable` says whether they may decide it now."""
     out = approval.view(expose)
     if approval.status == "pending":
-        out["actionable"] = _refusal(approval, principal) is None
+        out.actionable = _refusal(approval, principal) is None
     return out
 
 
@@ -96,26 +98,26 @@ def _refusal(approval: Approval, principal: Principal) -> str | None:
     sync_to_thread=True,
     tags=["approvals"],
     security=ADMIN,
-    responses=responses({200: ok(ApprovalSettings)}, 401),
+    responses=responses({}, 401),
     operation_id="ApprovalsSettingsGetSettings",
     summary="GetSettings",
 )
-def get_settings(request: Request[Any, Any, Any]) -> dict[str, Any]:
+def get_settings(request: Request[Any, Any, Any]) -> ApprovalSettings:
     mesh = mesh_of(request)
     store = mesh.approvals.settings_store
-    effective = msgspec.structs.asdict(store.effective())
-    return {
-        "settings": effective,
-        "config": mesh.settings.config_path,
-        "defaults": msgspec.structs.asdict(store.configured()),
-        "overrides": store.overrides(),
-        "editable": True,
-        "precedent": {
-            "enabled": effective["auto_approve"],
-            "min_approvals": effective["min_approvals"],
-            "auto_approve_writes": effective["auto_approve_writes"],
-        },
-    }
+    effective = store.effective()
+    return ApprovalSettings(
+        settings=effective,
+        config=mesh.settings.config_path,
+        defaults=store.configured(),
+        overrides=store.overrides(),
+        editable=True,
+        precedent=PrecedentSettings(
+            enabled=effective.auto_approve,
+            min_approvals=effective.min_approvals,
+            auto_approve_writes=effective.auto_approve_writes,
+        ),
+    )
 
 
 @put(
@@ -125,9 +127,9 @@ def get_settings(request: Request[Any, Any, Any]) -> dict[str, Any]:
     sync_to_thread=True,
     tags=["approvals"],
     security=ADMIN,
-    responses=responses({200: ok(ApprovalSettingsChanged)}, *BODY, 401, 501, 503),
+    responses=responses({}, *BODY, 401, 501, 503),
 )
-def put_settings(request: Request[Any, Any, Any], body: RawBody) -> dict[str, Any]:
+def put_settings(request: Request[Any, Any, Any], body: RawBody) -> ApprovalSettingsChanged:
     mesh = mesh_of(request)
     changes = json_object(body)
     by = actor_of(request, text_field(changes, "by"))
@@ -140,7 +142,7 @@ def put_settings(request: Request[Any, Any, Any], body: RawBody) -> dict[str, An
             params={k: changes[k] for k in changed},
             policy_rule="approval_settings",
         )
-    return {"changed": changed}
+    return ApprovalSettingsChanged(changed)
 
 
 @get(
@@ -149,20 +151,20 @@ def put_settings(request: Request[Any, Any, Any], body: RawBody) -> dict[str, An
     sync_to_thread=True,
     tags=["approvals"],
     security=ADMIN,
-    responses=responses({200: ok(dict[str, Any], "`{decisions, total, limit, offset}`: settled approvals")}, 400, 401),
+    response_description="Settled approvals",
+    responses=responses({}, 400, 401),
 )
-def list_decisions(request: Request[Any, Any, Any]) -> dict[str, Any]:
+def list_decisions(request: Request[Any, Any, Any]) -> DecisionsPage:
     """Settled approvals, filtered and paged on the server (docs/console.md, "Decisions"); 400 on a bad filter."""
     query = parse_decision_query(dict(request.query_params))
     queue = mesh_of(request).approvals
     items, total = queue.decisions(query)
     decisions = []
     for a in items:
-        view = a.view(queue.expose_content)
-        view["resolver_kind"] = resolver_kind(a.resolved_by, a.resolved_note)
-        view["fact_key"] = f"decision.{a.tool}.{a.id}"
+        view = a.view(queue.expose_content)  # settled: its resolver_kind is there
+        view.fact_key = f"decision.{a.tool}.{a.id}"
         decisions.append(view)
-    return {"decisions": decisions, "total": total, "limit": query.limit, "offset": query.offset}
+    return DecisionsPage(decisions=decisions, total=total, limit=query.limit, offset=query.offset)
 
 
 @get(
@@ -171,18 +173,15 @@ def list_decisions(request: Request[Any, Any, Any]) -> dict[str, Any]:
     sync_to_thread=True,
     tags=["approvals"],
     security=ADMIN,
-    responses=responses({200: ok(ApprovalView, "The approval with recent_traces and active_grants")}, 400, 401, 404),
+    response_description="The approval with recent_traces and active_grants",
+    responses=responses({}, 400, 401, 404),
 )
-def approval_detail(request: Request[Any, Any, Any], approval_id: FromPath[str]) -> dict[str, Any]:
+def approval_detail(request: Request[Any, Any, Any], approval_id: FromPath[str]) -> ApprovalView:
     mesh = mesh_of(request)
     approval = mesh.approvals.get(approval_id)
     out = _view(approval, principal_of(request), mesh.approvals.expose_content)
-    recent = [entry_to_wire(e) for e in mesh.tracer.query(agent=approval.agent_id, limit=10)]
-    if recent:
-        out["recent_traces"] = recent
-    grants = [g.view() for g in mesh.grants.active_for_agent(approval.agent_id)]
-    if grants:
-        out["active_grants"] = grants
+    out.recent_traces = [entry_to_wire(e) for e in mesh.tracer.query(agent=approval.agent_id, limit=10)]
+    out.active_grants = [g.view() for g in mesh.grants.active_for_agent(approval.agent_id)]
     return out
 
 
@@ -193,7 +192,7 @@ def acting_agent(request: Request[Any, Any, Any]) -> str:
     return principal_of(request).agent_id
 
 
-def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, decision: str) -> dict[str, Any]:
+def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, decision: str) -> Resolve:
     fields = json_object(body)
     confidence = fields.get("confidence")
     if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, int | float)):
@@ -215,9 +214,9 @@ def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, dec
         human=principal.human,
         user=principal.name if principal.kind == "user" else "",
     )
-    out: dict[str, Any] = {"status": approval.status, "id": approval.id}
+    out = Resolve(status=approval.status, id=approval.id)
     if approval.required_approvals > 1:  # four eyes: how far the approval is
-        out.update(approvals=approval.approved_votes, required_approvals=approval.required_approvals)
+        out.approvals, out.required_approvals = approval.approved_votes, approval.required_approvals
     return out
 
 
@@ -229,9 +228,9 @@ def _resolve(request: Request[Any, Any, Any], approval_id: str, body: bytes, dec
     sync_to_thread=True,
     tags=["approvals"],
     security=ADMIN,
-    responses=responses({200: ok(Resolve)}, *BODY, 401, 404, 409, 503),
+    responses=responses({}, *BODY, 401, 404, 409, 503),
 )
-def approve(request: Request[Any, Any, Any], approval_id: FromPath[str], body: RawBody) -> dict[str, Any]:
+def approve(request: Request[Any, Any, Any], approval_id: FromPath[str], body: RawBody) -> Resolve:
     return _resolve(request, approval_id, body, "approve")
 
 
@@ -243,9 +242,9 @@ def approve(request: Request[Any, Any, Any], approval_id: FromPath[str], body: R
     sync_to_thread=True,
     tags=["approvals"],
     security=ADMIN,
-    responses=responses({200: ok(Resolve)}, *BODY, 401, 404, 409, 503),
+    responses=responses({}, *BODY, 401, 404, 409, 503),
 )
-def deny(request: Request[Any, Any, Any], approval_id: FromPath[str], body: RawBody) -> dict[str, Any]:
+def deny(request: Request[Any, Any, Any], approval_id: FromPath[str], body: RawBody) -> Resolve:
     return _resolve(request, approval_id, body, "deny")
 
 

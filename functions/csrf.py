@@ -18,15 +18,15 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
 from urllib.parse import urlsplit
 
-import msgspec
 from litestar.datastructures import Headers
 from litestar.enums import ScopeType
 from litestar.middleware import DefineMiddleware
-from litestar.types import ASGIApp, HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
+from litestar.types import ASGIApp, Receive, Scope, Send
 
+from flux7.functions.errors import JSONRPC_PATHS, guard_answer
+from flux7.functions.responses import send_answer
 from flux7.shared.errors import Flux7Error, Forbidden, UnsupportedMediaType
 
 __all__ = ["browser_guard", "log_refusal", "origin_refusal", "refusal"]
@@ -44,8 +44,6 @@ _FORM_BODY_PATHS = frozenset({"/integrations/slack/actions"})
 # to revoke, metadata to register), so a page elsewhere gains nothing by sending them; and token and revoke take
 # OAuth's form encoding. The consent (approve, deny) is not among them.
 _NON_BROWSER_PATHS = frozenset({"/oauth/register", "/oauth/token", "/oauth/revoke"})
-# Answered as JSON-RPC errors, as the rest of their refusals are.
-_JSONRPC_PATHS = frozenset({"/mcp", "/rpc", "/messages"})
 
 
 def _netloc(host: str, scheme: str = "") -> str:
@@ -156,30 +154,11 @@ class _BrowserGuard:
             error = refusal(str(scope.get("method", "")), scope["path"], Headers.from_scope(scope), peer, self.allowed)
             if error is not None:
                 log_refusal(str(scope.get("method")), scope["path"], peer, error)
-                if scope["path"] in _JSONRPC_PATHS:
-                    await _send_jsonrpc(send, error)
+                if scope["path"] in JSONRPC_PATHS:  # answered as the rest of their refusals are
+                    await send_answer(send, guard_answer(scope["path"], error))
                     return
                 raise error  # rendered by functions/errors.py like every other refusal
         await self.app(scope, receive, send)
-
-
-async def _send_jsonrpc(send: Send, error: Flux7Error) -> None:
-    body: dict[str, Any] = {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": error.jsonrpc_code, "message": f"Forbidden: {error.message}"}
-        if error.status_code == 403
-        else {"code": error.jsonrpc_code, "message": error.message},
-    }
-    payload = msgspec.json.encode(body)
-    start: HTTPResponseStartEvent = {
-        "type": "http.response.start",
-        "status": error.status_code,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
-    }
-    await send(start)
-    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": payload, "more_body": False}
-    await send(end)
 
 
 def browser_guard(allowed_origins: Iterable[str]) -> DefineMiddleware:

@@ -12,6 +12,7 @@ from litestar.params import FromPath, FromQuery
 
 from flux7.functions.auth import actor_of, control_plane, mesh_of
 from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
+from flux7.functions.responses import json_response
 from flux7.shared.errors import BadRequest
 from flux7.shared.json_depth import decode
 
@@ -31,10 +32,6 @@ _WRITE: dict[str, Any] = {
 }
 
 __all__ = ["ROUTES"]
-
-
-def _json(body: Any, status: int = 200) -> Response[bytes]:
-    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
 
 
 async def _body(request: Request[Any, Any, Any], kind: type[Any]) -> Any:
@@ -63,17 +60,17 @@ def _event(request: Request[Any, Any, Any], tool: str, by: str, params: Any, rul
 @get("/governance/catalog", **_READ)
 async def catalog(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Declared agents with their lifecycle state, and agents seen in traces but never declared (flagged)."""
-    return _json(await asyncio.to_thread(_gov(request).catalog))
+    return json_response(await asyncio.to_thread(_gov(request).catalog))
 
 
 @get("/governance/catalog/files", **_READ)
 async def catalog_files(request: Request[Any, Any, Any]) -> Response[bytes]:
-    return _json(mesh_of(request).catalog.files())
+    return json_response(mesh_of(request).catalog.files())
 
 
 @get("/governance/catalog/files/{name:str}", **_READ)
 async def catalog_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
-    return _json(mesh_of(request).catalog.read_file(name))
+    return json_response(mesh_of(request).catalog.read_file(name))
 
 
 class CatalogFileBody(msgspec.Struct):
@@ -88,7 +85,7 @@ async def write_catalog_file(request: Request[Any, Any, Any], name: FromPath[str
     by = _by(request, body.by)
     result = await asyncio.to_thread(mesh_of(request).catalog.write_file, name, body.text, by=by)
     _event(request, "mesh.catalog_edit", by, {"file": name}, "catalog_edit")
-    return _json(result)
+    return json_response(result)
 
 
 @delete("/governance/catalog/files/{name:str}", **_WRITE, status_code=200)
@@ -96,7 +93,7 @@ async def delete_catalog_file(request: Request[Any, Any, Any], name: FromPath[st
     by = _by(request, "")
     result = await asyncio.to_thread(mesh_of(request).catalog.delete_file, name, by=by)
     _event(request, "mesh.catalog_edit", by, {"file": name, "deleted": True}, "catalog_edit")
-    return _json(result)
+    return json_response(result)
 
 
 class LifecycleBody(msgspec.Struct):
@@ -112,14 +109,14 @@ async def transition(request: Request[Any, Any, Any], entry: FromPath[str]) -> R
     by = _by(request, body.by)
     result = mesh_of(request).catalog.transition(entry, body.state, by=by, reason=body.reason)
     _event(request, "mesh.agent_lifecycle", by, result, f"lifecycle:{body.state}")
-    return _json(result)
+    return json_response(result)
 
 
 @get("/governance/catalog/{entry:str}/lifecycle", **_READ)
 async def lifecycle(request: Request[Any, Any, Any], entry: FromPath[str]) -> Response[bytes]:
     cat = mesh_of(request).catalog
     found = cat.entry(entry)
-    return _json({"id": found.id, "state": cat.state_of(found), "history": cat.history(found.id)})
+    return json_response({"id": found.id, "state": cat.state_of(found), "history": cat.history(found.id)})
 
 
 # -- scores, findings, verdicts ------------------------------------------------------------------------------------
@@ -128,14 +125,14 @@ async def lifecycle(request: Request[Any, Any, Any], entry: FromPath[str]) -> Re
 @post("/governance/evaluate", **_WRITE, status_code=200)
 async def evaluate(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Fold in new traces and score every agent now (reads do this on their own every refresh_seconds)."""
-    return _json(await asyncio.to_thread(_gov(request).evaluate))
+    return json_response(await asyncio.to_thread(_gov(request).evaluate))
 
 
 @get("/governance/scores", **_READ)
 async def scores(request: Request[Any, Any, Any]) -> Response[bytes]:
     gov = _gov(request)
     await asyncio.to_thread(gov.refresh)
-    return _json(gov.scores())
+    return json_response(gov.scores())
 
 
 @get("/governance/agents", **_READ)
@@ -144,7 +141,7 @@ async def agents(request: Request[Any, Any, Any]) -> Response[bytes]:
     entry, lifecycle state and latest verdict and scores (docs/governance.md)."""
     gov = _gov(request)
     await asyncio.to_thread(gov.refresh)
-    return _json(await asyncio.to_thread(gov.roster))
+    return json_response(await asyncio.to_thread(gov.roster))
 
 
 @get("/governance/agents/{agent:str}", **_READ)
@@ -154,21 +151,21 @@ async def agent(
     """One agent: catalog entry, lifecycle, scores over time, findings with their evidence trace ids."""
     gov = _gov(request)
     await asyncio.to_thread(gov.refresh)
-    return _json(gov.agent(agent, max(1, min(history, 1000))))
+    return json_response(gov.agent(agent, max(1, min(history, 1000))))
 
 
 @get("/governance/findings", **_READ)
 async def findings(request: Request[Any, Any, Any], severity: FromQuery[str] = "") -> Response[bytes]:
     gov = _gov(request)
     await asyncio.to_thread(gov.refresh)
-    return _json(gov.findings(severity))
+    return json_response(gov.findings(severity))
 
 
 @get("/governance/verdicts", **_READ)
 async def verdicts(request: Request[Any, Any, Any]) -> Response[bytes]:
     gov = _gov(request)
     await asyncio.to_thread(gov.refresh)
-    return _json(gov.verdicts())
+    return json_response(gov.verdicts())
 
 
 # -- graph and impact --------------------------------------------------------------------------------------------
@@ -179,7 +176,7 @@ async def graph(request: Request[Any, Any, Any], days: FromQuery[int] = 30) -> R
     if not 1 <= days <= 365:
         raise BadRequest("days is between 1 and 365")
     built = await asyncio.to_thread(lambda: _gov(request).graph(days).build())
-    return _json(built)
+    return json_response(built)
 
 
 @get("/governance/impact", **_READ)
@@ -189,7 +186,7 @@ async def impact(
     """What breaks if upstream X goes away, tool Y changes or agent Z is suspended (?kind=&name=&days=)."""
     if not name:
         raise BadRequest("name is required")
-    return _json(await asyncio.to_thread(_gov(request).impact, kind, name, days))
+    return json_response(await asyncio.to_thread(_gov(request).impact, kind, name, days))
 
 
 # -- versions and diffs ------------------------------------------------------------------------------------------
@@ -199,14 +196,14 @@ async def impact(
 async def versions(request: Request[Any, Any, Any], kind: FromQuery[str] = "policy") -> Response[bytes]:
     if kind not in ("policy", "catalog", "tool"):
         raise BadRequest("kind is policy, catalog or tool")
-    return _json(mesh_of(request).versions.names(kind))
+    return json_response(mesh_of(request).versions.names(kind))
 
 
 @get("/governance/versions/{kind:str}/{name:str}", **_READ)
 async def version_history(request: Request[Any, Any, Any], kind: FromPath[str], name: FromPath[str]) -> Response[bytes]:
     if kind not in ("policy", "catalog", "tool"):
         raise BadRequest("kind is policy, catalog or tool")
-    return _json(mesh_of(request).versions.history(kind, name))
+    return json_response(mesh_of(request).versions.history(kind, name))
 
 
 @get("/governance/diff", **_READ)
@@ -220,13 +217,13 @@ async def diff(
     """Classified changes between two versions (?kind=policy|catalog|tool&name=&old=&new=; default: newest two)."""
     if not name:
         raise BadRequest("name is required")
-    return _json(await asyncio.to_thread(_gov(request).diff, kind, name, old, new))
+    return json_response(await asyncio.to_thread(_gov(request).diff, kind, name, old, new))
 
 
 @get("/governance/pins/{tool:str}/diff", **_READ)
 async def pin_diff(request: Request[Any, Any, Any], tool: FromPath[str]) -> Response[bytes]:
     """A pinned tool against its current definition: the exact diff of a changed (rug-pulled) definition."""
-    return _json(await asyncio.to_thread(_gov(request).pin_diff, tool))
+    return json_response(await asyncio.to_thread(_gov(request).pin_diff, tool))
 
 
 # -- drafts and replay -------------------------------------------------------------------------------------------
@@ -239,7 +236,7 @@ class DraftBody(msgspec.Struct):
 
 @get("/governance/drafts", **_READ)
 async def drafts(request: Request[Any, Any, Any]) -> Response[bytes]:
-    return _json(_gov(request).drafts())
+    return json_response(_gov(request).drafts())
 
 
 @put("/governance/drafts/{name:str}", **_WRITE)
@@ -249,12 +246,12 @@ async def save_draft(request: Request[Any, Any, Any], name: FromPath[str]) -> Re
     by = _by(request, body.by)
     result = await asyncio.to_thread(_gov(request).save_draft, name, body.files, by)
     _event(request, "mesh.policy_draft", by, {"draft": name, "files": sorted(body.files)}, "policy_draft")
-    return _json(result)
+    return json_response(result)
 
 
 @get("/governance/drafts/{name:str}", **_READ)
 async def get_draft(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
-    return _json(_gov(request).draft(name))
+    return json_response(_gov(request).draft(name))
 
 
 class ApplyBody(msgspec.Struct):
@@ -267,7 +264,7 @@ async def apply_draft(request: Request[Any, Any, Any], name: FromPath[str]) -> R
     by = _by(request, body.by)
     result = await asyncio.to_thread(_gov(request).apply_draft, name, by)
     _event(request, "mesh.policy_edit", by, {"draft": name}, "policy_edit")
-    return _json(result)
+    return json_response(result)
 
 
 class ReplayBody(msgspec.Struct):
@@ -281,7 +278,9 @@ async def replay(request: Request[Any, Any, Any]) -> Response[bytes]:
     """Re-decide the last `days` of traced calls with a proposed set; every decision that would change."""
     body = await _body(request, ReplayBody)
     gov = _gov(request)
-    return _json(await asyncio.to_thread(lambda: gov.replay(files=body.files, draft=body.draft, days=body.days)))
+    return json_response(
+        await asyncio.to_thread(lambda: gov.replay(files=body.files, draft=body.draft, days=body.days))
+    )
 
 
 # The JSON bodies each route reads (bodies are decoded by hand, so Litestar's schema does not see them):

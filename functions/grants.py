@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Request, Response, delete, get, post
+from litestar import Request, delete, get, post
 from litestar.params import FromPath, RawBody
 
 from flux7.functions.approvals import acting_agent, json_object
 from flux7.functions.auth import actor_of, control_plane, grantors, mesh_of, principal_of
-from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
+from flux7.functions.openapi import ADMIN, BODY, json_body, responses
 from flux7.functions.schemas import GrantRequest, GrantView, Resolve
 from flux7.shared.durations import parse_duration
 from flux7.shared.errors import BadRequest, Forbidden
@@ -36,11 +36,12 @@ def _str(body: dict[str, Any], key: str) -> str:
     sync_to_thread=True,
     tags=["grants"],
     security=ADMIN,
-    responses=responses({200: ok(list[GrantView], "Active grants")}, 401),
+    response_description="Active grants",
+    responses=responses({}, 401),
     operation_id="GrantsListGrants",
     summary="ListGrants",
 )
-def list_grants(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
+def list_grants(request: Request[Any, Any, Any]) -> list[GrantView]:
     return [g.view() for g in mesh_of(request).grants.active()]
 
 
@@ -51,9 +52,11 @@ def list_grants(request: Request[Any, Any, Any]) -> list[dict[str, Any]]:
     sync_to_thread=True,
     tags=["grants"],
     security=ADMIN,
-    responses=responses({201: ok(GrantView, "Created")}, *BODY, 401, 503),
+    status_code=201,
+    response_description="Created",
+    responses=responses({}, *BODY, 401, 503),
 )
-def create_grant(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[str, Any]]:
+def create_grant(request: Request[Any, Any, Any], body: RawBody) -> GrantView:
     fields = json_object(body)
     agent, tools, duration = _str(fields, "agent"), _str(fields, "tools"), _str(fields, "duration")
     if not agent or not tools or not duration:
@@ -77,7 +80,7 @@ def create_grant(request: Request[Any, Any, Any], body: RawBody) -> Response[dic
         trace_id=_str(fields, "trace_id"),
         grantor=acting_agent(request),
     )
-    return Response(grant.view(), status_code=201)
+    return grant.view()
 
 
 @delete(
@@ -87,11 +90,12 @@ def create_grant(request: Request[Any, Any, Any], body: RawBody) -> Response[dic
     sync_to_thread=True,
     tags=["grants"],
     security=ADMIN,
-    responses=responses({200: ok(Resolve, "`{status: revoked, id}`")}, 400, 401, 404, 503),
+    response_description="`{status: revoked, id}`",
+    responses=responses({}, 400, 401, 404, 503),
 )
-def revoke_grant(request: Request[Any, Any, Any], grant_id: FromPath[str]) -> dict[str, str]:
+def revoke_grant(request: Request[Any, Any, Any], grant_id: FromPath[str]) -> Resolve:
     grant = mesh_of(request).grants.revoke(grant_id, by=actor_of(request))
-    return {"status": "revoked", "id": grant.id}
+    return Resolve(status="revoked", id=grant.id)
 
 
 ROUTES = [list_grants, create_grant, revoke_grant]

@@ -10,7 +10,7 @@ from litestar.params import FromPath, FromQuery, RawBody
 from flux7.functions.approvals import json_object, text_field
 from flux7.functions.auth import actor_of, control_plane, mesh_of
 from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
-from flux7.functions.schemas import Halt, HaltCreated, HaltRequest, HaltResumed
+from flux7.functions.schemas import HaltCreated, HaltRequest, HaltResumed, HaltView
 
 __all__ = ["ROUTES"]
 
@@ -21,11 +21,12 @@ __all__ = ["ROUTES"]
     sync_to_thread=True,
     tags=["halts"],
     security=ADMIN,
-    responses=responses({200: ok(list[Halt], "Stops in force (all with `?status=all`)")}, 400, 401),
+    response_description="Stops in force (all with `?status=all`)",
+    responses=responses({}, 400, 401),
     operation_id="HaltsListHalts",
     summary="ListHalts",
 )
-def list_halts(request: Request[Any, Any, Any], status: FromQuery[str] = "active") -> list[dict[str, Any]]:
+def list_halts(request: Request[Any, Any, Any], status: FromQuery[str] = "active") -> list[HaltView]:
     """Stops in force, newest first; `?status=all` adds the resumed ones."""
     registry = mesh_of(request).halts
     halts = registry.all() if status == "all" else registry.active()
@@ -41,7 +42,7 @@ def list_halts(request: Request[Any, Any, Any], status: FromQuery[str] = "active
     security=ADMIN,
     responses=responses({201: ok(HaltCreated, "Stopped"), 200: ok(HaltCreated, "Already in force")}, *BODY, 401, 503),
 )
-def create_halt(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[str, Any]]:
+def create_halt(request: Request[Any, Any, Any], body: RawBody) -> Response[HaltCreated]:
     fields = json_object(body)
     result = mesh_of(request).halts.create(
         text_field(fields, "scope", strip=True),
@@ -49,15 +50,13 @@ def create_halt(request: Request[Any, Any, Any], body: RawBody) -> Response[dict
         text_field(fields, "reason", strip=True),
         actor_of(request, text_field(fields, "by", strip=True)),
     )
-    payload: dict[str, Any] = {
-        "halt": result.halt.view(),
-        "revoked_grants": result.revoked_grants,
-        "denied_approvals": result.denied_approvals,
-    }
+    created = HaltCreated(
+        halt=result.halt.view(), revoked_grants=result.revoked_grants, denied_approvals=result.denied_approvals
+    )
     if result.already_active:
-        payload["already_active"] = True
-        return Response(payload, status_code=200)
-    return Response(payload, status_code=201)
+        created.already_active = True
+        return Response(created, status_code=200)
+    return Response(created, status_code=201)
 
 
 @post(
@@ -68,12 +67,12 @@ def create_halt(request: Request[Any, Any, Any], body: RawBody) -> Response[dict
     sync_to_thread=True,
     tags=["halts"],
     security=ADMIN,
-    responses=responses({200: ok(HaltResumed)}, *BODY, 401, 404, 503),
+    responses=responses({}, *BODY, 401, 404, 503),
 )
-def resume_halt(request: Request[Any, Any, Any], halt_id: FromPath[str], body: RawBody) -> dict[str, Any]:
+def resume_halt(request: Request[Any, Any, Any], halt_id: FromPath[str], body: RawBody) -> HaltResumed:
     fields = json_object(body)
     result = mesh_of(request).halts.resume(halt_id, actor_of(request, text_field(fields, "by", strip=True)))
-    return {"halt": result.halt.view(), "restored_grants": result.restored_grants}
+    return HaltResumed(halt=result.halt.view(), restored_grants=result.restored_grants)
 
 
 ROUTES = [list_halts, create_halt, resume_halt]

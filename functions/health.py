@@ -7,7 +7,7 @@ from typing import Any
 from litestar import Request, get
 
 from flux7.functions.auth import mesh_of
-from flux7.functions.openapi import PUBLIC, ok
+from flux7.functions.openapi import PUBLIC
 from flux7.functions.schemas import Health, Version
 from flux7.shared import __version__
 from flux7.shared.settings import config_id
@@ -15,13 +15,13 @@ from flux7.shared.settings import config_id
 __all__ = ["ROUTES"]
 
 
-@get("/version", sync_to_thread=False, tags=["meta"], security=PUBLIC, responses={200: ok(Version)})
-def version() -> dict[str, str]:
-    return {"version": __version__, "commit": "none", "date": "unknown"}
+@get("/version", sync_to_thread=False, tags=["meta"], security=PUBLIC)
+def version() -> Version:
+    return Version(version=__version__, commit="none", date="unknown")
 
 
-@get("/health", sync_to_thread=False, tags=["meta"], security=PUBLIC, responses={200: ok(Health)})
-def health(request: Request[Any, Any, Any]) -> dict[str, Any]:
+@get("/health", sync_to_thread=False, tags=["meta"], security=PUBLIC)
+def health(request: Request[Any, Any, Any]) -> Health:
     mesh = mesh_of(request)
     return mesh.health(config_id(mesh.settings))
 

@@ -10,16 +10,17 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 from litestar import Request, Response, post, route
 from litestar.enums import HttpMethod
 
 from flux7.functions.auth import mesh_of
+from flux7.functions.errors import error_body, jsonrpc_error
 from flux7.functions.openapi import AGENT, header, json_body, ok, operation
+from flux7.functions.responses import Answer, json_answer, response_of
 from flux7.functions.schemas import JsonRpcMessage
 from flux7.functions.wellknown import public_base
 from flux7.shared.auth.identity import Caller
-from flux7.shared.auth.resource_metadata import bearer_challenge
+from flux7.shared.auth.resource_metadata import base_url, bearer_challenge
 from flux7.shared.errors import Flux7Error, Unauthorized
 from flux7.shared.mcp.messages import (
     HANDSHAKE_VERSIONS,
@@ -29,7 +30,6 @@ from flux7.shared.mcp.messages import (
     McpError,
     Message,
     decode_message,
-    error_message,
     http_status_for,
     modern_envelope,
     result_message,
@@ -41,28 +41,21 @@ from flux7.shared.mcp.sessions import McpSession, same_identity
 if TYPE_CHECKING:
     from flux7.shared.mesh import Mesh
 
-__all__ = ["ROUTES", "McpRequest", "Reply", "post_reply"]
+__all__ = ["ROUTES", "McpRequest", "mcp_fast_path", "post_reply"]
 
 log = logging.getLogger("flux7.mcp.http")
 
 _ALLOW = {"Allow": "POST, DELETE"}
 
-
-# An answer before Litestar or the hot path (functions/mcp_hotpath.py) sends it: status, JSON body, extra headers.
-Reply = tuple[int, bytes, dict[str, str] | None]
-_ACCEPTED: Reply = (202, b"", None)
+_ACCEPTED: Answer = (202, b"", None)
 
 
-def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
-    return status, msgspec.json.encode(body), headers
-
-
-def _error(rid: Any, code: int, message: str, status: int, data: Any = None) -> Reply:
-    return _json(error_message(rid, McpError(code, message, data)), status)
+def _error(rid: Any, code: int, message: str, status: int) -> Answer:
+    return jsonrpc_error(rid, McpError(code, message), status)
 
 
 class _Refused(Exception):
-    def __init__(self, reply: Reply) -> None:
+    def __init__(self, reply: Answer) -> None:
         self.reply = reply
 
 
@@ -81,8 +74,7 @@ class McpRequest:
 def _unauthorized(req: McpRequest, rid: Any, message: str, *, invalid_token: bool) -> _Refused:
     """401 -32600 with the challenge that points a standard MCP client at our RFC 9728 metadata."""
     challenge = bearer_challenge(req.base(), invalid_token=invalid_token)
-    body = error_message(rid, McpError(INVALID_REQUEST, message))
-    return _Refused(_json(body, 401, headers={"WWW-Authenticate": challenge}))
+    return _Refused(jsonrpc_error(rid, McpError(INVALID_REQUEST, message), 401, {"WWW-Authenticate": challenge}))
 
 
 def _presented(req: McpRequest, rid: Any) -> Caller:
@@ -113,11 +105,11 @@ def _session(req: McpRequest, presented: Caller, rid: Any) -> McpSession:
     return session
 
 
-async def _answer(req: McpRequest, msg: Message, ctx: RequestContext) -> Reply:
+async def _answer(req: McpRequest, msg: Message, ctx: RequestContext) -> Answer:
     try:
         result = await req.mesh.mcp.handle(msg, ctx)
     except McpError as e:
-        return _json(error_message(msg.id, e), http_status_for(e.code, modern=ctx.modern))
+        return jsonrpc_error(msg.id, e, http_status_for(e.code, modern=ctx.modern))
     except Flux7Error as e:
         return _error(msg.id, e.jsonrpc_code, e.message, http_status_for(e.jsonrpc_code, modern=ctx.modern))
     except Exception:
@@ -125,7 +117,7 @@ async def _answer(req: McpRequest, msg: Message, ctx: RequestContext) -> Reply:
         return _error(msg.id, INTERNAL_ERROR, "Internal error", 500 if ctx.modern else 200)
     if result is None:
         return _ACCEPTED
-    return _json(result_message(msg.id, result))
+    return json_answer(result_message(msg.id, result))
 
 
 def _context(
@@ -150,7 +142,7 @@ def _context(
     )
 
 
-async def _handshake_era(req: McpRequest, msg: Message) -> Reply:
+async def _handshake_era(req: McpRequest, msg: Message) -> Answer:
     presented = _presented(req, msg.id)
     mesh = req.mesh
     if msg.method == "initialize" and msg.has_id:
@@ -162,7 +154,7 @@ async def _handshake_era(req: McpRequest, msg: Message) -> Reply:
         params = msg.params if isinstance(msg.params, dict) else {}
         info: dict[str, Any] = params["clientInfo"] if isinstance(params.get("clientInfo"), dict) else {}
         session = mesh.mcp_sessions.create(caller, str(result["protocolVersion"]), str(info.get("name") or ""))
-        return _json(result_message(msg.id, result), headers={"Mcp-Session-Id": session.id})
+        return json_answer(result_message(msg.id, result), headers={"Mcp-Session-Id": session.id})
     # The request's own credentials must pass the gate (a 401 tells a client without them where to get a
     # token) and be those that opened the session.
     session = _session(req, _require(req, presented, msg.id), msg.id)
@@ -172,31 +164,30 @@ async def _handshake_era(req: McpRequest, msg: Message) -> Reply:
     return await _answer(req, msg, _context(req, caller, session.id, False, mcp_session=session))
 
 
-async def _stateless_era(req: McpRequest, msg: Message, version: str) -> Reply:
+async def _stateless_era(req: McpRequest, msg: Message, version: str) -> Answer:
     if msg.is_response:
         return _error(None, INVALID_REQUEST, "Body must be a single JSON-RPC request or notification object", 400)
     if msg.is_notification:
         if version not in MODERN_VERSIONS:
-            err = unsupported_version(version)
-            return _json(error_message(None, err), 400)
+            return jsonrpc_error(None, unsupported_version(version), 400)
         return _ACCEPTED
     try:
         modern_envelope(msg, req.headers)
     except McpError as e:
-        return _json(error_message(msg.id, e), http_status_for(e.code, modern=True))
+        return jsonrpc_error(msg.id, e, http_status_for(e.code, modern=True))
     caller = _require(req, _presented(req, msg.id), msg.id)
     ctx = _context(req, caller, req.headers.get("x-session-id", ""), True, version=version)
     return await _answer(req, msg, ctx)
 
 
-async def post_reply(req: McpRequest, raw: bytes) -> Reply:
-    """POST /mcp once the body is read (and passed the browser guard): served by the Litestar route and by the
-    hot path (functions/mcp_hotpath.py), which must answer the same. A Flux7Error raised here (a busy store)
-    is rendered by the caller as functions/errors.py renders it."""
+async def post_reply(req: McpRequest, raw: bytes) -> Answer:
+    """POST /mcp once the body is read (and passed the browser guard): the handler of the Litestar route and of
+    its fast path (functions/fastpath.py). A Flux7Error raised here (a busy store) is rendered by the caller
+    (functions/errors.py)."""
     try:
         msg = decode_message(raw)
     except McpError as e:
-        return _json(error_message(None, e), 400)
+        return jsonrpc_error(None, e, 400)
     version = req.headers.get("mcp-protocol-version")
     try:
         if version is not None and version not in HANDSHAKE_VERSIONS:
@@ -206,13 +197,17 @@ async def post_reply(req: McpRequest, raw: bytes) -> Reply:
         return r.reply
 
 
+async def mcp_fast_path(mesh: Mesh, path: str, headers: Mapping[str, str], scheme: str, raw: bytes) -> Answer:
+    """POST /mcp on its fast path (functions/app.py `FAST_PATHS`): the public base URL as functions/wellknown.py
+    `public_base` gives it (the fast path serves only requests with a Host)."""
+    req = McpRequest(
+        mesh, headers, lambda: base_url(mesh.settings, scheme, headers["host"], headers.get("x-forwarded-proto"))
+    )
+    return await post_reply(req, raw)
+
+
 def _request(request: Request[Any, Any, Any]) -> McpRequest:
     return McpRequest(mesh_of(request), request.headers, lambda: public_base(request))
-
-
-def _response(reply: Reply) -> Response[bytes]:
-    status, body, headers = reply
-    return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
 def _rpc(description: str) -> Any:
@@ -248,7 +243,7 @@ def _rpc(description: str) -> Any:
 )
 async def mcp_post(request: Request[Any, Any, Any]) -> Response[bytes]:
     # Origin, Sec-Fetch-Site and Content-Type were checked by the browser guard (functions/csrf.py).
-    return _response(await post_reply(_request(request), await request.body()))
+    return response_of(await post_reply(_request(request), await request.body()))
 
 
 @route(
@@ -272,7 +267,7 @@ async def mcp_delete(request: Request[Any, Any, Any]) -> Response[bytes]:
     try:
         session = _session(req, _require(req, _presented(req, None), None), None)
     except _Refused as r:
-        return _response(r.reply)
+        return response_of(r.reply)
     req.mesh.mcp_sessions.delete(session.id)
     return Response(b"", status_code=204)
 
@@ -280,7 +275,7 @@ async def mcp_delete(request: Request[Any, Any, Any]) -> Response[bytes]:
 @route("/mcp", http_method=[HttpMethod.GET, HttpMethod.PUT, HttpMethod.PATCH], status_code=405, include_in_schema=False)
 async def mcp_other(request: Request[Any, Any, Any]) -> Response[bytes]:
     # No server-initiated stream: the mesh never pushes to clients.
-    return _response(_json({"error": "method not allowed"}, 405, headers=_ALLOW))
+    return response_of(error_body("method not allowed", 405, dict(_ALLOW)))
 
 
 ROUTES = [mcp_post, mcp_delete, mcp_other]

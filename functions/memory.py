@@ -17,14 +17,34 @@ from flux7.functions.csrf import browser_guard
 from flux7.functions.errors import EXCEPTION_HANDLERS
 from flux7.functions.head import HeadAsGet
 from flux7.functions.openapi import ADMIN, PUBLIC, json_body, ok, text_responses
-from flux7.functions.schemas import JsonRpcMessage, MemoryChain, MemoryHealth, SnapshotReminder
+from flux7.functions.responses import json_response
 from flux7.shared.auth.tokens import looks_like_agent_token
 from flux7.shared.auth.users import SESSION_COOKIE
 from flux7.shared.errors import Unauthorized
+from flux7.shared.mcp.messages import JsonRpcMessage
 from flux7.shared.memory.jsonrpc import RpcAnswer, dispatch, error_answer
 from flux7.shared.memory.service import MemoryService
 
-__all__ = ["MCP_ROUTES", "ROUTES", "create_memory_app", "serve_app"]
+__all__ = ["MCP_ROUTES", "ROUTES", "MemoryChain", "MemoryHealth", "SnapshotReminder", "create_memory_app", "serve_app"]
+
+
+class MemoryHealth(msgspec.Struct, kw_only=True):
+    status: str
+    version: str
+
+
+# The memory service answers these as dicts, shared with its JSON-RPC tools; they describe them to OpenAPI.
+class SnapshotReminder(msgspec.Struct, kw_only=True):
+    reminder: str = ""
+    workspace: str = ""
+    memory_count: int = 0
+    generated_at: str = ""
+
+
+class MemoryChain(msgspec.Struct, kw_only=True):
+    holds: bool
+    report: Any = None
+
 
 RPC_BODY_LIMIT = 8 * 1024 * 1024
 KEEPALIVE_SECONDS = 30.0
@@ -121,10 +141,6 @@ async def _answer(request: Request[Any, Any, Any], service: MemoryService, auth:
     return await asyncio.to_thread(dispatch, service, body, authenticated=auth.authenticated, identity=auth.agent)
 
 
-def _json(body: Any, status: int = 200) -> Response[bytes]:
-    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
-
-
 def _refuse(path: str, allow: str, methods: list[HttpMethod]) -> Any:
     """The methods a memory route does not take: 404 while memory is off, else 405 naming the one it takes.
     Out of the OpenAPI document: only the method a route serves is described there."""
@@ -160,7 +176,7 @@ async def rpc(request: Request[Any, Any, Any]) -> Response[Any]:
     if isinstance(admitted, Response):
         return admitted
     service, authenticated = admitted
-    return _json((await _answer(request, service, authenticated)).body)
+    return json_response((await _answer(request, service, authenticated)).body)
 
 
 @post(
@@ -181,7 +197,7 @@ async def mcp(request: Request[Any, Any, Any]) -> Response[Any]:
     answer = await _answer(request, service, authenticated)
     if answer.parsed and not answer.has_id:
         return Response(b"", status_code=202)
-    return _json(answer.body)
+    return json_response(answer.body)
 
 
 @get("/healthz", tags=["memory"], security=PUBLIC, responses={200: ok(MemoryHealth), **text_responses(404)})
@@ -189,7 +205,7 @@ async def healthz(request: Request[Any, Any, Any]) -> Response[Any]:
     service = _service(request)
     if service is None:
         return _NOT_FOUND
-    return _json({"status": "ok", "version": service.config.version})
+    return json_response(MemoryHealth(status="ok", version=service.config.version))
 
 
 @post(
@@ -203,7 +219,7 @@ async def snapshot_reminder(request: Request[Any, Any, Any]) -> Response[Any]:
     admitted = _admit(request, "POST")
     if isinstance(admitted, Response):
         return admitted
-    return _json(await asyncio.to_thread(admitted[0].snapshot_reminder))
+    return json_response(await asyncio.to_thread(admitted[0].snapshot_reminder))
 
 
 @get(
@@ -216,7 +232,7 @@ async def chain(request: Request[Any, Any, Any]) -> Response[Any]:
     admitted = _admit(request)
     if isinstance(admitted, Response):
         return admitted
-    return _json(await asyncio.to_thread(admitted[0].chain))
+    return json_response(await asyncio.to_thread(admitted[0].chain))
 
 
 @get("/sse", include_in_schema=False)  # a stream (the deprecated MCP SSE transport), not REST

@@ -1,10 +1,11 @@
 """The OpenAPI 3.1 document of the REST routes, from Litestar's own generator (GET /schema/openapi.json).
 
-Handlers read and write their bodies themselves (the contract's exact bytes and error texts), so Litestar cannot
-infer the shapes from their signatures. Each route states them here instead: `responses(...)` gives every status
-the route can answer with its Struct (the one error body `{"error": "..."}` for 4xx/5xx), `json_body(...)` gives
-the request body, and the security requirement says which credential the route reads. Nothing here changes what a
-route accepts or answers."""
+Handlers return their wire Structs (functions/schemas.py), so Litestar describes a route's success answer from its
+return type. What it cannot see is stated per route with the helpers here: `responses(...)` gives the other statuses
+a route answers with their Structs (the one error body `{"error": "..."}` for 4xx/5xx, `errors(...)`), and the
+success answer of a route whose handler returns a `Response[bytes]` (an answer shared with a fast path, or a dict
+the core makes); `json_body(...)` gives the request body a handler decodes itself; the security requirement says
+which credential the route reads. Nothing here changes what a route accepts or answers."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from litestar.openapi.spec import (
 )
 from litestar.typing import FieldDefinition
 
-from flux7.functions.schemas import ErrorBody
+from flux7.functions.errors import ErrorBody
 from flux7.shared import __version__
 
 __all__ = [

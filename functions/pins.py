@@ -5,19 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from litestar import Request, Response, get, post
+from litestar import Request, get, post
 
 from flux7.functions.auth import actor_of, control_plane, mesh_of
-from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
-from flux7.functions.schemas import AcceptedPins, AcceptPins
+from flux7.functions.openapi import ADMIN, BODY, json_body, responses
+from flux7.functions.schemas import AcceptedPins, AcceptPins, PinView
 from flux7.shared.errors import BadRequest, NotImplementedFeature
 from flux7.shared.json_depth import decode
 
 __all__ = ["ROUTES"]
-
-
-def _json(body: Any, status: int = 200) -> Response[bytes]:
-    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
 
 
 def _pins(request: Request[Any, Any, Any]) -> Any:
@@ -32,11 +28,13 @@ def _pins(request: Request[Any, Any, Any]) -> Any:
     guards=[control_plane],
     tags=["policies"],
     security=ADMIN,
-    responses=responses({200: ok(list[dict[str, Any]], "Pending pins")}, 401, 501),
+    response_description="Every upstream MCP tool's pin, the ones waiting for an accept first",
+    responses=responses({}, 401, 501),
 )
-async def list_pins(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def list_pins(request: Request[Any, Any, Any]) -> list[PinView]:
     pins = _pins(request)
-    return _json(pins.view(mesh_of(request).registry.tools()))
+    views: list[PinView] = pins.view(mesh_of(request).registry.tools())
+    return views
 
 
 class _Accept(msgspec.Struct):
@@ -52,9 +50,9 @@ class _Accept(msgspec.Struct):
     operation_class=json_body(AcceptPins),
     tags=["policies"],
     security=ADMIN,
-    responses=responses({200: ok(AcceptedPins)}, *BODY, 401, 501, 503),
+    responses=responses({}, *BODY, 401, 501, 503),
 )
-async def accept_pins(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def accept_pins(request: Request[Any, Any, Any]) -> AcceptedPins:
     pins = _pins(request)
     raw = await request.body()
     try:
@@ -63,7 +61,7 @@ async def accept_pins(request: Request[Any, Any, Any]) -> Response[bytes]:
         raise BadRequest(f"invalid JSON body: {e}") from None
     by = actor_of(request, body.by)
     accepted = pins.accept(mesh_of(request).registry.tools(), names=body.tools, server=body.server, by=by)
-    return _json({"accepted": accepted, "by": by})
+    return AcceptedPins(accepted=accepted, by=by)
 
 
 ROUTES = [list_pins, accept_pins]

@@ -11,16 +11,13 @@ from litestar.params import FromPath
 
 from flux7.functions.auth import control_plane, mesh_of
 from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
+from flux7.functions.responses import json_response
 from flux7.functions.schemas import PolicyEdit, PolicyFileText
 from flux7.shared.errors import BadRequest
 from flux7.shared.gate.policy_edit import PolicyFiles
 from flux7.shared.json_depth import decode
 
 __all__ = ["ROUTES"]
-
-
-def _json(body: Any, status: int = 200) -> Response[bytes]:
-    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
 
 
 def _files(request: Request[Any, Any, Any]) -> PolicyFiles:
@@ -41,7 +38,7 @@ def _trace_edit(request: Request[Any, Any, Any], params: dict[str, Any], by: str
     responses=responses({200: ok(list[dict[str, Any]], "Policies by specificity")}, 401),
 )
 async def list_policies(request: Request[Any, Any, Any]) -> Response[bytes]:
-    return _json(mesh_of(request).policies.current.to_wire())
+    return json_response(mesh_of(request).policies.current.to_wire())
 
 
 class _ToolEdit(msgspec.Struct):
@@ -67,7 +64,7 @@ async def edit_tool_action(
     result = _files(request).set_tool_action(agent, tool, body.action)
     if result.get("changed"):
         _trace_edit(request, {"agent": agent, "tool": tool, "action": body.action}, body.by)
-    return _json(result)
+    return json_response(result)
 
 
 @get(
@@ -78,7 +75,7 @@ async def edit_tool_action(
     responses=responses({200: ok(Any, "The policy files")}, 401, 501),
 )
 async def list_policy_files(request: Request[Any, Any, Any]) -> Response[bytes]:
-    return _json(_files(request).list())
+    return json_response(_files(request).list())
 
 
 @get(
@@ -89,7 +86,7 @@ async def list_policy_files(request: Request[Any, Any, Any]) -> Response[bytes]:
     responses=responses({200: ok(dict[str, Any], "The file and its text")}, 400, 401, 404, 501),
 )
 async def read_policy_file(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
-    return _json(_files(request).read(name))
+    return json_response(_files(request).read(name))
 
 
 @put(
@@ -119,7 +116,7 @@ async def write_policy_file(request: Request[Any, Any, Any], name: FromPath[str]
         data = body.get("text", "")
     result = _files(request).write(name, data)
     _trace_edit(request, {"file": name}, request.headers.get("x-flux7-by", ""))
-    return _json(result)
+    return json_response(result)
 
 
 ROUTES = [list_policies, edit_tool_action, list_policy_files, read_policy_file, write_policy_file]

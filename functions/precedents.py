@@ -11,16 +11,13 @@ from litestar.params import FromPath
 
 from flux7.functions.auth import actor_of, control_plane, mesh_of
 from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
+from flux7.functions.responses import json_response
 from flux7.functions.schemas import ApprovalDecision, ForgetPrecedents
 from flux7.shared.decisions.precedents import Precedents
 from flux7.shared.errors import BadRequest
 from flux7.shared.json_depth import decode
 
 __all__ = ["ROUTES"]
-
-
-def _json(body: Any, status: int = 200) -> Response[bytes]:
-    return Response(msgspec.json.encode(body), status_code=status, media_type="application/json")
 
 
 def _precedents(request: Request[Any, Any, Any]) -> Precedents:
@@ -41,7 +38,7 @@ class _Forget(msgspec.Struct):
     responses=responses({200: ok(ApprovalDecision, "The precedents table")}, 401, 501),
 )
 async def list_precedents(request: Request[Any, Any, Any]) -> Response[bytes]:
-    return _json(await _precedents(request).table())
+    return json_response(await _precedents(request).table())
 
 
 @get(
@@ -61,7 +58,7 @@ async def approval_precedents(request: Request[Any, Any, Any], approval_id: From
     history = await asyncio.to_thread(
         mesh.approvals.couple_history, approval.agent_id, approval.tool, exclude=approval.id
     )
-    return _json(await precedents.explain(approval, history))
+    return json_response(await precedents.explain(approval, history))
 
 
 @post(
@@ -78,7 +75,7 @@ async def forget_precedents(request: Request[Any, Any, Any]) -> Response[bytes]:
         body = decode(await request.body() or b"{}", type=_Forget)
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise BadRequest("invalid JSON body") from None
-    return _json(await _precedents(request).forget(body.tool, body.agent, actor_of(request)))
+    return json_response(await _precedents(request).forget(body.tool, body.agent, actor_of(request)))
 
 
 ROUTES = [list_precedents, approval_precedents, forget_precedents]

@@ -1,5 +1,6 @@
-"""`flux7 serve` on granian's RSGI interface (issue 19): the governed call and POST /mcp are answered straight from
-RSGI, everything else goes to the Litestar app through a bridge that speaks ASGI to it.
+"""`flux7 serve` on granian's RSGI interface (issue 19): the fast paths (functions/fastpath.py: the governed call,
+POST /mcp) are answered straight from RSGI, everything else goes to the Litestar app through a bridge that speaks
+ASGI to it.
 
 Why RSGI: on ASGI, granian builds a scope dict with every header as bytes for each request, and the answer crosses
 from the event loop to its I/O thread as two ASGI events (the answer's start and its body), each awaited. On RSGI
@@ -27,7 +28,7 @@ from granian._granian import RSGIProtocolClosed as ProtocolClosed  # granian.rsg
 from granian._granian import RSGIProtocolError as ProtocolError
 from granian.asgi import LifespanProtocol
 
-from flux7.functions.raw_asgi import GONE, BodyTooLarge
+from flux7.functions.fastpath import GONE
 
 __all__ = ["RsgiApp"]
 
@@ -54,26 +55,17 @@ def _header_dict(scope: Any) -> dict[str, str]:
     return dict(reversed(scope.headers.items()))
 
 
-async def _read_body(protocol: Any, expected: int, max_body: int) -> bytes | None:
-    """A hot path's body. Of a declared length: granian reads exactly that many bytes (the Content-Length framing),
-    in one await. Chunked: read as it comes, refused past the cap. None when the client went away."""
+async def _read_body(protocol: Any, expected: int) -> bytes | None:
+    """A fast path's body, of a declared length: granian reads exactly that many bytes (the Content-Length framing),
+    in one await. None when the client went away."""
     try:
-        if expected >= 0:
-            return bytes(await protocol())
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in protocol:
-            size += len(chunk)
-            if size > max_body:
-                raise BodyTooLarge
-            chunks.append(bytes(chunk))
-        return b"".join(chunks)
+        return bytes(await protocol())
     except (ProtocolClosed, ProtocolError):
         return None
 
 
 class RsgiApp:
-    """The mesh's Litestar app (functions/app.py `_App`) served over RSGI: its hot paths straight, the rest bridged."""
+    """The mesh's Litestar app (functions/app.py `_App`) served over RSGI: its fast paths straight, the rest bridged."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -98,17 +90,21 @@ class RsgiApp:
     async def __rsgi__(self, scope: Any, protocol: Any) -> None:
         if scope.proto != "http":  # websockets are off (shared/cli/serve.py): granian never hands one over
             return
-        route = self.app.raw_route(scope.method, scope.path)
-        if route is not None:
-            answer = await route.answer(
-                scope.path, _header_dict(scope), _address(scope.client)[0], scope.scheme, partial(_read_body, protocol)
+        fast = self.app.fast
+        handler = fast.route(scope.method, scope.path)
+        if handler is not None:
+            headers = _header_dict(scope)
+            read = partial(_read_body, protocol)
+            answer = await fast.answer(
+                handler, scope.method, scope.path, headers, _address(scope.client)[0], scope.scheme, read
             )
             if answer is not None:
                 if answer is not GONE:
                     status, body, extra = answer
-                    headers = [(k.lower(), v) for k, v in extra.items()] if extra else []
-                    headers.append(_JSON)  # granian adds the Content-Length of the bytes
-                    protocol.response_bytes(status, headers, body)
+                    out = [(k.lower(), v) for k, v in extra.items()] if extra else []
+                    out.append(_JSON)  # granian adds the Content-Length of the bytes
+                    out.extend(fast.trailing(headers))
+                    protocol.response_bytes(status, out, body)
                 return
         await _Bridge(scope, protocol, self.body_cap).run(self.app, self._lifespan.state)
 

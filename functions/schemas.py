@@ -1,14 +1,42 @@
-"""Wire shapes of the REST routes as msgspec Structs, for the OpenAPI document (CONTRACT 1.6-1.11, 2.1).
+"""The wire types of the REST routes (CONTRACT 1.6-1.11, 2.1) as msgspec Structs: what the handlers return, so
+Litestar's OpenAPI document describes what is actually sent.
 
-The handlers encode their answers themselves (the contract's exact bytes); these Structs describe those bodies to
-Litestar's generator. Fields the contract marks optional have defaults, so they are not `required`; no Struct
-forbids extra fields, so a newer field is never a schema violation."""
+The domain's views are defined beside their domain (shared/) and re-exported here; this module defines the shapes
+only the edge makes (answers that combine several domain values) and the request bodies; the error bodies are
+their renderer's (functions/errors.py). A field the contract always writes has no default (`required`); a field it
+leaves out when empty has a default and its Struct `omit_defaults`, or is `UNSET` until set: where an empty value
+must still be written when present, and for floats (msgspec leaves a field out when its value *is* the default
+object, which a computed 0.0 is not). No Struct forbids extra fields in a response, so a newer field is never a
+schema violation.
+
+Where the answer stays a dict, described here or in the route by a Struct or `dict[str, Any]`: what the core makes
+in shapes of its own (the governance engine, docs/governance.md; policy files and edits; the precedents' table and
+explanations, `ApprovalDecision`; the trace chain report; OTLP JSON; the RFC 9728 document) and the memory
+service's answers, which its JSON-RPC tools share (functions/memory.py). Request bodies are decoded by the handlers,
+some more leniently than documented (/decide's `tool` is required here; missing, it gets its own 400 text)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
+
+from flux7.functions.errors import ErrorBody, ToolRefusal, UnknownTool
+from flux7.functions.memory import MemoryChain, MemoryHealth, SnapshotReminder
+from flux7.shared.auth.tokens import TokenView
+from flux7.shared.auth.users import UserView
+from flux7.shared.gate.approval_settings import ApprovalPolicy
+from flux7.shared.gate.approvals import ApprovalView
+from flux7.shared.gate.call import ToolResult
+from flux7.shared.gate.grants import GrantView
+from flux7.shared.gate.halts import HaltView
+from flux7.shared.gate.pins import PinView
+from flux7.shared.mcp.messages import JsonRpcMessage
+from flux7.shared.mesh import Health, ToolDecision
+from flux7.shared.tracing import SessionView, TraceView
+from flux7.shared.upstreams.base import ToolView
+from flux7.shared.upstreams.mcp_upstream import McpServerView
 
 __all__ = [
     "AcceptPins",
@@ -21,39 +49,44 @@ __all__ = [
     "Decide",
     "DecideOutcome",
     "Decision",
+    "DecisionsPage",
     "ErrorBody",
     "ForgetPrecedents",
     "GrantRequest",
     "GrantView",
-    "Halt",
     "HaltCreated",
     "HaltRequest",
     "HaltResumed",
+    "HaltView",
     "Health",
     "JsonRpcMessage",
-    "McpServer",
+    "McpServerView",
     "MemoryChain",
     "MemoryHealth",
+    "PinView",
     "PolicyEdit",
     "PolicyFileText",
+    "PrecedentSettings",
     "Resolve",
     "ResolveRequest",
+    "SessionView",
     "SnapshotReminder",
     "TokenRequest",
     "TokenView",
-    "Tool",
     "ToolCall",
+    "ToolDecision",
+    "ToolRefusal",
     "ToolResult",
-    "TraceEntry",
+    "ToolView",
+    "TraceView",
     "TraceWhy",
+    "UnknownTool",
+    "UserView",
     "Version",
 ]
 
 
-class ErrorBody(msgspec.Struct):
-    """The one error shape of the REST routes: `{"error": "<why>"}`."""
-
-    error: str
+# --- data plane ---
 
 
 # --- data plane ---
@@ -65,23 +98,12 @@ class ToolCall(msgspec.Struct):
     params: dict[str, Any] | None = None
 
 
-class ToolResult(msgspec.Struct, kw_only=True):
-    """Every answer of POST /tool/{name} (CONTRACT 1.7): `result` on a forwarded call, `error` otherwise (a 401
-    is only `{error}`)."""
-
-    policy: str = ""
-    result: Any = None
-    trace_id: str = ""
-    approval_id: str = ""
-    latency_ms: float = 0
-    error: str = ""
-
-
 class Decide(msgspec.Struct):
     tool: str
     arguments: Any = None
     agent: str = ""
     wait: bool = False  # hold a human_approval in the queue and answer once it is resolved
+    preview: dict[str, str] | None = None  # `{kind: "diff", path, diff}`: shown beside the approval
 
 
 class DecideOutcome(msgspec.Struct, kw_only=True):
@@ -95,41 +117,20 @@ class DecideOutcome(msgspec.Struct, kw_only=True):
 
 
 class Decision(msgspec.Struct, kw_only=True):
-    action: str = ""
-    rule: str = ""
-    reason: str = ""
-    agent: str = ""
-    tool: str = ""
-    trace_id: str = ""
-    halted: bool = False
-    error: str = ""
+    """What /decide answers (CONTRACT 1.6): 200 for allow or human_approval, 403 for deny (a halt adds `halted`),
+    408 and 429 with `error`; with `wait`, the approval and how it was resolved."""
 
-
-class Tool(msgspec.Struct, kw_only=True):
-    name: str
-    description: str = ""
-    source: str = ""
-    method: str = ""
-    path: str = ""
-    base_url: str = ""
-    params: list[dict[str, Any]] | None = None
-    mcp_server: str = ""
-    classification: dict[str, Any] | None = None
-
-
-class McpServer(msgspec.Struct, kw_only=True):
-    name: str
-    transport: str = ""
-    status: str = ""
-    error: str = ""
-    tools: list[str] | None = None
-
-
-class Health(msgspec.Struct, kw_only=True):
-    status: str
-    tools: int = 0
-    traces: dict[str, Any] | None = None
-    version: str = ""
+    action: str  # allow | deny | human_approval
+    rule: str
+    reason: str
+    agent: str
+    tool: str
+    trace_id: str
+    approval_id: str | UnsetType = UNSET
+    approval_status: str | UnsetType = UNSET
+    resolved_by: str | UnsetType = UNSET
+    halted: bool | UnsetType = UNSET
+    error: str | UnsetType = UNSET
 
 
 class Version(msgspec.Struct):
@@ -141,39 +142,13 @@ class Version(msgspec.Struct):
 # --- traces ---
 
 
-class TraceEntry(msgspec.Struct, kw_only=True):
-    """A trace entry (CONTRACT 1.11); Go's omitempty drops zero values, `params` is always present."""
-
-    trace_id: str
-    agent_id: str = ""
-    tool: str = ""
-    params: Any = None
-    policy: str = ""
-    policy_rule: str = ""
-    status_code: int = 0
-    latency_ms: float = 0
-    timestamp: str = ""
-    session_id: str = ""
-    error: str = ""
-
-
 class TraceWhy(msgspec.Struct):
     trace_id: str
     chain_length: int
-    chain: list[TraceEntry]
+    chain: list[TraceView]  # oldest first
 
 
 # --- approvals, precedents, grants, halts, tokens, policies, pins ---
-
-
-class ApprovalView(msgspec.Struct, kw_only=True):
-    id: str
-    agent_id: str = ""
-    tool: str = ""
-    params: Any = None
-    policy_rule: str = ""
-    status: str = ""
-    created_at: str = ""
 
 
 class ResolveRequest(msgspec.Struct, kw_only=True):
@@ -182,9 +157,22 @@ class ResolveRequest(msgspec.Struct, kw_only=True):
     confidence: float | None = None
 
 
-class Resolve(msgspec.Struct):
+class Resolve(msgspec.Struct, kw_only=True):
+    """An approval resolved, a grant revoked: `{status, id}`; with four eyes, how far the approval is."""
+
     status: str
     id: str
+    approvals: int | UnsetType = UNSET
+    required_approvals: int | UnsetType = UNSET
+
+
+class DecisionsPage(msgspec.Struct, kw_only=True):
+    """GET /approvals/decisions: settled approvals, filtered and paged on the server."""
+
+    decisions: list[ApprovalView]
+    total: int
+    limit: int
+    offset: int
 
 
 class ApprovalSettingsChange(msgspec.Struct, kw_only=True):
@@ -196,13 +184,21 @@ class ApprovalSettingsChange(msgspec.Struct, kw_only=True):
     by: str = ""
 
 
+class PrecedentSettings(msgspec.Struct, kw_only=True):
+    enabled: bool
+    min_approvals: int
+    auto_approve_writes: bool
+
+
 class ApprovalSettings(msgspec.Struct, kw_only=True):
-    settings: dict[str, Any]
-    config: str | None = None
-    defaults: dict[str, Any] | None = None
-    overrides: dict[str, Any] | None = None
-    editable: bool = True
-    precedent: dict[str, Any] | None = None
+    """GET /approvals/settings: in force, as configured, the overrides stored, and the precedent rule's part."""
+
+    settings: ApprovalPolicy
+    config: str  # the config file
+    defaults: ApprovalPolicy
+    overrides: dict[str, Any]
+    editable: bool
+    precedent: PrecedentSettings
 
 
 class ApprovalSettingsChanged(msgspec.Struct):
@@ -210,7 +206,8 @@ class ApprovalSettingsChanged(msgspec.Struct):
 
 
 class ApprovalDecision(msgspec.Struct, kw_only=True):
-    """The precedents table (CONTRACT 1.6) or the forget answer: both objects, fields by case."""
+    """The precedents table (CONTRACT 1.6) or the forget answer: both objects, fields by case (shared/decisions/
+    precedents.py answers them as dicts)."""
 
     enabled: bool | None = None
     min_approvals: int | None = None
@@ -231,17 +228,6 @@ class GrantRequest(msgspec.Struct, kw_only=True):
     trace_id: str = ""
 
 
-class GrantView(msgspec.Struct, kw_only=True):
-    id: str
-    agent: str = ""
-    tools: str = ""
-    expires_at: str = ""
-    remaining: str = ""
-    granted_by: str = ""
-    approval_id: str = ""
-    trace_id: str = ""
-
-
 class HaltRequest(msgspec.Struct, kw_only=True):
     scope: str = ""
     target: str = ""
@@ -249,40 +235,22 @@ class HaltRequest(msgspec.Struct, kw_only=True):
     by: str = ""
 
 
-class Halt(msgspec.Struct, kw_only=True):
-    id: str
-    scope: str = ""
-    target: str = ""
-    reason: str = ""
-    created_by: str = ""
-    created_at: str = ""
-    active: bool = True
-
-
 class HaltCreated(msgspec.Struct, kw_only=True):
-    halt: Halt
-    revoked_grants: int = 0
-    denied_approvals: int = 0
-    already_active: bool = False
+    halt: HaltView
+    revoked_grants: int
+    denied_approvals: int
+    already_active: bool | UnsetType = UNSET  # 200: an identical stop was in force
 
 
 class HaltResumed(msgspec.Struct, kw_only=True):
-    halt: Halt
-    restored_grants: int = 0
+    halt: HaltView
+    restored_grants: int
 
 
 class TokenRequest(msgspec.Struct, kw_only=True):
     agent: str
     note: str = ""
     expires: str = ""
-
-
-class TokenView(msgspec.Struct, kw_only=True):
-    """A per-agent token's record; `token` (the secret) only in the answer to its issue."""
-
-    agent_id: str = ""
-    state: str = ""
-    token: str = ""
 
 
 class PolicyEdit(msgspec.Struct, kw_only=True):
@@ -301,34 +269,5 @@ class AcceptPins(msgspec.Struct, kw_only=True):
 
 
 class AcceptedPins(msgspec.Struct, kw_only=True):
-    accepted: Any = None
-    by: str = ""
-
-
-# --- memory (mem7's routes inside the mesh) ---
-
-
-class JsonRpcMessage(msgspec.Struct, kw_only=True):
-    """One JSON-RPC 2.0 request, notification or answer (an object; batches are not accepted)."""
-
-    jsonrpc: str = "2.0"
-    id: Any = None
-    method: str = ""
-    params: Any = None
-
-
-class MemoryHealth(msgspec.Struct, kw_only=True):
-    status: str
-    version: str = ""
-
-
-class SnapshotReminder(msgspec.Struct, kw_only=True):
-    reminder: str = ""
-    workspace: str = ""
-    memory_count: int = 0
-    generated_at: str = ""
-
-
-class MemoryChain(msgspec.Struct, kw_only=True):
-    holds: bool
-    report: Any = None
+    accepted: list[str]  # the tools whose pin changed
+    by: str

@@ -5,22 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-from litestar import Request, Response, delete, get, post
+from litestar import Request, delete, get, post
 from litestar.params import FromPath, FromQuery, RawBody
 
 from flux7.functions.approvals import json_object, text_field
 from flux7.functions.auth import actor_of, control_plane, mesh_of
-from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
+from flux7.functions.openapi import ADMIN, BODY, json_body, responses
 from flux7.functions.schemas import TokenRequest, TokenView
 from flux7.shared.auth.tokens import AgentToken, parse_expiry
 from flux7.shared.errors import BadRequest
 
 __all__ = ["ROUTES"]
-
-
-def view(record: AgentToken) -> dict[str, Any]:
-    return {**msgspec.to_builtins(record), "state": record.state()}
 
 
 def _str(fields: dict[str, Any], key: str) -> str:
@@ -44,12 +39,13 @@ def _audit(request: Request[Any, Any, Any], event: str, record: AgentToken) -> N
     sync_to_thread=True,
     tags=["tokens"],
     security=ADMIN,
-    responses=responses({200: ok(list[TokenView], "Token records (never the secret)")}, 400, 401),
+    response_description="Token records (never the secret)",
+    responses=responses({}, 400, 401),
     operation_id="TokensListTokens",
     summary="ListTokens",
 )
-def list_tokens(request: Request[Any, Any, Any], agent: FromQuery[str] = "") -> list[dict[str, Any]]:
-    return [view(t) for t in mesh_of(request).tokens.list(agent_id=agent)]
+def list_tokens(request: Request[Any, Any, Any], agent: FromQuery[str] = "") -> list[TokenView]:
+    return [t.view() for t in mesh_of(request).tokens.list(agent_id=agent)]
 
 
 @post(
@@ -59,9 +55,11 @@ def list_tokens(request: Request[Any, Any, Any], agent: FromQuery[str] = "") -> 
     sync_to_thread=True,
     tags=["tokens"],
     security=ADMIN,
-    responses=responses({201: ok(TokenView, "Issued: the only answer that carries `token`")}, *BODY, 401, 503),
+    status_code=201,
+    response_description="Issued: the only answer that carries `token`",
+    responses=responses({}, *BODY, 401, 503),
 )
-def issue_token(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[str, Any]]:
+def issue_token(request: Request[Any, Any, Any], body: RawBody) -> TokenView:
     fields = json_object(body)
     agent = text_field(fields, "agent", strip=True) or text_field(fields, "agent_id", strip=True)
     if not agent:
@@ -73,7 +71,7 @@ def issue_token(request: Request[Any, Any, Any], body: RawBody) -> Response[dict
         expires_at=parse_expiry(text_field(fields, "expires", strip=True)),
     )
     _audit(request, "mesh.token_issue", issued.record)
-    return Response({**view(issued.record), "token": issued.token}, status_code=201)
+    return issued.record.view(issued.token)
 
 
 @delete(
@@ -83,12 +81,13 @@ def issue_token(request: Request[Any, Any, Any], body: RawBody) -> Response[dict
     sync_to_thread=True,
     tags=["tokens"],
     security=ADMIN,
-    responses=responses({200: ok(TokenView, "Revoked")}, 400, 401, 404, 503),
+    response_description="Revoked",
+    responses=responses({}, 400, 401, 404, 503),
 )
-def revoke_token(request: Request[Any, Any, Any], ref: FromPath[str]) -> dict[str, Any]:
+def revoke_token(request: Request[Any, Any, Any], ref: FromPath[str]) -> TokenView:
     record = mesh_of(request).tokens.revoke(ref)
     _audit(request, "mesh.token_revoke", record)
-    return view(record)
+    return record.view()
 
 
 ROUTES = [list_tokens, issue_token, revoke_token]

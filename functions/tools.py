@@ -13,8 +13,21 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery
 
 from flux7.functions.auth import caller_of, caller_or_admin, control_plane, mesh_of, peer_of
+from flux7.functions.errors import ErrorBody, UnknownTool, tool_refusal
 from flux7.functions.openapi import ADMIN, AGENT, BODY, CALL_HEADERS, header, json_body, ok, responses
-from flux7.functions.schemas import Decide, DecideOutcome, Decision, McpServer, Tool, ToolCall, ToolResult
+from flux7.functions.responses import Answer, json_answer, json_response, response_of
+from flux7.functions.schemas import (
+    Decide,
+    DecideOutcome,
+    Decision,
+    McpServerView,
+    ToolCall,
+    ToolDecision,
+    ToolRefusal,
+    ToolResult,
+    ToolView,
+    TraceView,
+)
 from flux7.shared.auth.identity import Caller
 from flux7.shared.auth.users import SESSION_COOKIE
 from flux7.shared.errors import BadRequest, Forbidden, OutboundRefused, TooDeep, Unauthorized, Unavailable
@@ -27,15 +40,9 @@ from flux7.shared.tracing import entry_to_wire
 if TYPE_CHECKING:
     from flux7.shared.mesh import Mesh
 
-__all__ = ["ROUTES", "governed_call"]
+__all__ = ["ROUTES", "governed_call", "tool_fast_path"]
 
 log = logging.getLogger("flux7.http")
-
-_JSON = "application/json"
-
-
-def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response[bytes]:
-    return Response(msgspec.json.encode(body), status_code=status, media_type=_JSON, headers=headers)
 
 
 def _arguments(raw: bytes) -> Any:
@@ -65,25 +72,17 @@ def _call(h: Mapping[str, str], caller: Caller, tool: str, arguments: Any, trans
     )
 
 
-# A governed call's answer: status, JSON body, extra headers.
-Reply = tuple[int, bytes, "dict[str, str] | None"]
-
-
-def _refused(message: str) -> Reply:
-    return 400, msgspec.json.encode({"error": message, "policy": "error", "trace_id": "", "latency_ms": 0}), None
-
-
-async def governed_call(mesh: Mesh, name: str, raw: bytes, headers: Mapping[str, str]) -> Reply:
-    """POST /tool/{name} once the request is read (and passed the browser guard): served by the Litestar route
-    and by the hot path (functions/hotpath.py), which must answer the same."""
+async def governed_call(mesh: Mesh, name: str, raw: bytes, headers: Mapping[str, str]) -> Answer:
+    """POST /tool/{name} once the request is read (and passed the browser guard): the handler of the Litestar route
+    and of its fast path (functions/fastpath.py)."""
     try:
         arguments = _arguments(raw)
     except (msgspec.DecodeError, UnicodeDecodeError):
-        return _refused("invalid JSON body")
+        return tool_refusal("invalid JSON body")
     except TooDeep as e:
-        return _refused(e.message)
+        return tool_refusal(e.message)
     except BadRequest as e:
-        return _refused(e.message)
+        return tool_refusal(e.message)
     identity = mesh.identity
     caller = identity.require(identity.caller(headers.get("authorization")))
     callback = headers.get("x-callback-url", "")
@@ -93,31 +92,34 @@ async def governed_call(mesh: Mesh, name: str, raw: bytes, headers: Mapping[str,
             await asyncio.to_thread(mesh.outbound.check_url, callback)
         except OutboundRefused as e:
             log.warning("X-Callback-URL %s from %s refused: %s", callback, caller.agent_id, e.message)
-            return _refused(f"X-Callback-URL refused: {e.message}")
+            return tool_refusal(f"X-Callback-URL refused: {e.message}")
     try:
         out: Outcome = await mesh.pipeline.run(_call(headers, caller, name, arguments, "rest"), mode="block")
     except Unavailable as e:
         # Fail closed: the upstream was not called; the trace id of a refused call would point at nothing.
-        body = {"error": e.message, "policy": "error", "trace_id": "", "latency_ms": 0}
-        return 503, msgspec.json.encode(body), {"Retry-After": "1"}
+        return tool_refusal(e.message, 503)
     if out.unknown_tool:
-        return 404, msgspec.json.encode({"error": out.error, "policy": "error"}), None
+        return json_answer(UnknownTool(error=out.error), 404)
     return out.status, msgspec.json.encode(out.rest_body()), {"X-Trace-Id": out.trace_id}
 
 
+async def tool_fast_path(mesh: Mesh, path: str, headers: Mapping[str, str], scheme: str, raw: bytes) -> Answer:
+    """POST /tool/{name} on its fast path (functions/app.py `FAST_PATHS`)."""
+    return await governed_call(mesh, path.rpartition("/")[2], raw, headers)
+
+
 _RESULT = {
-    code: ok(ToolResult, why)
-    for code, why in {
-        200: "The call was forwarded: `result` is the upstream's answer",
-        400: "Invalid JSON body, a refused X-Callback-URL, or JSON nested too deep",
-        401: "Authentication required or refused",
-        403: "Denied by policy, halted, or the approval was denied",
-        404: "Unknown tool",
-        408: "The approval timed out",
-        429: "Rate limited",
-        502: "The upstream failed",
-        504: "The upstream timed out",
-    }.items()
+    200: ok(ToolResult, "The call was forwarded: `result` is the upstream's answer"),
+    400: ok(ToolRefusal, "Invalid JSON body, a refused X-Callback-URL, or JSON nested too deep"),
+    401: ok(ToolResult, "Authentication required or refused"),
+    403: ok(ToolResult, "Denied by policy, halted, or the approval was denied"),
+    404: ok(UnknownTool, "Unknown tool"),
+    408: ok(ToolResult, "The approval timed out"),
+    429: ok(ToolResult, "Rate limited"),
+    502: ok(ToolResult, "The upstream failed"),
+    504: ok(ToolResult, "The upstream timed out"),
+    **responses({}, 413, 415),
+    503: ok(ToolRefusal, "Unavailable: the audit trail cannot be written (with `Retry-After`)"),
 }
 
 
@@ -131,11 +133,10 @@ _RESULT = {
         description='`{"params": {...}}`, or the arguments object itself',
         headers=(*CALL_HEADERS, header("X-Callback-URL", "Where the approval's outcome is posted (public URLs only)")),
     ),
-    responses={**_RESULT, **responses({}, 413, 415, 503)},
+    responses=_RESULT,
 )
 async def call_tool(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
-    status, body, headers = await governed_call(mesh_of(request), name, await request.body(), request.headers)
-    return Response(body, status_code=status, media_type=_JSON, headers=headers)
+    return response_of(await governed_call(mesh_of(request), name, await request.body(), request.headers))
 
 
 class _Preview(msgspec.Struct, forbid_unknown_fields=True):
@@ -150,6 +151,9 @@ PREVIEW_MAX_BYTES = 64 * 1024
 
 
 class _DecideBody(msgspec.Struct):
+    """/decide's body as decoded (functions/schemas.py `Decide` documents it: a missing `tool` is refused with its
+    own text, so it is not required here)."""
+
     tool: str = ""
     arguments: Any = None
     agent: str = ""
@@ -164,21 +168,21 @@ class _DecideBody(msgspec.Struct):
     security=AGENT,
     operation_class=json_body(Decide, required=True, headers=CALL_HEADERS),
     responses={
-        **responses({200: ok(Decision, "allow or human_approval")}, *BODY, 401, 503),
-        403: ok(Decision, "deny (a halt adds `halted: true`); or, as `{error}`, impersonation refused"),
+        **responses({}, *BODY, 401, 503),
+        200: ok(Decision, "allow or human_approval"),
+        403: ok(Decision | ErrorBody, "deny (a halt adds `halted: true`); or, as `{error}`, impersonation refused"),
+        408: ok(Decision, "With `wait`: the approval timed out; the decision with `error`"),
         429: ok(Decision, "Rate limited: the decision with `error`"),
     },
 )
-async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def decide(request: Request[Any, Any, Any]) -> Response[Decision]:
     raw = await request.body()
     try:
         body = decode(raw or b"{}", type=_DecideBody)
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return _json({"error": "invalid JSON body"}, 400)
-    except TooDeep as e:
-        return _json({"error": e.message}, 400)
+        raise BadRequest("invalid JSON body") from None
     if not body.tool:
-        return _json({"error": "tool field required"}, 400)
+        raise BadRequest("tool field required")
     mesh = mesh_of(request)
     resolved = caller_or_admin(request)  # None: the admin, which names no agent off loopback
     if resolved is None and not body.agent:
@@ -196,38 +200,38 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
     call = _call(request.headers, caller, body.tool, body.arguments, "decide")
     if body.preview is not None:
         if body.preview.kind != "diff":
-            return _json({"error": f"preview.kind must be diff, not {body.preview.kind!r}"}, 400)
+            raise BadRequest(f"preview.kind must be diff, not {body.preview.kind!r}")
         if len(body.preview.diff.encode()) + len(body.preview.path.encode()) > PREVIEW_MAX_BYTES:
-            return _json({"error": f"preview: at most {PREVIEW_MAX_BYTES} bytes (truncate the diff)"}, 400)
+            raise BadRequest(f"preview: at most {PREVIEW_MAX_BYTES} bytes (truncate the diff)")
         call.preview = msgspec.to_builtins(body.preview)
     out = await mesh.pipeline.run(call, mode=mode)
     action = out.policy if out.policy in ("allow", "deny", "human_approval") else "deny"
     if body.wait and out.approval_status:  # resolved by a human: approved runs, denied or timed out does not
         # (approved but over a limit when released: refused like any call over it)
         action = "allow" if out.approval_status == "approved" and out.policy != "rate_limited" else "deny"
-    payload: dict[str, Any] = {
-        "action": action,
-        "rule": out.rule,
-        "reason": out.reason,
-        "agent": caller.agent_id,
-        "tool": body.tool,
-        "trace_id": out.trace_id,
-    }
+    decision = Decision(
+        action=action,
+        rule=out.rule,
+        reason=out.reason,
+        agent=caller.agent_id,
+        tool=body.tool,
+        trace_id=out.trace_id,
+    )
     if out.approval_id:
-        payload.update(approval_id=out.approval_id, approval_status=out.approval_status)
+        decision.approval_id, decision.approval_status = out.approval_id, out.approval_status
     if out.approval_status == "denied":  # the reviewer's words reach the agent
-        payload["reason"] = out.error
+        decision.reason = out.error
         if out.resolved_by:
-            payload["resolved_by"] = out.resolved_by
+            decision.resolved_by = out.resolved_by
     if out.halted:
-        payload["halted"] = True
+        decision.halted = True
     if out.policy == "rate_limited":
-        payload["error"] = out.error
-        return _json(payload, 429)
+        decision.error = out.error
+        return Response(decision, status_code=429)
     if out.status == 408:
-        payload["error"] = out.error
-        return _json(payload, 408)
-    return _json(payload, 403 if payload["action"] == "deny" else 200)
+        decision.error = out.error
+        return Response(decision, status_code=408)
+    return Response(decision, status_code=403 if action == "deny" else 200)
 
 
 @post(
@@ -236,9 +240,7 @@ async def decide(request: Request[Any, Any, Any]) -> Response[bytes]:
     tags=["data plane"],
     security=AGENT,
     operation_class=json_body(DecideOutcome, required=True),
-    responses=responses(
-        {200: ok(dict[str, Any], "the trace entry, revised with the outcome")}, *BODY, 401, 403, 404, 409
-    ),
+    responses=responses({200: ok(TraceView, "the trace entry, revised with the outcome")}, *BODY, 401, 403, 404, 409),
 )
 async def decide_outcome(request: Request[Any, Any, Any], trace_id: FromPath[str]) -> Response[bytes]:
     """What a call `/decide` allowed did when its caller ran it (shared/gate/decide_outcome.py)."""
@@ -246,32 +248,31 @@ async def decide_outcome(request: Request[Any, Any, Any], trace_id: FromPath[str
     try:
         report = decode(raw or b"{}", type=OutcomeReport)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        return _json({"error": f"invalid outcome: {e}"}, 400)
-    except TooDeep as e:
-        return _json({"error": e.message}, 400)
+        raise BadRequest(f"invalid outcome: {e}") from None
     mesh = mesh_of(request)
     # The admin token may report for any agent; everyone else (loopback included) only for its own calls.
     admin = mesh.identity.holds_admin_token(request.headers.get("authorization"))
     agent_id = None if admin else caller_of(request).agent_id
     entry = await asyncio.to_thread(report_outcome, mesh, trace_id, agent_id, report)
-    return _json(entry_to_wire(entry) if entry is not None else {"trace_id": trace_id})
+    # The row was found a moment ago; were it gone since, its id alone (a Struct of the entry cannot say that).
+    return json_response(entry_to_wire(entry) if entry is not None else {"trace_id": trace_id})
 
 
-@get("/tools", tags=["data plane"], security=AGENT, responses=responses({200: ok(list[Tool])}, 401))
-async def list_tools(request: Request[Any, Any, Any]) -> Response[bytes]:
+@get("/tools", tags=["data plane"], security=AGENT, responses=responses({}, 401))
+async def list_tools(request: Request[Any, Any, Any]) -> list[ToolView]:
     caller = caller_or_admin(request)  # None: the admin (the console), who sees every tool
     mesh = mesh_of(request)
     tools = mesh.registry.tools()
     if mesh.settings.hide_denied_tools and caller is not None:
         current = mesh.policies.current
         tools = [t for t in tools if not current.can_only_deny(caller.agent_id, t.name)]
-    return _json([t.view() for t in tools])
+    return [t.view() for t in tools]
 
 
-@get("/mcp-servers", tags=["data plane"], security=AGENT, responses=responses({200: ok(list[McpServer])}, 401))
-async def mcp_servers(request: Request[Any, Any, Any]) -> Response[bytes]:
+@get("/mcp-servers", tags=["data plane"], security=AGENT, responses=responses({}, 401))
+async def mcp_servers(request: Request[Any, Any, Any]) -> list[McpServerView]:
     caller_or_admin(request)
-    return _json(mesh_of(request).registry.servers())
+    return mesh_of(request).registry.servers()
 
 
 @get(
@@ -279,12 +280,13 @@ async def mcp_servers(request: Request[Any, Any, Any]) -> Response[bytes]:
     guards=[control_plane],
     tags=["policies"],
     security=ADMIN,
-    responses=responses({200: ok(list[dict[str, Any]], "What each tool gets for that agent")}, 400, 401),
+    response_description="What each tool gets for that agent",
+    responses=responses({}, 400, 401),
 )
-async def tool_decisions(request: Request[Any, Any, Any], agent: FromQuery[str] = "") -> Response[bytes]:
+async def tool_decisions(request: Request[Any, Any, Any], agent: FromQuery[str] = "") -> list[ToolDecision]:
     if not agent:
-        return _json({"error": "agent query parameter required"}, 400)
-    return _json(mesh_of(request).tool_decisions(agent))
+        raise BadRequest("agent query parameter required")
+    return mesh_of(request).tool_decisions(agent)
 
 
 ROUTES = [call_tool, decide, decide_outcome, list_tools, mcp_servers, tool_decisions]

@@ -10,7 +10,7 @@ from litestar.params import FromPath, FromQuery
 
 from flux7.functions.auth import control_plane, mesh_of
 from flux7.functions.openapi import ADMIN, ok, responses
-from flux7.functions.schemas import TraceEntry, TraceWhy
+from flux7.functions.schemas import SessionView, TraceView, TraceWhy
 from flux7.shared.errors import NotFound
 from flux7.shared.tracing import entry_to_wire
 
@@ -36,7 +36,8 @@ def _tracer(request: Request[Any, Any, Any]) -> Any:
     sync_to_thread=True,
     tags=["traces"],
     security=ADMIN,
-    responses=responses({200: ok(list[TraceEntry], "Trace entries, newest first")}, 400, 401),
+    response_description="Trace entries, newest first",
+    responses=responses({}, 400, 401),
 )
 def traces(
     request: Request[Any, Any, Any],
@@ -44,7 +45,7 @@ def traces(
     tool: FromQuery[str] = "",
     trace: FromQuery[str] = "",
     limit: FromQuery[str] = "",
-) -> list[dict[str, Any]]:
+) -> list[TraceView]:
     found = _tracer(request).query(agent=agent, tool=tool, trace=trace, limit=min(_int(limit, 100), 1000))
     return [entry_to_wire(e) for e in found]
 
@@ -69,13 +70,13 @@ def traces_verify(request: Request[Any, Any, Any]) -> dict[str, Any]:
     sync_to_thread=True,
     tags=["traces"],
     security=ADMIN,
-    responses=responses({200: ok(TraceWhy)}, 400, 401, 404),
+    responses=responses({}, 400, 401, 404),
 )
-def traces_why(request: Request[Any, Any, Any], trace_id: FromPath[str], depth: FromQuery[str] = "") -> dict[str, Any]:
+def traces_why(request: Request[Any, Any, Any], trace_id: FromPath[str], depth: FromQuery[str] = "") -> TraceWhy:
     chain = _tracer(request).why(trace_id, min(_int(depth, 10), 50))
     if not chain:
         raise NotFound("trace not found")
-    return {"trace_id": trace_id, "chain_length": len(chain), "chain": [entry_to_wire(e) for e in chain]}
+    return TraceWhy(trace_id=trace_id, chain_length=len(chain), chain=[entry_to_wire(e) for e in chain])
 
 
 @get(
@@ -102,11 +103,12 @@ def otel_traces(
     sync_to_thread=True,
     tags=["traces"],
     security=ADMIN,
-    responses=responses({200: ok(list[dict[str, Any]], "Sessions, by last_seen desc")}, 400, 401),
+    response_description="Sessions, by last_seen desc",
+    responses=responses({}, 400, 401),
 )
-def sessions(request: Request[Any, Any, Any], limit: FromQuery[str] = "") -> list[dict[str, Any]]:
-    result: list[dict[str, Any]] = _tracer(request).sessions(_int(limit, 50))
-    return result
+def sessions(request: Request[Any, Any, Any], limit: FromQuery[str] = "") -> list[SessionView]:
+    found: list[SessionView] = _tracer(request).sessions(_int(limit, 50))
+    return found
 
 
 @get(
@@ -115,11 +117,10 @@ def sessions(request: Request[Any, Any, Any], limit: FromQuery[str] = "") -> lis
     sync_to_thread=True,
     tags=["traces"],
     security=ADMIN,
-    responses=responses({200: ok(list[TraceEntry], "The session's entries, newest first")}, 400, 401),
+    response_description="The session's entries, newest first",
+    responses=responses({}, 400, 401),
 )
-def session(
-    request: Request[Any, Any, Any], session_id: FromPath[str], limit: FromQuery[str] = ""
-) -> list[dict[str, Any]]:
+def session(request: Request[Any, Any, Any], session_id: FromPath[str], limit: FromQuery[str] = "") -> list[TraceView]:
     return [entry_to_wire(e) for e in _tracer(request).session(session_id, _int(limit, 200))]
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from litestar import Request, Response, get, post
+from litestar import Request, get, post
 from litestar.params import FromPath, RawBody
 
 from flux7.functions.approvals import json_object
 from flux7.functions.auth import actor_of, control_plane, mesh_of, owners, principal_of, readers
-from flux7.functions.openapi import ADMIN, BODY, json_body, ok, responses
+from flux7.functions.openapi import ADMIN, BODY, json_body, responses
+from flux7.functions.schemas import UserView
 from flux7.shared.errors import BadRequest, Forbidden
 
 __all__ = ["ROUTES"]
@@ -25,23 +26,15 @@ class UserRequest(msgspec.Struct, kw_only=True):
     email: str = ""
 
 
-class UserView(msgspec.Struct, kw_only=True):
-    name: str
-    role: str
-    approve_tools: list[str] = msgspec.field(default_factory=list)
-    approve_agents: list[str] = msgspec.field(default_factory=list)
-    source: str = "local"
-    disabled: bool = False
-    token: str | None = None  # only when a token was just issued (add, rotate): shown once
-
-
 class Me(msgspec.Struct, kw_only=True):
+    """Who the request's credential proves: its actor, role and scope (an approver's globs; empty means any)."""
+
     actor: str
     kind: str
     name: str
     role: str
-    approve_tools: list[str] = msgspec.field(default_factory=list)
-    approve_agents: list[str] = msgspec.field(default_factory=list)
+    approve_tools: list[str]
+    approve_agents: list[str]
 
 
 def _list(value: Any, key: str) -> list[str]:
@@ -55,22 +48,21 @@ def _list(value: Any, key: str) -> list[str]:
 @get(
     "/me",
     guards=[readers],
-    sync_to_thread=False,
     tags=["users"],
     security=ADMIN,
-    responses=responses({200: ok(Me)}, 401),
+    responses=responses({}, 401),
 )
-async def me(request: Request[Any, Any, Any]) -> dict[str, Any]:
+async def me(request: Request[Any, Any, Any]) -> Me:
     """Who the request's credential proves: its actor, role and scope."""
     p = principal_of(request)
-    return {
-        "actor": p.actor,
-        "kind": p.kind,
-        "name": p.name,
-        "role": p.role,
-        "approve_tools": list(p.approve_tools),
-        "approve_agents": list(p.approve_agents),
-    }
+    return Me(
+        actor=p.actor,
+        kind=p.kind,
+        name=p.name,
+        role=p.role,
+        approve_tools=list(p.approve_tools),
+        approve_agents=list(p.approve_agents),
+    )
 
 
 @get(
@@ -79,9 +71,9 @@ async def me(request: Request[Any, Any, Any]) -> dict[str, Any]:
     sync_to_thread=True,
     tags=["users"],
     security=ADMIN,
-    responses=responses({200: ok(list[UserView])}, 401, 403),
+    responses=responses({}, 401, 403),
 )
-def list_users(request: Request[Any, Any, Any]) -> list[dict[str, object]]:
+def list_users(request: Request[Any, Any, Any]) -> list[UserView]:
     principal = principal_of(request)
     if not principal.writes:
         raise Forbidden(f"{principal.actor} may not list users: an admin's or owner's task")
@@ -95,9 +87,11 @@ def list_users(request: Request[Any, Any, Any]) -> list[dict[str, object]]:
     sync_to_thread=True,
     tags=["users"],
     security=ADMIN,
-    responses=responses({201: ok(UserView, "Created, with its personal token (shown once)")}, *BODY, 401, 403, 409),
+    status_code=201,
+    response_description="Created, with its personal token (shown once)",
+    responses=responses({}, *BODY, 401, 403, 409),
 )
-def add_user(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[str, object]]:
+def add_user(request: Request[Any, Any, Any], body: RawBody) -> UserView:
     fields = json_object(body)
     name, role = fields.get("name"), fields.get("role")
     if not isinstance(name, str) or not isinstance(role, str):
@@ -114,8 +108,9 @@ def add_user(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[st
         email=email,
         by=by,
     )
-    mesh_of(request).events.record(tool="mesh.user_add", actor=by, params=issued.user.view(), policy_rule="users")
-    return Response({**issued.user.view(), "token": issued.token}, status_code=201)
+    params = msgspec.to_builtins(issued.user.view())
+    mesh_of(request).events.record(tool="mesh.user_add", actor=by, params=params, policy_rule="users")
+    return issued.user.view(issued.token)
 
 
 @post(
@@ -125,9 +120,9 @@ def add_user(request: Request[Any, Any, Any], body: RawBody) -> Response[dict[st
     sync_to_thread=True,
     tags=["users"],
     security=ADMIN,
-    responses=responses({200: ok(UserView)}, 400, 401, 403, 404),
+    responses=responses({}, 400, 401, 403, 404),
 )
-def disable_user(request: Request[Any, Any, Any], name: FromPath[str]) -> dict[str, object]:
+def disable_user(request: Request[Any, Any, Any], name: FromPath[str]) -> UserView:
     user = mesh_of(request).users.disable(name)
     mesh_of(request).events.record(
         tool="mesh.user_disable", actor=actor_of(request), params={"name": name}, policy_rule="users"
@@ -142,14 +137,15 @@ def disable_user(request: Request[Any, Any, Any], name: FromPath[str]) -> dict[s
     sync_to_thread=True,
     tags=["users"],
     security=ADMIN,
-    responses=responses({200: ok(UserView, "With the new personal token (shown once)")}, 400, 401, 403, 404, 409),
+    response_description="With the new personal token (shown once)",
+    responses=responses({}, 400, 401, 403, 404, 409),
 )
-def rotate_user(request: Request[Any, Any, Any], name: FromPath[str]) -> dict[str, object]:
+def rotate_user(request: Request[Any, Any, Any], name: FromPath[str]) -> UserView:
     issued = mesh_of(request).users.rotate(name)
     mesh_of(request).events.record(
         tool="mesh.user_rotate", actor=actor_of(request), params={"name": name}, policy_rule="users"
     )
-    return {**issued.user.view(), "token": issued.token}
+    return issued.user.view(issued.token)
 
 
 ROUTES = [me, list_users, add_user, disable_user, rotate_user]

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from litestar import Request, Response, get
 
 from flux7.functions.auth import mesh_of
 from flux7.functions.openapi import PUBLIC, ok
+from flux7.functions.responses import json_response
 from flux7.shared.auth.resource_metadata import WELL_KNOWN, base_url, protected_resource_metadata
 
 __all__ = ["ROUTES", "public_base"]
@@ -24,7 +24,7 @@ def public_base(request: Request[Any, Any, Any]) -> str:
 
 def _protected_resource(request: Request[Any, Any, Any]) -> Response[bytes]:
     doc = protected_resource_metadata(mesh_of(request).settings, public_base(request))
-    return Response(msgspec.json.encode(doc), media_type="application/json", headers={"Cache-Control": "max-age=300"})
+    return json_response(doc, headers={"Cache-Control": "max-age=300"})
 
 
 def _at(path: str, operation_id: str) -> Any:

@@ -11,6 +11,7 @@ import msgspec
 
 from flux7.shared.auth.identity import IdentityResolver
 from flux7.shared.auth.oauth import OAuth
+from flux7.shared.auth.sso import single_sign_on
 from flux7.shared.auth.tokens import TokenStore
 from flux7.shared.auth.users import UserStore
 from flux7.shared.decisions.precedents import decision_memory
@@ -38,11 +39,37 @@ from flux7.shared.outbound import OutboundGuard
 from flux7.shared.settings import Settings
 from flux7.shared.store.db import Database, database_for
 from flux7.shared.tracing import Tracer
+from flux7.shared.upstreams.base import Classification
 from flux7.shared.upstreams.registry import Registry
 
-__all__ = ["Mesh"]
+__all__ = ["Health", "Mesh", "ToolDecision"]
 
 log = logging.getLogger("flux7.mesh")
+
+
+class Health(msgspec.Struct, kw_only=True):
+    """GET /health (CONTRACT 1.6)."""
+
+    status: str
+    tools: int
+    traces: dict[str, int]  # total, allowed, denied, human_approval, errors, estimated input and output tokens
+    version: str
+    config: str  # a hash of the config file's path: how a stdio relay recognises its daemon
+
+
+class ToolDecision(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A GET /tools/decisions entry: what one tool gets for one agent, with empty arguments."""
+
+    name: str
+    source: str
+    classification: Classification
+    action: str
+    rule: str
+    conditional: list[dict[str, str]]  # the conditional rules that could decide it otherwise
+    rule_index: int  # the deciding rule's index in its policy, -1 when none
+    mcp_server: str = ""
+    pin: str = ""  # pinned | new | changed, with pin_tools on
+    source_file: str = ""
 
 
 class Mesh:
@@ -62,6 +89,7 @@ class Mesh:
         self.identity = IdentityResolver(
             settings, self.tokens, self.users, self.oauth.connections if settings.oauth.enabled else None
         )
+        self.sso = single_sign_on(settings, self.db, self.users)  # the console's single sign-on, None when off
         self.catalog = Catalog(settings, self.db, self.versions)
         self.registry = Registry(settings)
         self.metrics = Metrics(
@@ -147,44 +175,35 @@ class Mesh:
 
     # -- views shared by several transports --------------------------------------------------------------
 
-    def health(self, config: str) -> dict[str, Any]:
-        counts = self.tracer.counts()
+    def health(self, config: str) -> Health:
         from flux7.shared import __version__
 
-        return {
-            "status": "ok",
-            "tools": len(self.registry.tools()),
-            "traces": counts,
-            "version": __version__,
-            "config": config,
-        }
+        counts = self.tracer.counts()
+        return Health(status="ok", tools=len(self.registry.tools()), traces=counts, version=__version__, config=config)
 
-    def tool_decisions(self, agent: str) -> list[dict[str, Any]]:
+    def tool_decisions(self, agent: str) -> list[ToolDecision]:
         """GET /tools/decisions: the effective action of every tool for one agent, with empty arguments."""
         current = self.policies.current
         pins = self.pins
         lifecycle = self.pipeline.decider.lifecycle_floor(agent)
-        out: list[dict[str, Any]] = []
+        out: list[ToolDecision] = []
         for tool in self.registry.tools():
             # a suspended or retired agent is refused before any policy (the catalog's lifecycle floor)
             decision = lifecycle or self.pipeline.decider.evaluate(agent, tool.name, {}, tool)
             where = current.deciding_rule(agent, tool.name, {})
-            item: dict[str, Any] = {
-                "name": tool.name,
-                "source": tool.source,
-                "classification": msgspec.to_builtins(tool.classification),
-                "action": decision.action,
-                "rule": decision.rule,
-                "conditional": current.conditional(agent, tool.name),
-                "rule_index": where[1] if where else -1,
-            }
-            if tool.mcp_server:
-                item["mcp_server"] = tool.mcp_server
-            pin = pins.status_of(tool)
-            if pin:
-                item["pin"] = pin
             policy = current.by_name.get(where[0]) if where else None
-            if policy is not None and policy.source_file:
-                item["source_file"] = policy.source_file
-            out.append(item)
+            out.append(
+                ToolDecision(
+                    name=tool.name,
+                    source=tool.source,
+                    classification=tool.classification,
+                    action=decision.action,
+                    rule=decision.rule,
+                    conditional=current.conditional(agent, tool.name),
+                    rule_index=where[1] if where else -1,
+                    mcp_server=tool.mcp_server,
+                    pin=pins.status_of(tool) or "",
+                    source_file=policy.source_file if policy is not None else "",
+                )
+            )
         return out

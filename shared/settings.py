@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import msgspec
 
@@ -34,6 +34,8 @@ __all__ = [
     "MemorySettings",
     "MetricsSettings",
     "OAuthSettings",
+    "OidcRole",
+    "OidcSettings",
     "OpenApiSource",
     "OutboundSettings",
     "Policy",
@@ -64,6 +66,33 @@ class JwtSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
     allow_legacy: bool = False
 
 
+UserRole = Literal["owner", "admin", "approver", "viewer"]
+
+
+class OidcRole(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """What one value of the role claim gives a user: a role and, for an approver, its scope (globs)."""
+
+    role: UserRole
+    approve_tools: tuple[str, ...] = ()
+    approve_agents: tuple[str, ...] = ()
+
+
+class OidcSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Single sign-on for the console (docs/security.md "Single sign-on"): OpenID Connect, authorization code
+    with PKCE, the provider found by discovery from `issuer`."""
+
+    issuer: str
+    client_id: str
+    client_secret: str = ""  # empty: a public client (PKCE alone)
+    scopes: tuple[str, ...] = ("openid", "email", "profile")
+    # the claim that names the user: "" takes preferred_username, else email
+    name_claim: str = ""
+    role_claim: str = "groups"  # a dotted path into the ID token's claims (realm_access.roles); a string or a list
+    roles: dict[str, UserRole | OidcRole] = {}
+    default_role: Literal["", "owner", "admin", "approver", "viewer"] = ""  # "": unmapped users are refused
+    label: str = ""  # the console's button: "Sign in with <label>" (default: the issuer's host)
+
+
 class AuthSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     admin_token: str = ""
     # Where the generated admin token lives when admin_token is empty (default: beside the database).
@@ -75,6 +104,8 @@ class AuthSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     allow_claimed_identity: bool | None = None
     resource_url: str = ""  # the public base URL named in /.well-known/oauth-protected-resource
     jwt: JwtSettings | None = None
+    oidc: OidcSettings | None = None  # single sign-on for the console
+    session_hours: float = 12  # how long a console session (a login by SSO or personal token) lasts
 
 
 class OAuthSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -344,6 +375,7 @@ _EXPANDED = {
     ("mcp_servers", "headers"),
     ("openapi", "headers"),
     ("auth", "admin_token"),
+    ("auth", "oidc", "client_secret"),
     ("decisions", "signing_key"),
     ("approval", "notify_secret"),
     ("notify", "link_secret"),
@@ -403,6 +435,41 @@ def _validate_timeouts(file: str, key: str, t: UpstreamTimeouts) -> None:
             raise ConfigError(file, f"{key}.{name}", "must be > 0")
 
 
+def _validate_oidc(file: str, o: OidcSettings) -> None:
+    try:
+        parts = urlsplit(o.issuer)
+        host = parts.hostname or ""
+    except ValueError:
+        parts, host = None, ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if (
+        parts is None
+        or not host
+        or parts.query
+        or parts.fragment
+        or not (parts.scheme == "https" or (parts.scheme == "http" and loopback))
+    ):
+        raise ConfigError(
+            file,
+            "auth.oidc.issuer",
+            "the provider's https URL (http only on loopback), e.g. https://accounts.google.com",
+        )
+    if not o.client_id.strip():
+        raise ConfigError(file, "auth.oidc.client_id", "required: the client id registered with the provider")
+    if "openid" not in o.scopes:
+        raise ConfigError(file, "auth.oidc.scopes", "must include openid")
+    if not o.role_claim.strip():
+        raise ConfigError(file, "auth.oidc.role_claim", "the claim (dotted path) whose values map to roles")
+    if not o.roles and not o.default_role:
+        raise ConfigError(file, "auth.oidc.roles", "map at least one claim value to a role, or set default_role")
+    for value, grant in o.roles.items():
+        if isinstance(grant, OidcRole) and (grant.approve_tools or grant.approve_agents) and grant.role != "approver":
+            raise ConfigError(file, f"auth.oidc.roles.{value}", "approve_tools and approve_agents scope an approver")
+
+
 def _validate(file: str, s: Settings) -> None:
     names: set[str] = set()
     for i, p in enumerate(s.policies):
@@ -438,6 +505,10 @@ def _validate(file: str, s: Settings) -> None:
             raise ConfigError(file, f"oauth.{key}", "seconds: at least 1, at most ten years")
     if s.auth.jwt is not None and not s.auth.jwt.jwks_url:
         raise ConfigError(file, "auth.jwt.jwks_url", "required when auth.jwt is set")
+    if s.auth.oidc is not None:
+        _validate_oidc(file, s.auth.oidc)
+    if not 0 < s.auth.session_hours <= 24 * 90:
+        raise ConfigError(file, "auth.session_hours", "hours a console session lasts: more than 0, at most 2160")
     if (s.tls.cert_file and not s.tls.key_file) or (s.tls.key_file and not s.tls.cert_file):
         raise ConfigError(file, "tls", "cert_file and key_file go together")
     if s.console.cors and not s.console.allowed_origins:

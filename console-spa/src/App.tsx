@@ -2,6 +2,7 @@ import { useEffect, useRef, useState, type ReactNode } from "react";
 import { ApiError } from "./api/client";
 import { useApprovals, useHealth } from "./api/queries";
 import { HaltBanner } from "./components/HaltBanner";
+import { WhoAmI } from "./components/WhoAmI";
 import { AgentDetailPage, AgentsPage } from "./pages/Agents";
 import { ApprovalDetailPage, ApprovalsPage } from "./pages/Approvals";
 import { CatalogPage, GovAgentPage } from "./pages/Catalog";
@@ -11,6 +12,7 @@ import { DiffReplayPage } from "./pages/DiffReplay";
 import { GrantsPage } from "./pages/Grants";
 import { GraphPage } from "./pages/Graph";
 import { HaltsPage } from "./pages/Halts";
+import { LoginPage } from "./pages/Login";
 import { MemoryPage } from "./pages/Memory";
 import { OAuthConsentPage } from "./pages/OAuthConsent";
 import { OtelPage } from "./pages/Otel";
@@ -21,6 +23,7 @@ import { SettingsPage } from "./pages/Settings";
 import { SupervisorPage } from "./pages/Supervisor";
 import { ToolsPage } from "./pages/Tools";
 import { TracesPage } from "./pages/Traces";
+import { UsersPage } from "./pages/Users";
 import { Link, match, useLocation } from "./router";
 import { meshBase, useSettings } from "./settings";
 import { useTheme } from "./theme";
@@ -43,6 +46,7 @@ const NAV: { to: string; label: string }[] = [
   { to: "/memory", label: "Memory" },
   { to: "/supervisor", label: "Supervisor" },
   { to: "/halts", label: "Emergency stop" },
+  { to: "/users", label: "Users" },
   { to: "/settings", label: "Settings" },
 ];
 
@@ -72,6 +76,8 @@ const ROUTES: Route[] = [
   ["/memory", () => <MemoryPage />, "Memory"],
   ["/halts", () => <HaltsPage />, "Emergency stop"],
   ["/settings", () => <SettingsPage />, "Settings"],
+  ["/login", () => <LoginPage />, "Sign in"],
+  ["/users", () => <UsersPage />, "Users"],
 ];
 
 function resolve(path: string): { node: ReactNode; title: string } {
@@ -160,6 +166,7 @@ export function App() {
         </button>
         <Link to="/" className="brand">flux7<span className="brand-sub"> console</span></Link>
         <div className="topbar-right">
+          <WhoAmI />
           <ConnectionDot />
           <button type="button" className="ghost" onClick={nextTheme} title="Switch theme: system, dark, light">
             Theme: {theme}

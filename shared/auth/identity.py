@@ -298,12 +298,13 @@ class IdentityResolver:
         supervisor's agent token or JWT, or (open loopback only) any local caller. A bad credential (a revoked
         token, an invalid JWT) proves nothing: None, not an error."""
         bearer = _bearer(authorization)
-        if self._users is not None and (looks_like_user_token(bearer) or session):
-            user = self._users.authenticate(bearer) if bearer else self._users.session_user(session)
+        if self._users is not None and looks_like_user_token(bearer):
+            user = self._users.authenticate(bearer)
+            return user_principal(user) if user is not None else None
+        if self._users is not None and session and not bearer:  # a bearer, when sent, speaks for the request
+            user = self._users.session_user(session)
             if user is not None:
                 return user_principal(user)
-            if bearer:
-                return None
         if self._admin_token:
             if self.holds_admin_token(authorization):
                 return OWNER

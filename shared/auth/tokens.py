@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from flux7.shared.durations import parse_duration
 from flux7.shared.errors import BadRequest, Conflict, NotFound
@@ -26,6 +27,7 @@ __all__ = [
     "AgentToken",
     "IssuedToken",
     "TokenStore",
+    "TokenView",
     "hash_token",
     "looks_like_agent_token",
     "parse_expiry",
@@ -57,6 +59,36 @@ class AgentToken(msgspec.Struct, frozen=True, kw_only=True):
         if self.expires_at is not None and self.expires_at <= (time.time() if now is None else now):
             return "expired"
         return "active"
+
+    def view(self, token: str | UnsetType = UNSET) -> TokenView:
+        return TokenView(
+            id=self.id,
+            agent_id=self.agent_id,
+            prefix=self.prefix,
+            note=self.note,
+            created_at=self.created_at,
+            expires_at=self.expires_at,
+            revoked_at=self.revoked_at,
+            last_used_at=self.last_used_at,
+            state=self.state(),
+            token=token,
+        )
+
+
+class TokenView(msgspec.Struct, frozen=True, kw_only=True):
+    """A token's record as the REST routes show it, with its state; `token` (the secret) only in the answer to its
+    issue."""
+
+    id: str
+    agent_id: str
+    prefix: str
+    note: str
+    created_at: float
+    expires_at: float | None
+    revoked_at: float | None
+    last_used_at: float | None
+    state: str  # active | expired | revoked
+    token: str | UnsetType = UNSET
 
 
 class IssuedToken(msgspec.Struct, frozen=True, kw_only=True):

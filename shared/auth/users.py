@@ -22,6 +22,7 @@ import time
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from flux7.shared.errors import BadRequest, Conflict, NotFound
 from flux7.shared.globs import glob_match
@@ -36,6 +37,7 @@ __all__ = [
     "Role",
     "User",
     "UserStore",
+    "UserView",
     "looks_like_user_token",
 ]
 
@@ -74,20 +76,34 @@ class User(msgspec.Struct, frozen=True, kw_only=True):
         agents_ok = not self.approve_agents or any(glob_match(p, agent) for p in self.approve_agents)
         return tools_ok and agents_ok
 
-    def view(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "name": self.name,
-            "role": self.role,
-            "approve_tools": list(self.approve_tools),
-            "approve_agents": list(self.approve_agents),
-            "source": self.source,
-            "created_at": self.created_at,
-            "created_by": self.created_by,
-            "disabled": self.disabled_at is not None,
-        }
-        if self.email:
-            out["email"] = self.email
-        return out
+    def view(self, token: str | UnsetType = UNSET) -> UserView:
+        return UserView(
+            name=self.name,
+            role=self.role,
+            approve_tools=list(self.approve_tools),
+            approve_agents=list(self.approve_agents),
+            source=self.source,
+            created_at=self.created_at,
+            created_by=self.created_by,
+            disabled=self.disabled_at is not None,
+            email=self.email or UNSET,
+            token=token,
+        )
+
+
+class UserView(msgspec.Struct, kw_only=True):
+    """A user as the REST routes and `flux7 user … --json` show it; `token` only in the answer that issued it."""
+
+    name: str
+    role: str
+    approve_tools: list[str]
+    approve_agents: list[str]
+    source: str  # local | oidc
+    created_at: float
+    created_by: str
+    disabled: bool
+    email: str | UnsetType = UNSET
+    token: str | UnsetType = UNSET  # a new personal token (add, rotate): shown once
 
 
 class IssuedUser(msgspec.Struct, frozen=True):
@@ -179,21 +195,51 @@ class UserStore:
             self._insert_token(conn, user.name, token)
         return IssuedUser(user, token)
 
-    def upsert_sso(self, name: str, role: str, email: str = "") -> User:
-        """A user seen at a single sign-on: created with the role its claims map to, or updated to it (the
-        identity provider is the authority for SSO users). A disabled user stays disabled; a local user keeps
-        its role (the operator's choice wins over a claim)."""
+    def upsert_sso(
+        self,
+        name: str,
+        role: str,
+        email: str = "",
+        *,
+        approve_tools: list[str] | tuple[str, ...] = (),
+        approve_agents: list[str] | tuple[str, ...] = (),
+    ) -> User:
+        """A user seen at a single sign-on: created with the role (and an approver's scope) its claims map to, or
+        updated to it (the identity provider is the authority for SSO users). A disabled user stays disabled; a
+        local user keeps its role and scope (the operator's choice wins over a claim)."""
         name, role = validate_name(name), validate_role(role)
+        tools = _globs(approve_tools, "approve_tools") if role == "approver" else ()
+        agents = _globs(approve_agents, "approve_agents") if role == "approver" else ()
         with self._db.write() as conn:
             row = conn.execute("SELECT * FROM users WHERE name = ?", (name,)).fetchone()
             if row is None:
-                user = User(name=name, role=role, email=email, source="oidc", created_at=time.time(), created_by="sso")
+                user = User(
+                    name=name,
+                    role=role,
+                    approve_tools=tools,
+                    approve_agents=agents,
+                    email=email,
+                    source="oidc",
+                    created_at=time.time(),
+                    created_by="sso",
+                )
                 self._insert(conn, user)
                 return user
             existing = _user(row)
-            if existing.source == "oidc" and (existing.role != role or existing.email != email):
-                conn.execute("UPDATE users SET role = ?, email = ? WHERE name = ?", (role, email, name))
-                return msgspec.structs.replace(existing, role=role, email=email)
+            changed = (existing.role, existing.email, existing.approve_tools, existing.approve_agents) != (
+                role,
+                email,
+                tools,
+                agents,
+            )
+            if existing.source == "oidc" and changed:
+                conn.execute(
+                    "UPDATE users SET role = ?, email = ?, approve_tools = ?, approve_agents = ? WHERE name = ?",
+                    (role, email, json.dumps(list(tools)), json.dumps(list(agents)), name),
+                )
+                return msgspec.structs.replace(
+                    existing, role=role, email=email, approve_tools=tools, approve_agents=agents
+                )
             return existing
 
     @staticmethod

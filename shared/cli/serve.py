@@ -126,7 +126,7 @@ def serve(
         factory or apps.mesh_factory,
         address=bind,
         port=port or settings.port,
-        # RSGI: the hot paths answered in one await and one call, the rest bridged to the ASGI app (docs/benchmarks.md,
+        # RSGI: the fast paths answered in one await and one call, the rest bridged to the ASGI app (docs/benchmarks.md,
         # functions/rsgi.py). No route speaks WebSocket.
         interface=Interfaces.RSGI,
         websockets=False,

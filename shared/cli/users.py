@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import msgspec
 
 from flux7.shared.auth.users import ROLES, User, UserStore
 from flux7.shared.cli.kit import CONTEXT, Fail, UsageFail, run, runtime
@@ -99,7 +100,7 @@ def add(
             name, role, approve_tools=approve_tools, approve_agents=approve_agents, email=email, by=ACTOR
         )
         if as_json:
-            print(json.dumps({**issued.user.view(), "token": issued.token}))
+            print(json.dumps(msgspec.to_builtins(issued.user.view(issued.token))))
         else:
             print(issued.token)
             print(
@@ -119,7 +120,7 @@ def list_(config: str | None, db: str | None, as_json: bool) -> int:
     def act() -> int:
         users = _store(config, db).list()
         if as_json:
-            print(json.dumps([u.view() for u in users]))
+            print(json.dumps(msgspec.to_builtins([u.view() for u in users])))
         else:
             print(f"{'NAME':<20} {'ROLE':<9} {'STATE':<9} {'FROM':<6} CREATED")
             for u in users:
@@ -137,7 +138,7 @@ def disable(name: str, config: str | None, db: str | None, as_json: bool) -> int
 
     def act() -> int:
         u = _store(config, db).disable(name)
-        print(json.dumps(u.view()) if as_json else f"disabled {u.name}")
+        print(json.dumps(msgspec.to_builtins(u.view())) if as_json else f"disabled {u.name}")
         return 0
 
     return _guarded(act)
@@ -151,7 +152,7 @@ def rotate(name: str, config: str | None, db: str | None, as_json: bool) -> int:
 
     def act() -> int:
         issued = _store(config, db).rotate(name)
-        print(json.dumps({**issued.user.view(), "token": issued.token}) if as_json else issued.token)
+        print(json.dumps(msgspec.to_builtins(issued.user.view(issued.token))) if as_json else issued.token)
         return 0
 
     return _guarded(act)

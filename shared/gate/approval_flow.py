@@ -289,7 +289,7 @@ class Claim(_Queue):
         """The tty channel (CONTRACT 1.14 step 1), when the transport brought one: "" leaves it to the queue."""
         if self._terminal is None:
             return ""
-        view = pending.view(self._deps.settings.supervisor.expose_content)
+        view = msgspec.to_builtins(pending.view(self._deps.settings.supervisor.expose_content))
         answer, reason = await self._terminal.ask(view, self.setting("timeout_seconds"))
         if answer is None:
             return ""

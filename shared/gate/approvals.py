@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from flux7.shared.decisions.facts import resolver_kind
 from flux7.shared.decisions.query import DecisionQuery
@@ -34,12 +35,14 @@ from flux7.shared.errors import BadRequest, Conflict, Forbidden, NotFound
 from flux7.shared.gate.approval_settings import ApprovalPolicy, ApprovalSettingsStore
 from flux7.shared.gate.audit import EventLog, rfc3339
 from flux7.shared.gate.callbacks import Notifier
+from flux7.shared.gate.grants import GrantView
 from flux7.shared.gate.guard import injection_risk, redact
 from flux7.shared.globs import glob_match
 from flux7.shared.settings import Settings
 from flux7.shared.store.db import Database
+from flux7.shared.tracing.entry import TraceView
 
-__all__ = ["Approval", "ApprovalQueue", "DecisionQuery", "args_digest"]
+__all__ = ["Approval", "ApprovalQueue", "ApprovalView", "DecisionQuery", "VoteView", "args_digest"]
 
 log = logging.getLogger("flux7.approvals")
 
@@ -91,43 +94,31 @@ class Approval(msgspec.Struct, kw_only=True):
     def remaining(self, now: float | None = None) -> float:
         return max(0.0, self.expires_ts - (time.time() if now is None else now))
 
-    def view(self, expose_content: bool = True, now: float | None = None) -> dict[str, Any]:
-        """The approvalView of CONTRACT 1.8."""
-        out: dict[str, Any] = {
-            "id": self.id,
-            "agent_id": self.agent_id,
-            "tool": self.tool,
-            "params": self.params if expose_content else redact(self.params),
-        }
-        if self.trace_id:
-            out["trace_id"] = self.trace_id
-        out["policy_rule"] = self.policy_rule
-        out["status"] = self.status
-        out["created_at"] = self.created_at
-        if self.status == "pending":
-            out["remaining"] = format_duration(self.remaining(now))
-        if self.resolved_by:
-            out["resolved_by"] = self.resolved_by
-        if self.resolved_note:
-            out["resolved_note"] = self.resolved_note
-        if self.status != "pending":
-            out["resolver_kind"] = resolver_kind(self.resolved_by, self.resolved_note)
-        if self.resolved_at:
-            out["resolved_at"] = self.resolved_at
-        if self.reasoning:
-            out["reasoning"] = self.reasoning
-        if self.confidence is not None:
-            out["confidence"] = self.confidence
-        if self.injection_risk:
-            out["injection_risk"] = True
-        if self.required_approvals > 1:
-            out["required_approvals"] = self.required_approvals
-            out["approvals"] = [v.view() for v in self.votes if v.decision == "approve"]
-        if self.preview is not None:
-            out["preview"] = self.preview if expose_content else {"kind": "redacted"}
-        if self.requester_user:
-            out["requester_user"] = self.requester_user
-        return out
+    def view(self, expose_content: bool = True, now: float | None = None) -> ApprovalView:
+        pending = self.status == "pending"
+        several = self.required_approvals > 1
+        return ApprovalView(
+            id=self.id,
+            agent_id=self.agent_id,
+            tool=self.tool,
+            params=self.params if expose_content else redact(self.params),
+            trace_id=self.trace_id,
+            policy_rule=self.policy_rule,
+            status=self.status,
+            created_at=self.created_at,
+            remaining=format_duration(self.remaining(now)) if pending else "",
+            resolved_by=self.resolved_by,
+            resolved_note=self.resolved_note,
+            resolver_kind=UNSET if pending else resolver_kind(self.resolved_by, self.resolved_note),
+            resolved_at=self.resolved_at,
+            reasoning=self.reasoning,
+            confidence=self.confidence,
+            injection_risk=self.injection_risk,
+            required_approvals=self.required_approvals if several else UNSET,
+            approvals=[v.view() for v in self.votes if v.decision == "approve"] if several else UNSET,
+            preview=self.preview if expose_content or self.preview is None else {"kind": "redacted"},
+            requester_user=self.requester_user,
+        )
 
     @property
     def approved_votes(self) -> int:
@@ -139,8 +130,44 @@ class Vote(msgspec.Struct, frozen=True):
     decision: str  # approve | deny
     at: float
 
-    def view(self) -> dict[str, Any]:
-        return {"actor": self.actor, "at": rfc3339(self.at)}
+    def view(self) -> VoteView:
+        return VoteView(actor=self.actor, at=rfc3339(self.at))
+
+
+class VoteView(msgspec.Struct):
+    actor: str
+    at: str  # RFC3339
+
+
+class ApprovalView(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The approvalView of CONTRACT 1.8, in wire order, empty fields left out; `params` is always there (null
+    included). The routes add what they know of the asker (`actionable`: whether they may decide it now), the detail
+    (`recent_traces`, `active_grants`, each left out when empty) and the decisions page (`fact_key`)."""
+
+    id: str
+    agent_id: str
+    tool: str
+    params: Any
+    trace_id: str = ""
+    policy_rule: str
+    status: str  # pending | approved | denied | timeout
+    created_at: str  # RFC3339
+    remaining: str = ""  # pending only: a Go duration
+    resolved_by: str = ""
+    resolved_note: str = ""
+    resolver_kind: str | UnsetType = UNSET  # settled only
+    resolved_at: str = ""
+    reasoning: str = ""
+    confidence: float | None = None
+    injection_risk: bool = False
+    required_approvals: int | UnsetType = UNSET  # four eyes only, with the approvals so far
+    approvals: list[VoteView] | UnsetType = UNSET
+    preview: Any = None
+    requester_user: str = ""
+    actionable: bool | UnsetType = UNSET
+    recent_traces: list[TraceView] = msgspec.field(default_factory=list)
+    active_grants: list[GrantView] = msgspec.field(default_factory=list)
+    fact_key: str = ""
 
 
 def _from_row(row: Any) -> Approval:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from flux7.shared.auth.identity import Caller
 from flux7.shared.tracecontext import TraceContext
 
-__all__ = ["ApprovalMode", "Call", "Outcome"]
+__all__ = ["ApprovalMode", "Call", "Outcome", "ToolResult"]
 
 # How a human_approval is waited for (shared/gate/approval_flow.py):
 # block: wait for the resolution (REST, MCP with supervisor.enabled); claim: MCP's non-blocking claim flow;
@@ -54,15 +55,24 @@ class Outcome(msgspec.Struct, kw_only=True):
     halt_message: str = ""
     unknown_tool: bool = False
 
-    def rest_body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {}
-        if self.has_result:
-            body["result"] = self.result
-        body["trace_id"] = self.trace_id
-        if self.approval_id:
-            body["approval_id"] = self.approval_id
-        body["policy"] = self.policy
-        body["latency_ms"] = round(self.latency_ms, 3)
-        if self.error:
-            body["error"] = self.error
-        return body
+    def rest_body(self) -> ToolResult:
+        return ToolResult(
+            result=self.result if self.has_result else UNSET,
+            trace_id=self.trace_id,
+            approval_id=self.approval_id or UNSET,
+            policy=self.policy,
+            latency_ms=round(self.latency_ms, 3),
+            error=self.error or UNSET,
+        )
+
+
+class ToolResult(msgspec.Struct, kw_only=True):
+    """What POST /tool/{name} answers once the pipeline ran (CONTRACT 1.7), in wire order: `result` when the call was
+    forwarded (null included), `approval_id` when it was queued, `error` when it failed or was refused."""
+
+    result: Any | UnsetType = UNSET
+    trace_id: str = ""
+    approval_id: str | UnsetType = UNSET
+    policy: str = ""  # allow | deny | human_approval | rate_limited | halted | error
+    latency_ms: float = 0
+    error: str | UnsetType = UNSET

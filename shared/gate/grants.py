@@ -19,7 +19,7 @@ from flux7.shared.gate.audit import EventLog, rfc3339
 from flux7.shared.globs import glob_match
 from flux7.shared.store.db import Database
 
-__all__ = ["MCP_MAX_SECONDS", "Grant", "GrantStore"]
+__all__ = ["MCP_MAX_SECONDS", "Grant", "GrantStore", "GrantView"]
 
 MCP_MAX_SECONDS = 24 * 3600
 MIN_PREFIX = 4
@@ -40,22 +40,31 @@ class Grant(msgspec.Struct, kw_only=True):
     created_ts: float = 0.0
     expires_ts: float = 0.0
 
-    def view(self, now: float | None = None) -> dict[str, Any]:
-        """The grantView of CONTRACT 1.9."""
+    def view(self, now: float | None = None) -> GrantView:
         left = self.expires_ts - (time.time() if now is None else now)
-        out: dict[str, Any] = {
-            "id": self.id,
-            "agent": self.agent,
-            "tools": self.tools,
-            "expires_at": self.expires_at,
-            "remaining": format_duration(max(0.0, left)),
-            "granted_by": self.granted_by,
-        }
-        if self.approval_id:
-            out["approval_id"] = self.approval_id
-        if self.trace_id:
-            out["trace_id"] = self.trace_id
-        return out
+        return GrantView(
+            id=self.id,
+            agent=self.agent,
+            tools=self.tools,
+            expires_at=self.expires_at,
+            remaining=format_duration(max(0.0, left)),
+            granted_by=self.granted_by,
+            approval_id=self.approval_id,
+            trace_id=self.trace_id,
+        )
+
+
+class GrantView(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The grantView of CONTRACT 1.9."""
+
+    id: str
+    agent: str
+    tools: str
+    expires_at: str  # RFC3339
+    remaining: str  # a Go duration
+    granted_by: str
+    approval_id: str = ""
+    trace_id: str = ""
 
 
 def _from_row(row: Any) -> Grant:

@@ -13,6 +13,7 @@ import time
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from flux7.shared.errors import BadRequest, NotFound
 from flux7.shared.gate.approvals import Approval, ApprovalQueue
@@ -21,7 +22,7 @@ from flux7.shared.gate.grants import GrantStore
 from flux7.shared.globs import glob_match
 from flux7.shared.store.db import Database
 
-__all__ = ["CACHE_SECONDS", "Halt", "HaltRegistry", "HaltResult"]
+__all__ = ["CACHE_SECONDS", "Halt", "HaltRegistry", "HaltResult", "HaltView"]
 
 CACHE_SECONDS = 1.0
 # While an engine that notifies (PostgreSQL) has lost its listener: a stop on another instance is seen by
@@ -65,24 +66,37 @@ class Halt(msgspec.Struct, kw_only=True):
         """Whether the stop takes a grant for `agent_glob` away. A session stop leaves grants alone."""
         return self.scope == "all" or (self.scope == "agent" and glob_match(self.target, agent_glob))
 
-    def view(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "scope": self.scope}
-        if self.target:
-            out["target"] = self.target
-        if self.reason:
-            out["reason"] = self.reason
-        if self.created_by:
-            out["created_by"] = self.created_by
-        out["created_at"] = self.created_at
-        if self.revoked_grants:
-            out["revoked_grants"] = list(self.revoked_grants)
-        if self.denied_approvals:
-            out["denied_approvals"] = self.denied_approvals
-        out["active"] = self.active
-        if self.resumed_at:
-            out["resumed_at"] = self.resumed_at
-            out["resumed_by"] = self.resumed_by
-        return out
+    def view(self) -> HaltView:
+        return HaltView(
+            id=self.id,
+            scope=self.scope,
+            target=self.target,
+            reason=self.reason,
+            created_by=self.created_by,
+            created_at=self.created_at,
+            revoked_grants=list(self.revoked_grants),
+            denied_approvals=self.denied_approvals,
+            active=self.active,
+            resumed_at=self.resumed_at,
+            resumed_by=self.resumed_by if self.resumed_at else UNSET,
+        )
+
+
+class HaltView(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A stop as GET /halts and its changes answer it (CONTRACT 1.10): empty fields left out; `resumed_by` comes
+    with `resumed_at`, even when empty."""
+
+    id: str
+    scope: str  # all | agent | session
+    target: str = ""
+    reason: str = ""
+    created_by: str = ""
+    created_at: str
+    revoked_grants: list[str] = msgspec.field(default_factory=list)
+    denied_approvals: int = 0
+    active: bool
+    resumed_at: str = ""
+    resumed_by: str | UnsetType = UNSET
 
 
 class HaltResult(msgspec.Struct, kw_only=True):

@@ -18,6 +18,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+from msgspec import UNSET, UnsetType
+
 from flux7.shared.errors import BadRequest
 from flux7.shared.gate.audit import EventLog, rfc3339
 from flux7.shared.gate.policy import Decision
@@ -27,7 +30,7 @@ from flux7.shared.upstreams.base import ToolDef
 if TYPE_CHECKING:
     from flux7.shared.governance.versions import Versions
 
-__all__ = ["PinStore", "fingerprint", "observe_tool"]
+__all__ = ["PinStore", "PinView", "fingerprint", "observe_tool"]
 
 
 def fingerprint(tool: ToolDef) -> str:
@@ -55,6 +58,18 @@ def legacy_fingerprint(tool: ToolDef) -> str:
 
 def pinnable(tool: ToolDef) -> bool:
     return tool.source == "mcp"
+
+
+class PinView(msgspec.Struct, kw_only=True):
+    """A GET /tools/pins entry (CONTRACT 1.6): the pinned description and time only for a tool that has a pin."""
+
+    tool: str
+    server: str
+    status: str  # pinned | new | changed
+    pinned_description: str | UnsetType = UNSET
+    current_description: str
+    pinned_at: str | UnsetType = UNSET
+    fingerprint: str
 
 
 class PinStore:
@@ -102,25 +117,27 @@ class PinStore:
             )
         return None
 
-    def view(self, tools: list[ToolDef]) -> list[dict[str, Any]]:
+    def view(self, tools: list[ToolDef]) -> list[PinView]:
         """GET /tools/pins: every upstream MCP tool with its status, the ones waiting for an accept first."""
-        items: list[dict[str, Any]] = []
+        items: list[PinView] = []
         for tool in tools:
             if not pinnable(tool):
                 continue
             row = self._pinned(tool.name)
             current = fingerprint(tool)
             observe_tool(self._versions, tool, current)
-            status = self._status(tool, row, current)
-            item: dict[str, Any] = {"tool": tool.name, "server": tool.mcp_server, "status": status}
-            if row is not None:
-                item["pinned_description"] = row["description"]
-            item["current_description"] = tool.description
-            if row is not None:
-                item["pinned_at"] = rfc3339(row["pinned_at"])
-            item["fingerprint"] = current
-            items.append(item)
-        return sorted(items, key=lambda i: i["status"] == "pinned")  # stable: registry order within each kind
+            items.append(
+                PinView(
+                    tool=tool.name,
+                    server=tool.mcp_server,
+                    status=self._status(tool, row, current),
+                    pinned_description=row["description"] if row is not None else UNSET,
+                    current_description=tool.description,
+                    pinned_at=rfc3339(row["pinned_at"]) if row is not None else UNSET,
+                    fingerprint=current,
+                )
+            )
+        return sorted(items, key=lambda i: i.status == "pinned")  # stable: registry order within each kind
 
     def accept(self, tools: list[ToolDef], *, names: list[str], server: str, by: str) -> list[str]:
         """Pin the current definitions of the named tools, or of one server's tools, or (neither given) of

@@ -35,6 +35,7 @@ __all__ = [
     "SERVER_INFO",
     "SERVER_INFO_META_KEY",
     "UNSUPPORTED_PROTOCOL_VERSION",
+    "JsonRpcMessage",
     "McpError",
     "Message",
     "ModernEnvelope",
@@ -84,6 +85,16 @@ _MODERN_STATUS = {
     UNSUPPORTED_PROTOCOL_VERSION: 400,
     METHOD_NOT_FOUND: 404,
 }
+
+
+class JsonRpcMessage(msgspec.Struct, kw_only=True):
+    """One JSON-RPC 2.0 request, notification or answer, as the HTTP routes take and give it (an object; batches
+    are not accepted): its envelope for the OpenAPI document. `Message` is what is decoded."""
+
+    jsonrpc: str = "2.0"
+    id: Any = None
+    method: str = ""
+    params: Any = None
 
 
 class McpError(Exception):

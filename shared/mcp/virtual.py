@@ -164,7 +164,7 @@ class VirtualTools:
         grants = self.mesh.grants.active()
         if not self.mesh.identity.is_supervisor(caller):  # others see only what applies to them
             grants = [g for g in grants if glob_match(g.agent, caller.agent_id)]
-        return texts.text_result(texts.go_indent([g.view() for g in grants]))
+        return texts.text_result(texts.go_indent(msgspec.to_builtins([g.view() for g in grants])))
 
     def catalog(self, caller: Caller, source: str = "") -> dict[str, Any]:
         """`{summary, groups:{key:{source, runtime?, count, tools:[{name, description, action}]}}}`."""
@@ -206,8 +206,8 @@ class VirtualTools:
             view = a.view(expose_content=expose)
             risk = " [injection risk]" if a.injection_risk else ""
             lines.append(
-                f"- {a.id[:8]} {a.tool} by {a.agent_id} (rule {a.policy_rule}, {view.get('remaining', '0s')} left)"
-                f"{risk}\n  params: {msgspec.json.encode(view['params']).decode()}"
+                f"- {a.id[:8]} {a.tool} by {a.agent_id} (rule {a.policy_rule}, {view.remaining or '0s'} left)"
+                f"{risk}\n  params: {msgspec.json.encode(view.params).decode()}"
             )
         return texts.text_result("\n".join(lines))
 
@@ -263,7 +263,7 @@ class VirtualTools:
             grantor=ctx.caller.agent_id,
             max_seconds=MCP_MAX_SECONDS,
         )
-        return texts.text_result(texts.go_indent(grant.view()))
+        return texts.text_result(texts.go_indent(msgspec.to_builtins(grant.view())))
 
     def _grant_revoke(self, arguments: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
         key = _arg(arguments, "id")

@@ -10,11 +10,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 __all__ = [
     "Egress",
     "Ingress",
+    "SessionView",
     "TraceEntry",
+    "TraceView",
     "decode_entry",
     "encode_entry",
     "entry_to_wire",
@@ -85,21 +88,55 @@ class TraceEntry(msgspec.Struct, kw_only=True):
     upstream: Egress | None = None
 
 
-_NESTED = ("request", "upstream")  # in wire order
-_ALWAYS = frozenset(
-    {
-        "trace_id",
-        "agent_id",
-        "tool",
-        "params",
-        "policy",
-        "policy_rule",
-        "status_code",
-        "latency_ms",
-        "timestamp",
-    }
-)
-_FIELDS = TraceEntry.__struct_fields__
+class TraceView(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A trace entry as the wire carries it (CONTRACT 1.11): the trace file's line before its chain fields, and the
+    entries the HTTP routes answer. TraceEntry's fields in its order; the ones the contract always writes have no
+    default, the others are left out when zero (Go's omitempty: `exit_code` only when absent, `request` and
+    `upstream` when they hold nothing). Built by `entry_to_wire` only: msgspec leaves a field out when its value *is*
+    the default, so a zero float (`supervisor_confidence`) is UNSET there rather than 0.0."""
+
+    trace_id: str
+    session_id: str = ""
+    agent_id: str
+    user_id: str = ""
+    tool: str
+    params: Any
+    policy: str
+    policy_rule: str
+    status_code: int
+    latency_ms: int
+    error: str = ""
+    timestamp: str
+    exit_code: int | None = None
+    grant_id: str = ""
+    parent_trace_id: str = ""
+    span_id: str = ""
+    parent_span_id: str = ""
+    approval_id: str = ""
+    approval_status: str = ""
+    approved_by: str = ""
+    approval_ms: int = 0
+    supervisor_reasoning: str = ""
+    supervisor_confidence: float | UnsetType = UNSET
+    estimated_input_tokens: int = 0
+    estimated_output_tokens: int = 0
+    tokens_source: str = ""
+    revision: int = 0
+    request: Ingress | None = None
+    upstream: Egress | None = None
+
+
+class SessionView(msgspec.Struct, kw_only=True):
+    """A GET /sessions entry (CONTRACT 1.6): a session's first agent, its calls and the tools they used."""
+
+    session_id: str
+    agent_id: str  # the first seen
+    event_count: int
+    first_seen: str  # RFC3339Nano
+    last_seen: str
+    tools: list[str]  # each once
+
+
 _INTS = (
     "status_code",
     "latency_ms",
@@ -110,28 +147,18 @@ _INTS = (
 )
 
 
-# The fields written only when not zero (Go omitempty), in wire order.
-_OMITTED_WHEN_ZERO = tuple(n for n in _FIELDS if n not in _ALWAYS and n not in _NESTED and n != "exit_code")
-
-
-def entry_to_wire(entry: TraceEntry) -> dict[str, Any]:
-    """The JSON object of an entry, in wire order, with omitempty applied."""
-    # msgspec's asdict keeps the field order and costs a fraction of one getattr per field; deleting a key keeps
-    # the order of the others.
+def entry_to_wire(entry: TraceEntry) -> TraceView:
+    """The entry as the wire carries it."""
+    # msgspec's asdict keeps the field order and costs a fraction of one getattr per field.
     out = msgspec.structs.asdict(entry)
-    for name in _OMITTED_WHEN_ZERO:
-        if not out[name]:
-            del out[name]
-    if out["exit_code"] is None:
-        del out["exit_code"]
-    for name in _NESTED:
-        value = out[name]
-        nested = msgspec.to_builtins(value) if value is not None else None
-        if nested:  # an all-empty object is left out like any zero value
-            out[name] = nested
-        else:
-            del out[name]
-    return out
+    if not out["supervisor_confidence"]:
+        out["supervisor_confidence"] = UNSET
+    request, upstream = out["request"], out["upstream"]
+    if request is not None and not msgspec.to_builtins(request):  # an all-empty object is left out like any zero
+        out["request"] = None
+    if upstream is not None and not msgspec.to_builtins(upstream):
+        out["upstream"] = None
+    return TraceView(**out)
 
 
 def normalise(entry: TraceEntry) -> TraceEntry:
@@ -166,14 +193,17 @@ def normalised(entry: TraceEntry) -> tuple[TraceEntry, int]:
     return (msgspec.structs.replace(entry, **changes) if changes else entry), ns
 
 
+_encoder = msgspec.json.Encoder()
+
+
 def encode_entry(entry: TraceEntry) -> bytes:
     """Compact JSON of the entry. Params that cannot be encoded are kept as their repr, never lost."""
     wire = entry_to_wire(entry)
     try:
-        return msgspec.json.encode(wire)
+        return _encoder.encode(wire)
     except (TypeError, ValueError, UnicodeEncodeError, msgspec.EncodeError):
-        wire["params"] = {"_unencodable": repr(entry.params)}
-        return msgspec.json.encode(wire)
+        wire.params = {"_unencodable": repr(entry.params)}
+        return _encoder.encode(wire)
 
 
 _decoder = msgspec.json.Decoder(TraceEntry)

@@ -18,7 +18,15 @@ from flux7.shared.store.db import Database
 from flux7.shared.store.group_commit import GroupCommit, SummedUpserts, multi_row_sql
 from flux7.shared.store.private_files import private_dir
 from flux7.shared.tracing.chain import JsonlAppender, Verifier, last_envelope, seal
-from flux7.shared.tracing.entry import TraceEntry, decode_entry, encode_entry, format_timestamp, normalise, normalised
+from flux7.shared.tracing.entry import (
+    SessionView,
+    TraceEntry,
+    decode_entry,
+    encode_entry,
+    format_timestamp,
+    normalise,
+    normalised,
+)
 
 __all__ = ["TraceStore"]
 
@@ -357,7 +365,7 @@ class TraceStore:
         row = self.db.query_one(f"SELECT {', '.join(_STATS)} FROM trace_chain WHERE id = 1")
         return {k: int(row[k]) if row else 0 for k in _STATS}
 
-    def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
+    def sessions(self, limit: int = 50) -> list[SessionView]:
         rows = self.db.query(
             "SELECT session_id, count(*) AS n, min(ts_ns) AS first, max(ts_ns) AS last,"
             f" {self.db.json_array_distinct('tool')} AS tools,"
@@ -367,14 +375,14 @@ class TraceStore:
             (limit,),
         )
         return [
-            {
-                "session_id": r["session_id"],
-                "agent_id": r["agent"],
-                "event_count": int(r["n"]),
-                "first_seen": format_timestamp(int(r["first"])),
-                "last_seen": format_timestamp(int(r["last"])),
-                "tools": json.loads(r["tools"]),
-            }
+            SessionView(
+                session_id=r["session_id"],
+                agent_id=r["agent"],
+                event_count=int(r["n"]),
+                first_seen=format_timestamp(int(r["first"])),
+                last_seen=format_timestamp(int(r["last"])),
+                tools=json.loads(r["tools"]),
+            )
             for r in rows
         ]
 

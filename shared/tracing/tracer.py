@@ -11,7 +11,7 @@ from typing import Any
 from flux7.shared.settings import Settings
 from flux7.shared.store.db import Database
 from flux7.shared.tracing.chain import JsonlAppender, Verifier, verify_files
-from flux7.shared.tracing.entry import TraceEntry, format_timestamp
+from flux7.shared.tracing.entry import SessionView, TraceEntry, format_timestamp
 from flux7.shared.tracing.otlp import OtlpExporter, entries_to_otlp, resource_attributes, spans_for
 from flux7.shared.tracing.store import TraceStore
 
@@ -206,7 +206,7 @@ class Tracer:
     def counts(self) -> dict[str, int]:
         return self.store.counts()
 
-    def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
+    def sessions(self, limit: int = 50) -> list[SessionView]:
         return self.store.sessions(50 if limit <= 0 else min(limit, 1000))
 
     def session(self, session_id: str, limit: int = 200) -> list[TraceEntry]:

@@ -14,6 +14,7 @@ __all__ = [
     "Source",
     "Timings",
     "ToolDef",
+    "ToolView",
     "UpstreamResult",
 ]
 
@@ -33,6 +34,21 @@ class Classification(msgspec.Struct):
     family: str  # named | generic
     access: str  # read | write | unknown
     reasons: list[str] = msgspec.field(default_factory=list)
+
+
+class ToolView(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A GET /tools entry (CONTRACT 1.6), in wire order: Go's omitempty drops empty params, mcp_server and cli_meta."""
+
+    name: str
+    description: str
+    method: str
+    path: str
+    base_url: str
+    params: list[Param] = msgspec.field(default_factory=list)
+    source: str  # openapi | mcp | cli
+    mcp_server: str = ""
+    cli_meta: dict[str, Any] | None = None
+    classification: Classification
 
 
 class ToolDef(msgspec.Struct, kw_only=True):
@@ -61,28 +77,19 @@ class ToolDef(msgspec.Struct, kw_only=True):
     icons: list[Any] | None = None
     meta: dict[str, Any] | None = None  # the tool definition's `_meta`
 
-    def view(self) -> dict[str, Any]:
-        """The GET /tools entry (CONTRACT 1.6): Go's omitempty drops empty params, mcp_server and cli_meta."""
-        out: dict[str, Any] = {
-            "name": self.name,
-            "description": self.description,
-            "method": self.method,
-            "path": self.path,
-            "base_url": self.base_url,
-        }
-        if self.params:
-            out["params"] = [{"name": p.name, "in": p.in_, "type": p.type, "required": p.required} for p in self.params]
-        out["source"] = self.source
-        if self.mcp_server:
-            out["mcp_server"] = self.mcp_server
-        if self.cli_meta is not None:
-            out["cli_meta"] = self.cli_meta
-        out["classification"] = {
-            "family": self.classification.family,
-            "access": self.classification.access,
-            "reasons": list(self.classification.reasons),
-        }
-        return out
+    def view(self) -> ToolView:
+        return ToolView(
+            name=self.name,
+            description=self.description,
+            method=self.method,
+            path=self.path,
+            base_url=self.base_url,
+            params=self.params,
+            source=self.source,
+            mcp_server=self.mcp_server,
+            cli_meta=self.cli_meta,
+            classification=self.classification,
+        )
 
     def fingerprint_text(self) -> str:
         """What an upstream declares about a tool, canonically: the input of pinning's change detection.

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import msgspec
 
 from flux7.shared.durations import format_span
 from flux7.shared.mcp.messages import SERVER_INFO_META_KEY, encode_header_value
@@ -34,7 +35,7 @@ from flux7.shared.upstreams.mcp_session import (
 )
 from flux7.shared.upstreams.mcp_transports import SseTransport, StdioTransport, StreamableHttpTransport
 
-__all__ = ["McpUpstream", "tool_defs"]
+__all__ = ["McpServerView", "McpUpstream", "tool_defs"]
 
 log = logging.getLogger("flux7.upstreams.mcp")
 
@@ -152,6 +153,16 @@ def _describe(e: BaseException) -> str:
     return str(e) or e.__class__.__name__
 
 
+class McpServerView(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A GET /mcp-servers entry (CONTRACT 1.6): the error only while not connected, the tools without their prefix."""
+
+    name: str
+    transport: str
+    status: str
+    error: str = ""
+    tools: list[str]
+
+
 class McpUpstream:
     def __init__(
         self,
@@ -186,12 +197,14 @@ class McpUpstream:
     def tools(self) -> list[ToolDef]:
         return self._tools
 
-    def view(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "transport": self.cfg.transport, "status": self.status}
-        if self.error and self.status != "ok":
-            out["error"] = self.error
-        out["tools"] = [t.upstream_name for t in self._tools]
-        return out
+    def view(self) -> McpServerView:
+        return McpServerView(
+            name=self.name,
+            transport=self.cfg.transport,
+            status=self.status,
+            error=self.error if self.status != "ok" else "",
+            tools=[t.upstream_name for t in self._tools],
+        )
 
     @property
     def protocol(self) -> str:

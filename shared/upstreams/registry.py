@@ -15,7 +15,7 @@ import msgspec
 from flux7.shared.settings import Settings
 from flux7.shared.upstreams.base import CallContext, Source, Timings, ToolDef, UpstreamResult
 from flux7.shared.upstreams.cli import CliUpstream
-from flux7.shared.upstreams.mcp_upstream import McpUpstream
+from flux7.shared.upstreams.mcp_upstream import McpServerView, McpUpstream
 from flux7.shared.upstreams.openapi import OpenApiUpstream
 
 __all__ = ["Registry"]
@@ -139,8 +139,8 @@ class Registry:
     def tools(self) -> list[ToolDef]:
         return list(self._ordered)
 
-    def servers(self) -> list[dict[str, Any]]:
-        """GET /mcp-servers: `[{name, transport, status, error?, tools:[names without prefix]}]`."""
+    def servers(self) -> list[McpServerView]:
+        """GET /mcp-servers."""
         return [m.view() for m in self.mcp]
 
     def server(self, name: str) -> McpUpstream | None:

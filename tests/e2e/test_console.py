@@ -365,6 +365,8 @@ PAGES = {
     "memory-entry": "#/memory?key=pets.tortoise",
     "supervisor": "#/supervisor",
     "halts": "#/halts",
+    "users": "#/users",
+    "login": "#/login",
     "settings": "#/settings",
 }
 
@@ -441,6 +443,8 @@ def test_every_page_loads_its_data_without_errors_and_is_screenshotted(
         "memory-entry": "Zeno the tortoise eats dandelions",
         "supervisor": "Not configured",
         "halts": "No stop is in force",
+        "users": "flux7 user add",
+        "login": "the owner (admin token)",
         "settings": "Connection",
     }
     for name, text in expect.items():

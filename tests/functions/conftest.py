@@ -59,40 +59,36 @@ def client(config: Path) -> Iterator[TestClient[Any]]:
         yield c
 
 
-LISTED = "http://console.example"  # the console origin the hot-path comparisons list
+LISTED = "http://console.example"  # the console origin the fast-path comparisons list
 
 
-def _hot_and_routed_configs(tmp_path: Path, backend: Backend, hot: str = "hot") -> tuple[Path, Path]:
-    """Two configs on one backend: one whose fast paths serve their routes, one where Litestar does (CORS on turns
-    the fast paths off)."""
-    common = "max_body_bytes: 1024\nauth: {admin_token: adm1n}\n"
-    (tmp_path / hot).mkdir()
-    (tmp_path / "routed").mkdir()
-    hot_cfg = make_config(tmp_path / hot, backend, common)
-    routed_cfg = make_config(
-        tmp_path / "routed", backend, f"{common}console: {{allowed_origins: ['{LISTED}'], cors: true}}"
+def _pair_config(tmp_path: Path, backend: Backend, folder: str, cors: bool) -> Path:
+    (tmp_path / folder).mkdir()
+    extra = "max_body_bytes: 1024\nauth: {admin_token: adm1n}\n"
+    extra += f"console: {{allowed_origins: ['{LISTED}'], cors: {'true' if cors else 'false'}}}"
+    return make_config(tmp_path / folder, backend, extra)
+
+
+def hot_and_routed(tmp_path: Path, backend: Backend, cors: bool) -> Iterator[tuple[TestClient[Any], TestClient[Any]]]:
+    """Two apps of one config on one backend: one whose fast paths (functions/fastpath.py) serve their routes, one
+    where Litestar does, for the differential tests of the fast paths; CORS on or off in both."""
+    hot_app = create_app(Mesh(load_settings(_pair_config(tmp_path, backend, "hot", cors), env={})))
+    routed_app = create_app(
+        Mesh(load_settings(_pair_config(tmp_path, backend, "routed", cors), env={})), fast_paths=False
     )
-    return hot_cfg, routed_cfg
-
-
-def hot_and_routed(
-    tmp_path: Path, backend: Backend, hot_attr: str
-) -> Iterator[tuple[TestClient[Any], TestClient[Any]]]:
-    """Two apps on one backend: one whose `hot_attr` fast path serves the route, one where Litestar does, for the
-    differential tests of functions/hotpath.py and functions/mcp_hotpath.py."""
-    hot_cfg, routed_cfg = _hot_and_routed_configs(tmp_path, backend)
-    hot_app = create_app(Mesh(load_settings(hot_cfg, env={})))
-    routed_app = create_app(Mesh(load_settings(routed_cfg, env={})))
-    assert getattr(hot_app, hot_attr, None) is not None and getattr(routed_app, hot_attr, None) is None
+    assert hot_app.fast.route("POST", "/mcp") is not None and routed_app.fast.route("POST", "/mcp") is None
     with TestClient(hot_app) as hot, TestClient(routed_app) as routed:
         yield hot, routed
 
 
 @pytest.fixture
 def served(tmp_path: Path, backend: Backend) -> Iterator[tuple[httpx.Client, TestClient[Any]]]:
-    """`hot_and_routed` with the fast paths served by `flux7 serve` itself (granian, RSGI: functions/rsgi.py)."""
-    served_cfg, routed_cfg = _hot_and_routed_configs(tmp_path, backend, "served")
-    routed_app = create_app(Mesh(load_settings(routed_cfg, env={})))
+    """`hot_and_routed` with the fast paths served by `flux7 serve` itself (granian, RSGI: functions/rsgi.py), CORS
+    on (an answer to a request without an Origin is the same as with CORS off)."""
+    served_cfg = _pair_config(tmp_path, backend, "served", cors=True)
+    routed_app = create_app(
+        Mesh(load_settings(_pair_config(tmp_path, backend, "routed", cors=True), env={})), fast_paths=False
+    )
     with (
         running_server(served_cfg) as server,
         httpx.Client(base_url=server.url, trust_env=False, timeout=30) as served,

@@ -1,6 +1,6 @@
-"""POST /tool/{name} is served ahead of Litestar (functions/hotpath.py): it must answer exactly as the Litestar
-route does. With `console.cors` on, Litestar serves the route itself (its CORS middleware must see every answer),
-so the same requests to both apps are compared: status, JSON body (trace ids and latencies aside), headers."""
+"""POST /tool/{name} is served ahead of Litestar (functions/fastpath.py): it must answer exactly as the Litestar
+route does. The same requests go to an app with its fast paths and to one without (Litestar serves every route),
+with CORS off and on, and are compared: status, JSON body (trace ids and latencies aside), headers."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import httpx
 import pytest
 from litestar.testing import TestClient
 
-from tests.functions.conftest import AGENT, hot_and_routed, make_config
+from flux7.functions.raw_asgi import serve as serve_fast
+from tests.functions.conftest import AGENT, LISTED, hot_and_routed, make_config
 from tests.support.server import running_server
 from tests.upstreams.servers.http_backend import Backend
 
@@ -37,6 +38,15 @@ CASES: list[tuple[str, str, bytes, dict[str, str]]] = [
     ("not JSON", "/tool/list_pets", b"{}", {**AGENT, "Content-Type": "text/plain"}),
     ("cross-site", "/tool/list_pets", b"{}", {**AGENT, **JSON, "Sec-Fetch-Site": "cross-site"}),
     ("foreign origin", "/tool/list_pets", b"{}", {**AGENT, **JSON, "Origin": "http://evil.example"}),
+    ("listed origin", "/tool/list_pets", b"{}", {**AGENT, **JSON, "Origin": LISTED}),
+    (
+        "listed origin, cross-site",
+        "/tool/list_pets",
+        b"{}",
+        {**AGENT, **JSON, "Origin": LISTED, "Sec-Fetch-Site": "cross-site"},
+    ),
+    ("listed origin, not JSON", "/tool/list_pets", b"{}", {**AGENT, "Origin": LISTED, "Content-Type": "text/plain"}),
+    ("listed origin, with a cookie", "/tool/get_boom", b"{}", {**AGENT, **JSON, "Origin": LISTED, "Cookie": "a=b"}),
     ("unknown agent token", "/tool/list_pets", b"{}", {"Authorization": "Bearer f7a_nope", **JSON}),
     ("private callback", "/tool/list_pets", b"{}", {**AGENT, **JSON, "X-Callback-URL": "http://127.0.0.1:9/x"}),
     ("backend error", "/tool/get_boom", b"{}", {**AGENT, **JSON}),
@@ -56,15 +66,18 @@ def _seen(r: Any) -> tuple[int, Any, dict[str, str]]:
         result = body.get("result")
         if isinstance(result, dict):  # the echoed trace headers carry a new span id each call
             body["result"] = sorted(result)
-    headers = {k: v for k, v in r.headers.items() if k in ("content-type", "retry-after")}
+    headers = {k: v for k, v in r.headers.items() if k in ("content-type", "retry-after", "vary")}
+    headers.update((k, v) for k, v in r.headers.items() if k.startswith("access-control-"))
     if "x-trace-id" in r.headers:
         headers["x-trace-id"] = "<set>" if r.headers["x-trace-id"] == r.json().get("trace_id") else "differs"
     return r.status_code, body, headers
 
 
-@pytest.fixture
-def pair(tmp_path: Path, backend: Backend) -> Iterator[tuple[TestClient[Any], TestClient[Any]]]:
-    yield from hot_and_routed(tmp_path, backend, "hot")
+@pytest.fixture(params=[False, True], ids=["cors off", "cors on"])
+def pair(
+    tmp_path: Path, backend: Backend, request: pytest.FixtureRequest
+) -> Iterator[tuple[TestClient[Any], TestClient[Any]]]:
+    yield from hot_and_routed(tmp_path, backend, cors=request.param)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -183,15 +196,19 @@ def test_a_body_of_declared_length_is_taken_once_its_bytes_are_in(
     pair: tuple[TestClient[Any], TestClient[Any]],
 ) -> None:
     """granian sends the body's bytes with more_body set, then an empty end event, each a hop from its I/O thread
-    to the event loop: the hot path answers without waiting for the second (here, a disconnect if asked for)."""
+    to the event loop: the fast path answers without waiting for the second (here, a disconnect if asked for)."""
     hot_client, _ = pair
-    hot = cast(Any, hot_client.app).hot
+    app = cast(Any, hot_client.app)
     body = b'{"params": {"limit": 2}}'
     scope: dict[str, Any] = {
         "type": "http",
         "method": "POST",
         "path": "/tool/list_pets",
-        "headers": [(b"authorization", b"Bearer agent:claude"), (b"content-type", b"application/json")],
+        "headers": [
+            (b"host", b"mesh"),
+            (b"authorization", b"Bearer agent:claude"),
+            (b"content-type", b"application/json"),
+        ],
         "client": ("127.0.0.1", 5000),
     }
     cases = [(body, [body]), (body, [body[:5], body[5:]]), (b"", [])]  # one event, two, none (declared empty)
@@ -208,7 +225,7 @@ def test_a_body_of_declared_length_is_taken_once_its_bytes_are_in(
             sent.append(message)
 
         length = [(b"content-length", str(len(declared)).encode())]
-        assert await hot({**scope, "headers": scope["headers"] + length}, receive, send)
+        await app({**scope, "headers": scope["headers"] + length}, receive, send)
         assert queue == [{"type": "http.disconnect"}]  # never asked for
         return sent
 
@@ -218,6 +235,38 @@ def test_a_body_of_declared_length_is_taken_once_its_bytes_are_in(
         assert sent[0]["status"] == 200
         query = json.loads(sent[1]["body"])["result"]["query"]
         assert query.get("limit") == (["2"] if declared else None)
+
+
+def test_the_fast_paths_decline_what_their_rule_leaves_to_litestar(
+    pair: tuple[TestClient[Any], TestClient[Any]],
+) -> None:
+    """A chunked body, a malformed or over-the-cap Content-Length, no Host: the fast path reads and sends nothing,
+    and Litestar answers (functions/fastpath.py, the rule)."""
+    hot_client, _ = pair
+    app = cast(Any, hot_client.app)
+    base = [(b"authorization", b"Bearer agent:claude"), (b"content-type", b"application/json")]
+    host = [(b"host", b"mesh")]
+    declined = [
+        host,  # chunked: no Content-Length
+        [*host, (b"content-length", b" 2")],
+        [*host, (b"content-length", "²".encode("latin-1"))],
+        [*host, (b"content-length", b"1025")],  # over max_body_bytes (1024)
+        [(b"content-length", b"2")],  # no Host
+    ]
+
+    async def fast(headers: list[tuple[bytes, bytes]]) -> bool:
+        async def receive() -> dict[str, Any]:
+            raise AssertionError("a declined request's body is Litestar's to read")
+
+        async def send(message: dict[str, Any]) -> None:
+            raise AssertionError("a declined request is Litestar's to answer")
+
+        scope = {"type": "http", "method": "POST", "path": "/tool/list_pets", "headers": base + headers}
+        handler = app.fast.route("POST", "/tool/list_pets")
+        return bool(await serve_fast(app.fast, handler, scope, receive, send))
+
+    for headers in declined:
+        assert not hot_client.blocking_portal.call(fast, headers), headers
 
 
 _FAKE_LOOP = """def new_event_loop():

@@ -1,7 +1,7 @@
-"""POST /mcp is served ahead of Litestar (functions/mcp_hotpath.py): it must answer exactly as the Litestar route
-does. With `console.cors` on, Litestar serves the route itself, so the same requests to both apps are compared:
-status, headers in order (session ids aside), JSON body (ids, trace ids and times aside). Each app gets its own
-handshake-era session first; a case's `{sid}` header is that app's session."""
+"""POST /mcp is served ahead of Litestar (functions/fastpath.py): it must answer exactly as the Litestar route does.
+The same requests go to an app with its fast paths and to one without (Litestar serves every route), with CORS off
+and on, and are compared: status, headers in order (session ids aside), JSON body (ids, trace ids and times aside).
+Each app gets its own handshake-era session first; a case's `{sid}` header is that app's session."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import httpx
 import pytest
 from litestar.testing import TestClient
 
-from tests.functions.conftest import AGENT, hot_and_routed
+from tests.functions.conftest import AGENT, LISTED, hot_and_routed
 from tests.upstreams.servers.http_backend import Backend
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -120,6 +120,9 @@ CASES: list[tuple[str, bytes, dict[str, str]]] = [
     ("not JSON", rpc("ping"), {**SESSION, "Content-Type": "text/plain"}),
     ("cross-site", rpc("ping"), {**SESSION, "Sec-Fetch-Site": "cross-site"}),
     ("foreign origin", rpc("ping"), {**SESSION, "Origin": "http://evil.example"}),
+    ("listed origin", rpc("ping"), {**SESSION, "Origin": LISTED}),
+    ("listed origin, not JSON", rpc("ping"), {**SESSION, "Origin": LISTED, "Content-Type": "text/plain"}),
+    ("listed origin, no credentials", rpc("tools/list"), {**JSON, "Mcp-Session-Id": "{sid}", "Origin": LISTED}),
     ("too large", json.dumps({"x": "y" * 5000}).encode(), SESSION),
 ]
 
@@ -152,10 +155,6 @@ def _seen(r: Any) -> tuple[int, Any, list[tuple[str, str]]]:
         body = r.content
     headers = []
     for k, v in r.headers.multi_items():
-        if k.startswith(
-            "access-control-"
-        ):  # the routed app's CORS middleware (how it keeps the route), not the route's
-            continue
         if k == "content-length" and re.search(r"\b[0-9a-f]{8}\b", r.text):
             v = "<n>"
         elif k == "mcp-session-id":
@@ -170,9 +169,11 @@ def _open(client: TestClient[Any]) -> str:
     return str(r.headers["mcp-session-id"])
 
 
-@pytest.fixture
-def pair(tmp_path: Path, backend: Backend) -> Iterator[tuple[TestClient[Any], TestClient[Any]]]:
-    yield from hot_and_routed(tmp_path, backend, "mcp_hot")
+@pytest.fixture(params=[False, True], ids=["cors off", "cors on"])
+def pair(
+    tmp_path: Path, backend: Backend, request: pytest.FixtureRequest
+) -> Iterator[tuple[TestClient[Any], TestClient[Any]]]:
+    yield from hot_and_routed(tmp_path, backend, cors=request.param)
 
 
 def _send(client: TestClient[Any], sid: str, body: bytes, headers: dict[str, str]) -> Any:

@@ -1,4 +1,4 @@
-"""The hot paths' header dict (functions/raw_asgi.py) and the collector tuning done once the app started
+"""The fast paths' header dict (functions/raw_asgi.py) and the collector tuning done once the app started
 (functions/app.py `_tune_gc`)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`flux7 serve` runs the app on granian's RSGI interface (functions/rsgi.py): its hot paths answered straight, every
+"""`flux7 serve` runs the app on granian's RSGI interface (functions/rsgi.py): its fast paths answered straight, every
 other request handed to Litestar through a bridge that must give it what granian's ASGI interface gave. These run
 the real server and compare its answers with the same app served in process."""
 
@@ -106,7 +106,7 @@ def _answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
 
 @pytest.mark.served
 def test_a_chunked_body_reaches_litestar_whole_through_the_bridge(both: tuple[Server, TestClient[Any]]) -> None:
-    """POST /mcp without a Content-Length is Litestar's (the hot path takes only declared lengths): the bridge hands
+    """POST /mcp without a Content-Length is Litestar's (a fast path takes only declared lengths): the bridge hands
     the body over chunk by chunk, and the handshake it carries is answered."""
     server, _ = both
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:

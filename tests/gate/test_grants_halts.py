@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import msgspec
 import pytest
 
 from flux7.shared.errors import BadRequest, NotFound
@@ -20,7 +21,7 @@ def test_a_grant_covers_calls_matching_its_agent_and_tools_globs(mesh: Mesh) -> 
     assert mesh.grants.find("bot-1", "net.get") is None
     assert mesh.grants.find("other", "fs.write") is None
     assert mesh.grants.find("bot-1", "fs.dir/sub") is None  # `*` does not cross `/`
-    view = g.view()
+    view = msgspec.to_builtins(g.view())
     assert list(view) == ["id", "agent", "tools", "expires_at", "remaining", "granted_by"]
     assert view["remaining"] in ("59s", "1m0s")
 
@@ -37,7 +38,7 @@ def test_grants_made_over_mcp_last_at_most_a_day(mesh: Mesh) -> None:
         "bot", "*", 7 * 86400, granted_by="supervisor:sup", approval_id="a1", trace_id="t1", max_seconds=MCP_MAX_SECONDS
     )
     assert g.expires_ts - g.created_ts == pytest.approx(MCP_MAX_SECONDS, abs=1)
-    assert g.view()["approval_id"] == "a1" and g.view()["trace_id"] == "t1"
+    assert (g.view().approval_id, g.view().trace_id) == ("a1", "t1")
     h = mesh.grants.create("bot", "*", 7 * 86400, granted_by="owner:admin-token")
     assert h.expires_ts - h.created_ts == pytest.approx(7 * 86400, abs=1)
 

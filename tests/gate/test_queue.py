@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import pytest
 
 from flux7.shared.errors import Conflict, NotFound
@@ -37,7 +38,7 @@ def submit(mesh: Mesh, agent: str = "bot", tool: str = "fs.write", args: Any = N
 def test_submitted_approval_has_a_16_hex_id_and_a_pending_view(mesh: Mesh) -> None:
     a = submit(mesh, args={"path": "/x", "content": "secret"})
     assert len(a.id) == 16 and int(a.id, 16) >= 0
-    view = a.view(expose_content=True)
+    view = msgspec.to_builtins(a.view(expose_content=True))
     assert list(view) == [
         "id",
         "agent_id",
@@ -51,7 +52,7 @@ def test_submitted_approval_has_a_16_hex_id_and_a_pending_view(mesh: Mesh) -> No
     ]
     assert view["status"] == "pending" and view["remaining"] in ("4m59s", "5m0s")
     assert view["created_at"].endswith("Z")
-    assert a.view(expose_content=False)["params"]["content"]["content_length"] == 6
+    assert a.view(expose_content=False).params["content"]["content_length"] == 6
 
 
 def test_lookup_takes_a_unique_prefix_and_refuses_an_ambiguous_one(mesh: Mesh) -> None:
@@ -78,7 +79,7 @@ def test_resolve_records_resolver_reasoning_and_confidence_and_a_second_resolve_
         "safe",
         0.93,
     )
-    view = done.view()
+    view = msgspec.to_builtins(done.view())
     assert "remaining" not in view and view["resolved_at"].endswith("Z")
     with pytest.raises(Conflict, match="approval already resolved"):
         mesh.approvals.resolve(a.id, "deny", resolver="", resolved_by="human")

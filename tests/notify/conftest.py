@@ -1,5 +1,5 @@
 """Fixtures: Meshes over a real SQLite file whose notification workers are stopped at teardown, and server
-processes (tests/approvals/servers.py) stopped at teardown."""
+processes (tests/gate/servers.py) stopped at teardown."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from flux7.shared.mesh import Mesh
-from tests.approvals.conftest import make_settings
+from tests.gate.conftest import make_settings
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from flux7.shared.mesh import Mesh
 from flux7.shared.notify.keys import LINK_KEY_FILE
 from flux7.shared.notify.links import EmailLinks
 from flux7.shared.store.db import Database
-from tests.approvals.servers import Server, blocked_call, write_config
+from tests.gate.servers import Server, blocked_call, write_config
 
 from .smtp import Mailbox, self_signed, smtp_server
 

@@ -14,7 +14,7 @@ import pytest
 
 from flux7.shared.auth.users import UserStore
 from flux7.shared.store.db import Database
-from tests.approvals.servers import Server, blocked_call, write_config
+from tests.gate.servers import Server, blocked_call, write_config
 
 from .slack_standin import BOT_TOKEN, SlackStandIn, block_action, slack_standin, view_submission
 

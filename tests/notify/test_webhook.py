@@ -13,7 +13,7 @@ from standardwebhooks import Webhook
 
 from flux7.shared.mesh import Mesh
 from flux7.shared.notify.keys import WEBHOOK_SECRET_FILE, new_webhook_secret
-from tests.approvals.servers import Server, blocked_call, pending, write_config
+from tests.gate.servers import Server, blocked_call, pending, write_config
 from tests.support.http import serve_json
 from tests.support.waiting import wait_until
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+import msgspec
 import pytest
 from mcp.client import Client
 
@@ -28,6 +29,12 @@ MEET = os.path.join(os.path.dirname(__file__), "servers", "mcp_meet.py")
 
 TRANSPORTS = ["stdio", "streamable-http", "sse"]
 ECHO_TOOLS = ["echo", "read_file", "write_file", "search", "fail", "broken", "whoami"]
+
+
+def _servers(reg: Registry) -> list[dict[str, Any]]:
+    """GET /mcp-servers as its JSON."""
+    servers: list[dict[str, Any]] = msgspec.to_builtins(reg.servers())
+    return servers
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +68,7 @@ async def test_tools_are_listed_as_server_dot_tool_with_input_schemas_verbatim(
 ) -> None:
     reg: Registry = await registry_of(mcp_servers=[server_cfg(transport, http_servers)])
     assert [t.name for t in reg.tools()] == [f"echo.{n}" for n in ECHO_TOOLS]
-    assert reg.servers() == [{"name": "echo", "transport": transport, "status": "ok", "tools": ECHO_TOOLS}]
+    assert _servers(reg) == [{"name": "echo", "transport": transport, "status": "ok", "tools": ECHO_TOOLS}]
     expected = await _sdk_schemas()
     for tool in reg.tools():
         assert tool.input_schema == expected[tool.upstream_name]
@@ -72,7 +79,7 @@ async def test_tools_are_listed_as_server_dot_tool_with_input_schemas_verbatim(
         ("limit", "body", "integer", False),
         ("tags", "body", "string", False),
     ]
-    assert search.view()["mcp_server"] == "echo"
+    assert search.view().mcp_server == "echo"
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -156,7 +163,7 @@ async def test_a_restarted_http_server_is_reconnected_and_calls_fail_fast_meanwh
             lost = await reg.call(tool, {"text": "x"}, ctx)
             assert lost.status_code == 502 and lost.error
         await eventually(lambda: upstream.status == "error", what="the lost connection to show")
-        view = reg.servers()[0]
+        view = _servers(reg)[0]
         assert view["tools"] == ECHO_TOOLS and view["error"]
         meanwhile = await reg.call(tool, {"text": "x"}, ctx)
         assert meanwhile.status_code == 502 and meanwhile.error.startswith("MCP server echo is not connected")
@@ -173,13 +180,13 @@ async def test_a_server_down_at_start_is_retrying_until_it_comes_up(registry_of:
     reg: Registry = await registry_of(mcp_servers=[{"name": "late", "transport": "streamable-http", "url": server.url}])
     changes: list[int] = []
     reg.add_listener(lambda: changes.append(len(reg.tools())))
-    [view] = reg.servers()
+    [view] = _servers(reg)
     assert (view["status"], view["tools"]) == ("retrying", [])
     assert view["error"].startswith("connect: ")
     assert reg.lookup("late.echo") is None
     with server:
-        await eventually(lambda: reg.servers()[0]["status"] == "ok", what="the late server")
-        assert "error" not in reg.servers()[0]
+        await eventually(lambda: _servers(reg)[0]["status"] == "ok", what="the late server")
+        assert "error" not in _servers(reg)[0]
         assert changes and changes[-1] == len(ECHO_TOOLS)
         res = await reg.call(_tool(reg, "late.echo"), {"text": "late"}, ctx)
         assert res.status_code == 200
@@ -189,7 +196,7 @@ async def test_a_stdio_command_that_cannot_start_is_retrying_with_the_reason(reg
     reg: Registry = await registry_of(
         mcp_servers=[{"name": "ghost", "transport": "stdio", "command": "/nonexistent/mcp-server"}]
     )
-    [view] = reg.servers()
+    [view] = _servers(reg)
     assert view["status"] == "retrying"
     assert "/nonexistent/mcp-server" in view["error"]
 
@@ -202,8 +209,8 @@ async def test_start_is_capped_when_a_server_never_answers(registry_of: Any) -> 
         mcp_servers=[{"name": "mute", "transport": "stdio", "command": "sleep", "args": ["60"]}],
     )
     assert time.monotonic() - started < 3
-    await eventually(lambda: "timed out" in reg.servers()[0].get("error", ""), what="the timeout to be reported")
-    assert reg.servers()[0]["status"] == "retrying"
+    await eventually(lambda: "timed out" in _servers(reg)[0].get("error", ""), what="the timeout to be reported")
+    assert _servers(reg)[0]["status"] == "retrying"
 
 
 class MeetServer:
@@ -298,7 +305,7 @@ async def test_a_timed_out_stateless_call_is_a_504_and_the_next_call_works(
     assert waiting.error == "upstream timed out after 500ms: MCP server meet did not answer"
     res = await reg.call(_tool(reg, "meet.echo"), {"text": "still here"}, ctx)
     assert res.result["content"][0]["text"] == "still here"
-    assert reg.servers()[0]["status"] == "ok"
+    assert _servers(reg)[0]["status"] == "ok"
 
 
 async def test_a_stateless_server_restarted_with_other_tools_is_listed_again(registry_of: Any) -> None:

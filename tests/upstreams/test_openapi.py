@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from flux7.shared.errors import ConfigError
@@ -107,7 +108,7 @@ def test_input_schema_and_tools_view_follow_the_contract(pets: Registry) -> None
         },
         "required": ["name"],
     }
-    view = tool.view()
+    view = msgspec.to_builtins(tool.view())
     assert list(view) == [
         "name",
         "description",
@@ -120,7 +121,7 @@ def test_input_schema_and_tools_view_follow_the_contract(pets: Registry) -> None
     ]
     assert view["params"][0] == {"name": "name", "in": "body", "type": "string", "required": True}
     empty = pets.lookup("get_text")
-    assert empty is not None and "params" not in empty.view()
+    assert empty is not None and "params" not in msgspec.to_builtins(empty.view())
 
 
 def test_http_method_drives_the_classification(pets: Registry) -> None:

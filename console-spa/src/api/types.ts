@@ -121,6 +121,14 @@ export interface ApprovalView {
   reasoning?: string;
   confidence?: number;
   injection_risk?: boolean;
+  /** pending only: whether the principal asking may decide it now (their scope, their own vote, their own call) */
+  actionable?: boolean;
+  /** what the call would change, as its caller showed it (a file edit's diff); `{kind: "redacted"}` when hidden */
+  preview?: { kind: string; path?: string; diff?: string };
+  /** four eyes: how many distinct humans must approve, and who has */
+  required_approvals?: number;
+  approvals?: { actor: string; at: string }[];
+  requester_user?: string;
 }
 
 export interface DecisionView extends ApprovalView {

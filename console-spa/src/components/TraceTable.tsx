@@ -1,6 +1,7 @@
 import { Fragment, useState } from "react";
 import type { TraceEntry } from "../api/types";
 import { callOutcome } from "../lib/outcome";
+import { isControlPlaneEvent } from "../lib/people";
 import { Link, pathSeg } from "../router";
 import { Badge, DecisionBadge, Params, Resolver, Time, TraceLink } from "./bits";
 
@@ -79,7 +80,7 @@ export function TraceTable({ traces, hideAgent, caption, compact }: { traces: Tr
                 <tr className={t.error ? "row-error" : undefined}>
                   <td data-label="When"><Time ts={t.timestamp} /></td>
                   {hideAgent ? null : (
-                    <td data-label="Agent"><Link to={`/agents/${pathSeg(t.agent_id || "anonymous")}`}>{t.agent_id || "anonymous"}</Link></td>
+                    <td data-label="Agent"><AgentOrActor t={t} /></td>
                   )}
                   <td data-label="Tool" className="mono">{t.tool}</td>
                   <td data-label="Outcome"><TraceOutcome t={t} /></td>
@@ -113,6 +114,24 @@ export function TraceTable({ traces, hideAgent, caption, compact }: { traces: Tr
   );
 }
 
+/** Who a trace entry is about: the agent that called (and the user it called for), or, for a control-plane
+ *  event, the operator who acted (`by user:alice`): operators are never shown as agents. */
+export function AgentOrActor({ t }: { t: TraceEntry }) {
+  if (isControlPlaneEvent(t)) {
+    return <span className="actor" data-actor={t.user_id || t.agent_id}>by {t.user_id || t.agent_id || "the server"}</span>;
+  }
+  // A control-plane event about an agent (an approval settled, a grant) names its actor in user_id; an agent's
+  // own call names there the user it called for (a JWT's user claim).
+  const event = t.tool.startsWith("mesh.");
+  return (
+    <span>
+      <Link to={`/agents/${pathSeg(t.agent_id)}`}>{t.agent_id}</Link>
+      {t.user_id ? <span className="muted small">{event ? " · by " : " for "}{t.user_id}</span> : null}
+      {t.approved_by && !event ? <span className="muted small"> · approved by {t.approved_by}</span> : null}
+    </span>
+  );
+}
+
 export function TraceDetail({ t, full }: { t: TraceEntry; full?: boolean }) {
   return (
     <div className="trace-detail">
@@ -122,7 +141,7 @@ export function TraceDetail({ t, full }: { t: TraceEntry; full?: boolean }) {
             <dt>When</dt>
             <dd><Time ts={t.timestamp} /> <span className="muted small">{t.timestamp}</span></dd>
             <dt>Agent</dt>
-            <dd><Link to={`/agents/${pathSeg(t.agent_id || "anonymous")}`}>{t.agent_id || "anonymous"}</Link>{t.user_id ? <span className="muted"> for user {t.user_id}</span> : null}</dd>
+            <dd><AgentOrActor t={t} /></dd>
             <dt>Tool</dt>
             <dd className="mono">{t.tool}</dd>
             <dt>Outcome</dt>

@@ -20,7 +20,8 @@ export function ErrorNote({ error, what }: { error: unknown; what?: string }) {
       return (
         <div className="note note-error load-error" role="alert">
           <strong>{who}</strong> Open the console link the server printed at start-up, or enter its admin token
-          (flux7-admin.token beside its database, or the one configured) in <Link to="/settings">Settings</Link>.
+          (flux7-admin.token beside its database, or the one configured) in <Link to="/settings">Settings</Link>
+          {none ? <>, or <Link to="/login">sign in</Link></> : null}.
         </div>
       );
     }

@@ -1,5 +1,6 @@
 // Effective rights: what the policy says (GET /tools/decisions?agent=) beside what actually happened (traces).
 import type { ToolDecision, TraceEntry } from "../api/types";
+import { isAgentCall } from "./people";
 
 export interface Observed {
   total: number;
@@ -36,7 +37,8 @@ function add(o: Observed, t: TraceEntry): void {
 export function summarizeAgents(traces: TraceEntry[]): AgentSummary[] {
   const by = new Map<string, { o: Observed; tools: Set<string> }>();
   for (const t of traces) {
-    const agent = t.agent_id || "anonymous";
+    if (!isAgentCall(t)) continue; // operators act on the control plane: never agents
+    const agent = t.agent_id;
     let e = by.get(agent);
     if (!e) by.set(agent, (e = { o: empty(), tools: new Set() }));
     add(e.o, t);
@@ -61,7 +63,8 @@ export function observedMatrix(traces: TraceEntry[]): Matrix {
   const agents = new Set<string>();
   const tools = new Set<string>();
   for (const t of traces) {
-    const agent = t.agent_id || "anonymous";
+    if (!isAgentCall(t)) continue;
+    const agent = t.agent_id;
     agents.add(agent);
     tools.add(t.tool);
     const k = cellKey(agent, t.tool);
@@ -83,7 +86,7 @@ export function agentRights(agent: string, decisions: ToolDecision[], traces: Tr
   const rows = new Map<string, RightsRow>();
   for (const d of decisions) rows.set(d.name, { tool: d.name, decision: d, observed: empty() });
   for (const t of traces) {
-    if ((t.agent_id || "anonymous") !== agent) continue;
+    if (!isAgentCall(t) || t.agent_id !== agent) continue;
     let r = rows.get(t.tool);
     if (!r) rows.set(t.tool, (r = { tool: t.tool, decision: null, observed: empty() }));
     add(r.observed, t);

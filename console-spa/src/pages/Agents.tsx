@@ -1,6 +1,7 @@
 import { useState } from "react";
 import { CONSOLE_BY, useAction } from "../api/actions";
 import { ApiError, mesh, seg } from "../api/client";
+import { useWrites } from "../api/people";
 import { usePolicies, useToolDecisions, useTraces } from "../api/queries";
 import { Badge, Section, Time } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
@@ -97,6 +98,7 @@ const EDIT_ACTIONS = ["allow", "human_approval", "deny", "inherit"] as const;
 
 function ActionEditor({ agent, tool, current }: { agent: string; tool: string; current: string }) {
   const [value, setValue] = useState("");
+  const writes = useWrites();
   const save = useAction(
     (action: string) => mesh.put<unknown>(`/policies/${seg(agent)}/tools/${seg(tool)}`, { action, by: CONSOLE_BY }),
     [["tool-decisions"], ["policies"]],
@@ -118,7 +120,7 @@ function ActionEditor({ agent, tool, current }: { agent: string; tool: string; c
           <option key={a} value={a}>{a.replace("_", " ")}</option>
         ))}
       </select>
-      <button type="submit" className="btn btn-small" disabled={!value || save.isPending}>Set</button>
+      <button type="submit" className="btn btn-small" disabled={!value || save.isPending || !writes}>Set</button>
       {err ? (
         err instanceof ApiError && err.status === 409 ? (
           <span className="text-bad small" role="alert"> A hand-written rule decides this; edit the YAML on the Policies page.</span>

@@ -1,11 +1,14 @@
-import { useEffect, useState } from "react";
+import { useCallback, useEffect, useState } from "react";
 import { CONSOLE_BY, useAction } from "../api/actions";
+import { useWho } from "../api/people";
 import { ApiError, mesh, seg } from "../api/client";
 import { useApproval, useApprovalPrecedents, useApprovals, useApprovalSettings, usePrecedents } from "../api/queries";
 import type { ApprovalPrecedents, ApprovalSettingsValues, ApprovalView } from "../api/types";
 import { Countdown, DecisionBadge, Params, Resolver, Section, Time, TraceLink } from "../components/bits";
+import { CallArguments, DiffView } from "../components/CallArguments";
 import { ErrorNote, QueryState } from "../components/states";
 import { TraceTable } from "../components/TraceTable";
+import { decideState, fourEyes, mayWrite } from "../lib/people";
 import { precedentCounts } from "../lib/precedents";
 import { Link, navigate, pathSeg, useLocation } from "../router";
 import { DecisionsView } from "./Decisions";
@@ -44,11 +47,11 @@ export function ApprovalsPage() {
 
 /** Approve or deny with an optional reasoning; the mesh records it on the trace. */
 /** `suggested`: the decision an email link pre-selected (`#/approvals/<id>?decision=approve|deny`, docs/approvals.md
- * "Email"); it only focuses that button, the person still confirms. */
-export function ResolveForm({ id, compact, onDone, suggested }: { id: string; compact?: boolean; onDone?: () => void; suggested?: string | null }) {
+ * "Email"); it only focuses that button, the person still confirms. `blind`: the arguments are not open yet. */
+export function ResolveForm({ id, compact, onDone, suggested, blind }: { id: string; compact?: boolean; onDone?: () => void; suggested?: string | null; blind?: boolean }) {
   const [reasoning, setReasoning] = useState("");
   const act = useAction(
-    (decision: "approve" | "deny") => mesh.post<{ status: string; id: string }>(`/approvals/${seg(id)}/${decision}`, reasoning.trim() ? { reasoning: reasoning.trim() } : {}),
+    (decision: "approve" | "deny") => mesh.post<{ status: string; id: string; approvals?: number; required_approvals?: number }>(`/approvals/${seg(id)}/${decision}`, reasoning.trim() ? { reasoning: reasoning.trim() } : {}),
     [["approvals"], ["approval"], ["traces"], ["health"]],
     () => {
       setReasoning("");
@@ -63,7 +66,7 @@ export function ResolveForm({ id, compact, onDone, suggested }: { id: string; co
       onSubmit={(e) => {
         // Enter in the reasoning field submits, as in any form: with its first button, Approve.
         e.preventDefault();
-        if (!act.isPending) act.mutate("approve");
+        if (!act.isPending && !blind) act.mutate("approve");
       }}
     >
       <label className={compact ? "sr-only" : undefined} htmlFor={`reason-${id}`}>
@@ -97,7 +100,7 @@ export function ResolveForm({ id, compact, onDone, suggested }: { id: string; co
         </p>
       ) : null}
       <div className="row">
-        <button type="submit" className="btn btn-ok" disabled={act.isPending} autoFocus={suggested === "approve"}>
+        <button type="submit" className="btn btn-ok" disabled={act.isPending || blind} autoFocus={suggested === "approve"} title={blind ? "Open the arguments first: nobody approves blind" : undefined}>
           Approve
         </button>
         <button type="button" className="btn btn-bad" disabled={act.isPending} autoFocus={suggested === "deny"} onClick={() => act.mutate("deny")}>
@@ -112,7 +115,11 @@ export function ResolveForm({ id, compact, onDone, suggested }: { id: string; co
         )
       ) : act.data ? (
         <p className="note note-ok" role="status">
-          {act.data.status === "approved" ? "Approved" : "Denied"}.
+          {act.data.status === "approved"
+            ? "Approved."
+            : act.data.status === "pending"
+              ? `Approved: ${act.data.approvals ?? 1} of ${act.data.required_approvals ?? 2}, waiting for another approver.`
+              : "Denied."}
         </p>
       ) : null}
     </form>
@@ -122,12 +129,13 @@ export function ResolveForm({ id, compact, onDone, suggested }: { id: string; co
 export function PendingTable({ items, fetchedAt }: { items: ApprovalView[]; fetchedAt: number }) {
   return (
     <div className="table-wrap">
-      <table className="stack">
+      <table className="stack pending">
         <thead>
           <tr>
             <th scope="col">Approval</th>
             <th scope="col">Agent</th>
             <th scope="col">Tool</th>
+            <th scope="col">Arguments</th>
             <th scope="col" className="hide-narrow">Rule</th>
             <th scope="col">Left</th>
             <th scope="col">Decide</th>
@@ -135,22 +143,46 @@ export function PendingTable({ items, fetchedAt }: { items: ApprovalView[]; fetc
         </thead>
         <tbody>
           {items.map((a) => (
-            <tr key={a.id}>
-              <td data-label="Approval">
-                <Link to={`/approvals/${pathSeg(a.id)}`} className="mono">{a.id.slice(0, 8)}</Link> <DecisionBadge status={a.status} />
-                {a.injection_risk ? <> <span className="badge badge-bad" title="the params look like a prompt injection">injection risk</span></> : null}
-                <div className="muted small"><Time ts={a.created_at} /></div>
-              </td>
-              <td data-label="Agent"><Link to={`/agents/${pathSeg(a.agent_id)}`}>{a.agent_id}</Link></td>
-              <td data-label="Tool" className="mono">{a.tool}</td>
-              <td data-label="Rule" className="hide-narrow mono small">{a.policy_rule}</td>
-              <td data-label="Left"><Countdown remaining={a.remaining} fetchedAt={fetchedAt} /></td>
-              <td data-label="Decide"><ResolveForm id={a.id} compact /></td>
-            </tr>
+            <PendingRow key={a.id} a={a} fetchedAt={fetchedAt} />
           ))}
         </tbody>
       </table>
     </div>
+  );
+}
+
+/** One pending call: its arguments inline (and its diff), how far a four-eyes approval is, and the decision
+ *  for those who may take it; Approve waits until the arguments are open. */
+function PendingRow({ a, fetchedAt }: { a: ApprovalView; fetchedAt: number }) {
+  const who = useWho();
+  const [seen, setSeen] = useState(false);
+  const markSeen = useCallback(() => setSeen(true), []);
+  const decide = decideState(who, a);
+  const eyes = fourEyes(a);
+  return (
+    <tr data-approval={a.id}>
+      <td data-label="Approval">
+        <div>
+          <Link to={`/approvals/${pathSeg(a.id)}`} className="mono">{a.id.slice(0, 8)}</Link> <DecisionBadge status={a.status} />
+          {a.injection_risk ? <> <span className="badge badge-bad" title="the params look like a prompt injection">injection risk</span></> : null}
+          <div className="muted small"><Time ts={a.created_at} /></div>
+          {eyes ? <div className="four-eyes small" data-four-eyes={`${a.approvals?.length ?? 0}/${a.required_approvals}`}>{eyes}</div> : null}
+        </div>
+      </td>
+      <td data-label="Agent">
+        <div>
+          <Link to={`/agents/${pathSeg(a.agent_id)}`}>{a.agent_id}</Link>
+          {a.requester_user ? <div className="muted small">for {a.requester_user}</div> : null}
+        </div>
+      </td>
+      <td data-label="Tool" className="mono">{a.tool}</td>
+      <td data-label="Arguments" className="args-cell"><CallArguments a={a} onSeen={markSeen} /></td>
+      <td data-label="Rule" className="hide-narrow mono small">{a.policy_rule}</td>
+      <td data-label="Left"><Countdown remaining={a.remaining} fetchedAt={fetchedAt} /></td>
+      <td data-label="Decide">
+        {decide.may ? <ResolveForm id={a.id} compact blind={!seen} /> : <span className="muted small not-yours" data-not-yours="">{decide.why}</span>}
+      </td>
+    </tr>
   );
 }
 
@@ -171,6 +203,7 @@ function History() {
 
 function PrecedentsView() {
   const q = usePrecedents();
+  const writes = mayWrite(useWho());
   const forget = useAction(
     (p: { tool: string; agent: string }) => mesh.post<{ result: unknown }>("/approvals/precedents/forget", p),
     [["precedents"]],
@@ -223,7 +256,7 @@ function PrecedentsView() {
                       </td>
                       <td data-label="Last"><Time ts={p.last} /></td>
                       <td data-label="">
-                        <button
+                        {writes ? <button
                           type="button"
                           className="btn btn-small btn-danger"
                           disabled={forget.isPending}
@@ -233,7 +266,7 @@ function PrecedentsView() {
                           }}
                         >
                           Forget
-                        </button>
+                        </button> : null}
                       </td>
                     </tr>
                   ))}
@@ -257,6 +290,7 @@ const SETTING_FIELDS: { key: keyof ApprovalSettingsValues; label: string; kind: 
 
 function SettingsView() {
   const q = useApprovalSettings();
+  const writes = mayWrite(useWho());
   const [form, setForm] = useState<ApprovalSettingsValues | null>(null);
   useEffect(() => {
     if (q.data && form === null) setForm({ ...q.data.settings });
@@ -270,7 +304,7 @@ function SettingsView() {
     },
     [["approval-settings"], ["precedents"]],
   );
-  const editable = q.data?.editable !== false;
+  const editable = q.data?.editable !== false && writes;
   return (
     <Section title="Approval settings">
       <QueryState query={q} what="approval settings">
@@ -283,7 +317,7 @@ function SettingsView() {
                 save.mutate(form);
               }}
             >
-              {!editable ? <p className="note note-warn">These settings are read-only on this server (set in config.yaml).</p> : null}
+              {!writes ? <p className="note note-warn">Only an admin or an owner changes these settings.</p> : !editable ? <p className="note note-warn">These settings are read-only on this server (set in config.yaml).</p> : null}
               {SETTING_FIELDS.map((f) => (
                 <div key={f.key} className="field">
                   {f.kind === "bool" ? (
@@ -336,6 +370,7 @@ function SettingsView() {
 export function ApprovalDetailPage({ id }: { id: string }) {
   const q = useApproval(id);
   const suggested = useLocation().query.get("decision");
+  const who = useWho();
   return (
     <>
       <p><Link to="/approvals">← Approvals</Link></p>
@@ -364,6 +399,18 @@ export function ApprovalDetailPage({ id }: { id: string }) {
                   <dd><TraceLink id={a.trace_id} /></dd>
                   <dt>Created</dt>
                   <dd><Time ts={a.created_at} /></dd>
+                  {fourEyes(a) ? (
+                    <>
+                      <dt>Four eyes</dt>
+                      <dd className="four-eyes">{fourEyes(a)}</dd>
+                    </>
+                  ) : null}
+                  {a.requester_user ? (
+                    <>
+                      <dt>On behalf of</dt>
+                      <dd>{a.requester_user}</dd>
+                    </>
+                  ) : null}
                   <dt>Id</dt>
                   <dd className="mono small">{a.id}</dd>
                   {a.resolved_by ? (
@@ -382,7 +429,7 @@ export function ApprovalDetailPage({ id }: { id: string }) {
               </Section>
               <Section title="Decide">
                 {a.status === "pending" ? (
-                  <ResolveForm id={a.id} suggested={suggested} />
+                  ((d) => (d.may ? <ResolveForm id={a.id} suggested={suggested} /> : <p className="muted not-yours">{d.why}</p>))(decideState(who, a))
                 ) : (
                   <p className="muted">This approval is {a.status}; nothing to decide.</p>
                 )}
@@ -391,6 +438,11 @@ export function ApprovalDetailPage({ id }: { id: string }) {
             <Section title="Params">
               <Params value={a.params} />
             </Section>
+            {a.preview?.kind === "diff" && typeof a.preview.diff === "string" ? (
+              <Section title="What the call would change">
+                <DiffView path={a.preview.path} diff={a.preview.diff} />
+              </Section>
+            ) : null}
             <ApprovalPrecedentsSection id={a.id} pending={a.status === "pending"} />
             <Section title="Active grants for this agent">
               {a.active_grants?.length ? (

@@ -2,6 +2,7 @@
 // catalog metadata, lifecycle with its history and transitions, the three scores over time, findings.
 import { useState, type ReactNode } from "react";
 import { CONSOLE_BY, useAction } from "../api/actions";
+import { useWrites } from "../api/people";
 import { mesh, seg } from "../api/client";
 import { useCatalog, useGovAgent, type AgentDetail, type Finding, type TransitionDone } from "../api/governance";
 import { Kpi, Section, Time, TraceLink } from "../components/bits";
@@ -171,6 +172,7 @@ function Lifecycle({ detail }: { detail: AgentDetail }) {
   const entry = detail.entry;
   const [state, setState] = useState("");
   const [reason, setReason] = useState("");
+  const writes = useWrites();
   const move = useAction(
     (v: { state: string; reason: string }) => mesh.post<TransitionDone>(`/governance/catalog/${seg(entry!.id)}/lifecycle`, { ...v, by: CONSOLE_BY }),
     [["governance"]],
@@ -207,7 +209,7 @@ function Lifecycle({ detail }: { detail: AgentDetail }) {
             </select>
             <label htmlFor="lc-reason" className="sr-only">Reason</label>
             <input id="lc-reason" placeholder="why (required)" value={reason} onChange={(e) => setReason(e.target.value)} required />
-            <button type="submit" className={`btn btn-small ${state === "suspended" || state === "retired" ? "btn-bad" : ""}`} disabled={!state || !reason.trim() || move.isPending}>
+            <button type="submit" className={`btn btn-small ${state === "suspended" || state === "retired" ? "btn-bad" : ""}`} disabled={!state || !reason.trim() || move.isPending || !writes}>
               {move.isPending ? "Saving…" : "Apply"}
             </button>
           </form>

@@ -5,6 +5,7 @@
 import { useEffect, useState } from "react";
 import { useQuery } from "@tanstack/react-query";
 import { CONSOLE_BY, useAction } from "../api/actions";
+import { useWrites } from "../api/people";
 import { mesh, seg } from "../api/client";
 import { useDiff, useDrafts, useVersionHistory, useVersionNames, type Change, type Replay, type VersionKind } from "../api/governance";
 import type { PolicyFile } from "../api/types";
@@ -212,6 +213,7 @@ function ReplayPane({ draft, go }: { draft: string; go: (o: Record<string, strin
     if (current.data) setText(current.data.text);
   }, [current.data]);
 
+  const writes = useWrites();
   const run = useAction(
     (body: Record<string, unknown>) => mesh.post<Replay>("/governance/replay", body),
     [],
@@ -291,7 +293,7 @@ function ReplayPane({ draft, go }: { draft: string; go: (o: Record<string, strin
             <input id="r-days" type="number" min={0.01} max={365} step="any" value={days} aria-invalid={!daysOk || undefined} onChange={(e) => setDays(e.target.value)} />
           </div>
           <div className="row">
-            <button type="submit" className="btn" disabled={run.isPending || !daysOk || (source === "draft" ? !draft : !file)}>
+            <button type="submit" className="btn" disabled={run.isPending || !daysOk || (source === "draft" ? !draft : !file) || !writes}>
               {run.isPending ? "Replaying…" : "Replay"}
             </button>
           </div>
@@ -309,14 +311,14 @@ function ReplayPane({ draft, go }: { draft: string; go: (o: Record<string, strin
         >
           <label htmlFor="r-draft-name" className="sr-only">Draft name</label>
           <input id="r-draft-name" placeholder="draft name" pattern="[A-Za-z0-9_.\-]+" value={draftName} onChange={(e) => setDraftName(e.target.value)} />
-          <button type="submit" className="btn btn-small" disabled={!draftName || saveDraft.isPending}>Save as draft</button>
+          <button type="submit" className="btn btn-small" disabled={!draftName || saveDraft.isPending || !writes}>Save as draft</button>
         </form>
       ) : draft && pending.some((d) => d.name === draft) ? (
         <p>
           <button
             type="button"
             className="btn btn-small"
-            disabled={apply.isPending}
+            disabled={apply.isPending || !writes}
             onClick={() => window.confirm(`Apply the draft ${draft}? Its files replace the policy files in force.`) && apply.mutate(draft)}
           >
             Apply draft {draft}

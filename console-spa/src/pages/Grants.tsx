@@ -1,12 +1,14 @@
 import { useState } from "react";
 import { useAction } from "../api/actions";
 import { mesh, seg } from "../api/client";
+import { useWho } from "../api/people";
 import { useGrants } from "../api/queries";
 import type { GrantView } from "../api/types";
 import { Countdown, Section, TraceLink } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
 import { durationProblem } from "../lib/durations";
 import { globProblem } from "../lib/glob";
+import { mayGrant, mayWrite } from "../lib/people";
 import { Link, pathSeg, useLocation } from "../router";
 
 const PRESETS = ["15m", "1h", "4h", "24h"];
@@ -14,6 +16,7 @@ const PRESETS = ["15m", "1h", "4h", "24h"];
 export function GrantsPage() {
   const loc = useLocation();
   const q = useGrants();
+  const who = useWho();
   const [form, setForm] = useState({ agent: loc.query.get("agent") ?? "", tools: loc.query.get("tools") ?? "", duration: "1h" });
   const create = useAction((v: typeof form) => mesh.post<GrantView>("/grants", v), [["grants"]], () => setForm({ agent: "", tools: "", duration: "1h" }));
   const revoke = useAction((id: string) => mesh.del<{ status: string; id: string }>(`/grants/${seg(id)}`), [["grants"]]);
@@ -28,7 +31,7 @@ export function GrantsPage() {
         A grant lets an agent use matching tools without asking for approval until it expires. It lifts
         <code> human_approval</code> only; a denial stays a denial.
       </p>
-      <Section title="Create a grant">
+      {mayGrant(who) ? <Section title="Create a grant">
         <form
           className="form form-row"
           onSubmit={(e) => {
@@ -92,7 +95,7 @@ export function GrantsPage() {
             Granted <span className="mono">{create.data.tools}</span> to <span className="mono">{create.data.agent}</span> for {create.data.remaining}.
           </p>
         ) : null}
-      </Section>
+      </Section> : <p className="note" data-role-note="">You are a {who?.role}: approvers, admins and owners grant.</p>}
       <Section title="Active grants">
         {revoke.error ? <ErrorNote error={revoke.error} /> : null}
         <QueryState query={q} what="grants" isEmpty={(d) => d.length === 0} empty="No active grant. Grants expire on their own; revoked and expired ones are not listed.">
@@ -123,7 +126,7 @@ export function GrantsPage() {
                         {g.trace_id ? <TraceLink id={g.trace_id} /> : null}
                       </td>
                       <td>
-                        <button
+                        {mayWrite(who) ? <button
                           type="button"
                           className="btn btn-small btn-bad"
                           disabled={revoke.isPending}
@@ -132,7 +135,7 @@ export function GrantsPage() {
                           }}
                         >
                           Revoke
-                        </button>
+                        </button> : null}
                       </td>
                     </tr>
                   ))}

@@ -1,11 +1,13 @@
 import { useState } from "react";
 import { CONSOLE_BY, useAction } from "../api/actions";
 import { mesh, seg } from "../api/client";
+import { useWho } from "../api/people";
 import { isActiveHalt, useHalts } from "../api/queries";
 import type { Halt, HaltCreated } from "../api/types";
 import { Badge, Section, Time } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
 import { globProblem } from "../lib/glob";
+import { mayWrite } from "../lib/people";
 
 const SCOPES: { value: Halt["scope"]; label: string; help: string }[] = [
   { value: "all", label: "Everything", help: "Blocks every agent, revokes every grant and denies every pending approval." },
@@ -19,6 +21,7 @@ function revokedCount(h: Halt): number {
 
 export function HaltsPage() {
   const q = useHalts(true);
+  const writes = mayWrite(useWho());
   const [form, setForm] = useState<{ scope: Halt["scope"]; target: string; reason: string }>({ scope: "all", target: "", reason: "" });
   const stop = useAction(
     (v: typeof form) => mesh.post<HaltCreated>("/halts", { scope: v.scope, target: v.scope === "all" ? "" : v.target.trim(), reason: v.reason.trim(), by: CONSOLE_BY }),
@@ -31,7 +34,7 @@ export function HaltsPage() {
   return (
     <>
       <h1>Emergency stop</h1>
-      <Section title="Stop now">
+      {writes ? <Section title="Stop now">
         <form
           className="form"
           onSubmit={(e) => {
@@ -78,7 +81,7 @@ export function HaltsPage() {
             {stop.data.already_active ? "That stop was already in force." : "Stopped."} {stop.data.revoked_grants} grant(s) revoked, {stop.data.denied_approvals} pending approval(s) denied.
           </p>
         ) : null}
-      </Section>
+      </Section> : <p className="note" data-role-note="">Only an admin or an owner stops or resumes.</p>}
       <Section title="Stops">
         {resume.error ? <ErrorNote error={resume.error} /> : null}
         <QueryState query={q} what="stops" isEmpty={(d) => d.length === 0} empty="No stop is in force. Agents' calls go through their policies as usual.">
@@ -115,7 +118,7 @@ export function HaltsPage() {
                         )}
                       </td>
                       <td data-label="">
-                        {isActiveHalt(h) ? (
+                        {isActiveHalt(h) && writes ? (
                           <button type="button" className="btn btn-small btn-ok" disabled={resume.isPending} onClick={() => resume.mutate(h.id)}>
                             Resume
                           </button>

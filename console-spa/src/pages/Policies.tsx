@@ -2,6 +2,7 @@ import { useEffect, useMemo, useRef, useState } from "react";
 import { useQuery } from "@tanstack/react-query";
 import { useAction } from "../api/actions";
 import { ApiError, mesh, seg } from "../api/client";
+import { useWrites } from "../api/people";
 import { POLL, usePolicies, useTools } from "../api/queries";
 import type { Policy, PolicyFile, PolicyFileSaved, PolicyRule } from "../api/types";
 import { Badge, Section } from "../components/bits";
@@ -199,6 +200,7 @@ function YamlEditor({ initial }: { initial: string }) {
     }
   }, [file.data, name, loaded]);
 
+  const writes = useWrites();
   const save = useAction(
     (v: { name: string; text: string }) => mesh.put<PolicyFileSaved>(`/policy-files/${seg(v.name)}`, { text: v.text }),
     [["policies"], ["policy-files"], ["tool-decisions"]],
@@ -283,7 +285,7 @@ function YamlEditor({ initial }: { initial: string }) {
           name ? (
             <>
               <button type="button" className="btn btn-ghost" disabled={!dirty} onClick={() => loaded && setText(loaded.text)}>Revert</button>
-              <button type="button" className="btn" disabled={save.isPending || !dirty} onClick={() => save.mutate({ name, text })}>
+              <button type="button" className="btn" disabled={save.isPending || !dirty || !writes} onClick={() => save.mutate({ name, text })}>
                 {save.isPending ? "Saving…" : "Save and reload"}
               </button>
             </>

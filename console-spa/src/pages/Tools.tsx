@@ -1,5 +1,6 @@
 import { useMemo, useState } from "react";
 import { CONSOLE_BY, useAction } from "../api/actions";
+import { useWrites } from "../api/people";
 import { mesh } from "../api/client";
 import { isNotConfigured, pinningKnownOff, rememberPinningOff, useMcpServers, usePins, usePolicies, useToolDecisions, useTools } from "../api/queries";
 import { Badge, Section, Time } from "../components/bits";
@@ -118,6 +119,7 @@ function McpServers() {
 function Pins() {
   const [knownOff, setKnownOff] = useState(pinningKnownOff);
   const q = usePins(!knownOff);
+  const writes = useWrites();
   const accept = useAction((body: { tools?: string[]; server?: string }) => mesh.post<unknown>("/tools/pins/accept", { ...body, by: CONSOLE_BY }), [["pins"], ["tool-decisions"]]);
   if (knownOff || isNotConfigured(q.error)) {
     return (
@@ -151,7 +153,7 @@ function Pins() {
             <>
               <div className="row">
                 {servers.map((s) => (
-                  <button key={s} type="button" className="btn btn-small" disabled={accept.isPending} onClick={() => accept.mutate({ server: s })}>
+                  <button key={s} type="button" className="btn btn-small" disabled={accept.isPending || !writes} onClick={() => accept.mutate({ server: s })}>
                     Accept all from {s}
                   </button>
                 ))}
@@ -182,7 +184,7 @@ function Pins() {
                           )}
                         </td>
                         <td data-label="">
-                          <button type="button" className="btn btn-small" disabled={accept.isPending} onClick={() => accept.mutate({ tools: [p.tool] })}>
+                          <button type="button" className="btn btn-small" disabled={accept.isPending || !writes} onClick={() => accept.mutate({ tools: [p.tool] })}>
                             Accept
                           </button>
                         </td>

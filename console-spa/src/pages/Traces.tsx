@@ -86,7 +86,7 @@ function WhyChainView({ id }: { id: string }) {
           {q.data.chain.map((t, i) => (
             <li key={`${t.trace_id}-${i}`} className={t.trace_id === id ? "chain-current" : undefined}>
               <a href={`#/traces?trace=${encodeURIComponent(t.trace_id)}`} className="mono">{t.trace_id.slice(0, 8)}</a>{" "}
-              <span className="mono">{t.tool}</span> by {t.agent_id} <TraceOutcome t={t} />{" "}
+              <span className="mono">{t.tool}</span> by {t.agent_id || t.user_id} <TraceOutcome t={t} />{" "}
               {t.policy_rule ? <span className="mono small muted">{t.policy_rule}</span> : null} <Time ts={t.timestamp} />
             </li>
           ))}
