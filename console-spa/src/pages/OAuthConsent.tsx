@@ -3,7 +3,7 @@
 // approves, or denies; either way the browser goes on to the client's redirect URI.
 import { useState } from "react";
 import { useAction } from "../api/actions";
-import { mesh, seg } from "../api/client";
+import { ApiError, mesh, seg } from "../api/client";
 import { agentIdProblem, isoOf, useConsentRequest, type ConsentDecision } from "../api/oauth";
 import { Section, Time } from "../components/bits";
 import { ErrorNote, Loading } from "../components/states";
@@ -37,10 +37,17 @@ export function OAuthConsentPage() {
   }
   if (q.isPending) return <Loading what="the authorization request" />;
   if (q.isError && !q.data) {
+    const signIn = q.error instanceof ApiError && q.error.status === 401;
     return (
       <>
         <h1>Connect a client</h1>
         <ErrorNote error={q.error} what="the authorization request" />
+        {signIn ? (
+          <p className="note note-warn">
+            <Link to="/login">Sign in</Link> (or set the admin token in <Link to="/settings">Settings</Link>), then come
+            back to <Link to="/oauth/consent" query={{ request: id }}>this request</Link>: it waits a few minutes for you.
+          </p>
+        ) : null}
       </>
     );
   }
