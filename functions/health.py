@@ -20,7 +20,8 @@ def version() -> dict[str, str]:
     return {"version": __version__, "commit": "none", "date": "unknown"}
 
 
-@get("/health", sync_to_thread=False, tags=["meta"], security=PUBLIC, responses={200: ok(Health)})
+# In a thread: the database's write probe may wait a quarter of a second (shared/store/db.py write_blocked).
+@get("/health", sync_to_thread=True, tags=["meta"], security=PUBLIC, responses={200: ok(Health)})
 def health(request: Request[Any, Any, Any]) -> dict[str, Any]:
     mesh = mesh_of(request)
     return mesh.health(config_id(mesh.settings))

@@ -126,10 +126,11 @@ class McpServer(msgspec.Struct, kw_only=True):
 
 
 class Health(msgspec.Struct, kw_only=True):
-    status: str
+    status: str  # "ok", or "degraded" with `problems`
     tools: int = 0
     traces: dict[str, Any] | None = None
     version: str = ""
+    problems: list[str] | None = None  # what is wrong, one sentence each (only when degraded)
 
 
 class Version(msgspec.Struct):

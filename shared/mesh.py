@@ -125,16 +125,27 @@ class Mesh:
     # -- views shared by several transports --------------------------------------------------------------
 
     def health(self, config: str) -> dict[str, Any]:
+        """GET /health: `status` stays "ok" unless something keeps the mesh from working, then "degraded" with a
+        `problems` sentence each (the SDKs' is_healthy() reads only `status`)."""
         counts = self.tracer.counts()
         from flux7.shared import __version__
 
-        return {
-            "status": "ok",
+        problems = []
+        if self.db.write_blocked():
+            problems.append(
+                f"the database {self.db.label} is locked for writing by another program: every call that must "
+                "be recorded waits, then fails with 503; end that program's transaction"
+            )
+        body: dict[str, Any] = {
+            "status": "degraded" if problems else "ok",
             "tools": len(self.registry.tools()),
             "traces": counts,
             "version": __version__,
             "config": config,
         }
+        if problems:
+            body["problems"] = problems
+        return body
 
     def tool_decisions(self, agent: str) -> list[dict[str, Any]]:
         """GET /tools/decisions: the effective action of every tool for one agent, with empty arguments."""

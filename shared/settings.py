@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import os
+import pwd
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ __all__ = [
     "CliCommand",
     "CliTool",
     "Condition",
+    "ConfigChoice",
     "ConsoleSettings",
     "DecisionSettings",
     "GovernanceSettings",
@@ -41,10 +43,12 @@ __all__ = [
     "SupervisorSettings",
     "TlsSettings",
     "UpstreamTimeouts",
+    "choose_config",
     "config_id",
     "load_policy_dir",
     "load_settings",
     "parse_policy",
+    "user_data_dir",
     "with_cli_openapi",
 ]
 
@@ -260,11 +264,60 @@ class GovernanceSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True
 STOP_TIMEOUT_SECONDS = 10
 
 
+def user_data_dir(env: Mapping[str, str]) -> Path:
+    """Where the built-in defaults keep the service's state (database, admin token, decision key, memory):
+    `$XDG_DATA_HOME/flux7`, else `~/.local/share/flux7`; never the current folder, which may be a checkout an
+    agent works in. The XDG base directory rules: a relative XDG_DATA_HOME is ignored."""
+    xdg = env.get("XDG_DATA_HOME", "")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "flux7"
+    home = env.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir  # the account's home when HOME is unset
+    return Path(home) / ".local" / "share" / "flux7"
+
+
+LOCAL_CONFIG = "config.yaml"
+
+
+class ConfigChoice(msgspec.Struct, frozen=True, kw_only=True):
+    """Which config file a command uses, and why (docs/cli.md, "Which config"): `--config`, else $FLUX7_CONFIG,
+    else ./config.yaml, else none (the built-in defaults, their state in `data_dir`)."""
+
+    path: str | None  # None: the built-in defaults
+    source: Literal["--config", "FLUX7_CONFIG", "./config.yaml", "defaults"]
+    data_dir: str = ""  # the built-in defaults' data directory (user_data_dir)
+
+    @property
+    def chosen(self) -> bool:
+        """Named by the user (--config, FLUX7_CONFIG) rather than found."""
+        return self.source in ("--config", "FLUX7_CONFIG")
+
+    def why(self) -> str:
+        if self.source == "--config":
+            return f"{self.path} (--config)"
+        if self.source == "FLUX7_CONFIG":
+            return f"{self.path} (FLUX7_CONFIG)"
+        if self.source == "./config.yaml":
+            return f"{self.path} (found in the current folder; no --config or FLUX7_CONFIG)"
+        return f"the built-in defaults, state in {self.data_dir} (no --config, FLUX7_CONFIG or ./config.yaml)"
+
+
+def choose_config(option: str | None, env: Mapping[str, str], cwd: Path | None = None) -> ConfigChoice:
+    if option:
+        return ConfigChoice(path=option, source="--config")
+    if env.get("FLUX7_CONFIG"):
+        return ConfigChoice(path=env["FLUX7_CONFIG"], source="FLUX7_CONFIG")
+    local = (cwd or Path.cwd()) / LOCAL_CONFIG
+    if local.is_file():
+        return ConfigChoice(path=str(local), source="./config.yaml")
+    return ConfigChoice(path=None, source="defaults", data_dir=str(user_data_dir(env)))
+
+
 class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     port: int = 9090
     host: str = "127.0.0.1"
     workers: int = 1
     stop_timeout_seconds: int = STOP_TIMEOUT_SECONDS  # after SIGTERM, then the workers still busy are killed
+    # Relative to the config file's folder; without a config file load_settings puts it in user_data_dir().
     storage_path: str = "flux7.db"
     # The store: "" (the SQLite file at storage_path), or a postgresql:// URL (FLUX7_DATABASE_URL overrides it).
     # A path here is the SQLite file, as storage_path.
@@ -447,6 +500,15 @@ def _validate(file: str, s: Settings) -> None:
         raise ConfigError(file, "governance", "escalation_period_seconds and refresh_seconds are >= 0")
     if s.decisions.retry_max_seconds <= 0:
         raise ConfigError(file, "decisions.retry_max_seconds", "must be > 0")
+    if s.database and s.trace_file:
+        # Every instance would append only its own calls to its own file: no file holds the whole chain, and
+        # each instance's /traces/verify would report a break.
+        raise ConfigError(
+            file,
+            "trace_file",
+            "not with a PostgreSQL database: the one trace chain is in the database (GET /traces/verify walks "
+            "it); remove trace_file",
+        )
 
 
 def parse_policy(text: str | bytes, source: str) -> Policy:
@@ -549,7 +611,9 @@ def _otel_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
 
 
 def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-    """Read config.yaml (or defaults when path is None) and the environment; raise ConfigError on any fault."""
+    """Read config.yaml (or defaults when path is None) and the environment; raise ConfigError on any fault.
+    Without a config file the state goes to the per-user data directory (user_data_dir), unless an override
+    names storage_path."""
     env = os.environ if env is None else env
     raw: dict[str, Any] = {}
     file = "(defaults)"
@@ -573,6 +637,8 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None,
     if env.get("FLUX7_DATABASE_URL", "").strip() and overrides.get("database") is None:
         raw["database"] = env["FLUX7_DATABASE_URL"].strip()
     _database(file, raw)
+    if path is None and not raw.get("storage_path"):
+        raw["storage_path"] = str(user_data_dir(env) / "flux7.db")
     if env.get("MESH_ADMIN_TOKEN"):
         raw.setdefault("auth", {})
         raw["auth"] = {**(raw["auth"] or {}), "admin_token": env["MESH_ADMIN_TOKEN"]}

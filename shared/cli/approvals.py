@@ -4,8 +4,9 @@
     mesh halt --agent <glob> | --session <id> | --all [--reason R] | halts | resume <id>
 
 Env: MESH_URL (default http://localhost:9090), MESH_ADMIN_TOKEN. Without a token, a loopback MESH_URL gets the
-server's generated one from its file (FLUX7_ADMIN_TOKEN_FILE, FLUX7_CONFIG's data directory, else
-./flux7-admin.token; shared/auth/admin_token.py). Resolutions are signed `cli:$USER`."""
+server's generated one from its file (FLUX7_ADMIN_TOKEN_FILE, else the data directory of the config every command
+finds: FLUX7_CONFIG, ./config.yaml, the built-in defaults; shared/auth/admin_token.py). Resolutions are signed
+`cli:$USER`."""
 
 from __future__ import annotations
 
@@ -15,54 +16,15 @@ import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import click
 
+from flux7.shared.cli.control_plane import DEFAULT_URL, Client, MeshError, connect, refusal
 from flux7.shared.cli.kit import CONTEXT, Fail, LazyGroup, UsageFail, namespace, run, runtime
 
 __all__ = ["Client", "MeshError", "approvals", "main"]
-
-DEFAULT_URL = "http://localhost:9090"
-
-
-class MeshError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class Client:
-    def __init__(self, url: str, token: str = "", timeout: float = 30.0) -> None:
-        self.url = url.rstrip("/")
-        self.token = token
-        self.timeout = timeout
-
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as e:
-            raw = e.read()
-            try:
-                message = str(json.loads(raw).get("error") or raw.decode(errors="replace"))
-            except (ValueError, AttributeError):
-                message = raw.decode(errors="replace").strip() or e.reason
-            raise MeshError(e.code, message) from None
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
-            raise MeshError(0, f"cannot reach the mesh at {self.url}: {reason}") from None
-        return json.loads(raw) if raw else None
 
 
 def _table(rows: list[list[str]], headers: list[str], out: TextIO) -> None:
@@ -239,25 +201,20 @@ def _user() -> str:
 
 
 def _client() -> Client:
-    from flux7.shared.auth.admin_token import cli_admin_token
-
     ctx: click.Context | None = click.get_current_context()
     while ctx is not None and ctx.command is not approvals:
         ctx = ctx.parent
-    env = runtime().env
-    url = (ctx.params.get("url") if ctx is not None else None) or env.get("MESH_URL") or DEFAULT_URL
-    return Client(url, cli_admin_token(url, env))
+    return connect(ctx.params.get("url") if ctx is not None else None, runtime().env)
 
 
 def _call(action: Callable[[Client, TextIO], None]) -> int:
-    """Run one action against the mesh; a refusal or an unreachable mesh is one line on stderr, exit 1."""
+    """Run one action against the mesh; a refusal or an unreachable mesh is one line on stderr (naming the fix
+    when it is a credential), exit 1."""
+    client = _client()
     try:
-        action(_client(), runtime().out)
+        action(client, runtime().out)
     except MeshError as e:
-        hint = ""
-        if e.status == 401:
-            hint = "; set MESH_ADMIN_TOKEN to the server's admin token (or MESH_URL to the server it generated one for)"
-        raise Fail(f"{e}" + (f" (HTTP {e.status})" if e.status else "") + hint) from None
+        raise Fail(refusal(e, client, runtime().env)) from None
     return 0
 
 

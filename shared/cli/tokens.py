@@ -23,10 +23,10 @@ import click
 import msgspec
 
 from flux7.shared.auth.tokens import AgentToken, TokenStore, parse_expiry
-from flux7.shared.cli.kit import CONTEXT, Fail, LazyGroup, UsageFail, namespace, run, runtime
+from flux7.shared.cli.config_choice import database_settings
+from flux7.shared.cli.kit import CONTEXT, Fail, LazyGroup, UsageFail, namespace, run
 from flux7.shared.cli.machine_tokens import ADMIN, MEMORY, SECRETS, MachineTokens
 from flux7.shared.errors import ConfigError, Flux7Error
-from flux7.shared.settings import load_settings
 from flux7.shared.store.db import Database, database_for, is_postgresql_url
 
 __all__ = ["main", "token"]
@@ -65,7 +65,7 @@ def _view(record: AgentToken) -> dict[str, Any]:
     return {**msgspec.to_builtins(record), "state": record.state()}
 
 
-def _store(args: argparse.Namespace, env: Mapping[str, str]) -> TokenStore:
+def _store(args: argparse.Namespace) -> TokenStore:
     if args.db and args.config:
         raise UsageFail("give --db or --config, not both (--db is the file; --config names it as storage_path)")
     if args.db and is_postgresql_url(args.db):
@@ -76,13 +76,12 @@ def _store(args: argparse.Namespace, env: Mapping[str, str]) -> TokenStore:
             raise Fail(f"{args.db}: no such database (flux7 serve creates it; or pass --config config.yaml)", 2)
         return TokenStore(Database(path))
     # the config's store: its `database` URL (PostgreSQL) or the SQLite file at storage_path
-    return TokenStore(database_for(load_settings(args.config or env.get("FLUX7_CONFIG") or None, env)))
+    return TokenStore(database_for(database_settings(args.config)))
 
 
 def _agent_tokens(args: argparse.Namespace) -> int:
-    env = runtime().env
     try:
-        store = _store(args, env)
+        store = _store(args)
         if args.action == "issue":
             issued = store.issue(args.agent, note=args.note, expires_at=parse_expiry(args.expires))
             if args.json:
@@ -136,7 +135,8 @@ def _where(f: Any) -> Any:
         "-c",
         default=None,
         metavar="FILE",
-        help="flux7 config.yaml (default: $FLUX7_CONFIG); the tokens live in its storage_path",
+        help="flux7 config.yaml (default: $FLUX7_CONFIG, ./config.yaml, else the built-in defaults); the tokens "
+        "live in its database",
     )(f)
 
 
