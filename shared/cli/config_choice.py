@@ -43,8 +43,8 @@ def database_settings(option: str | None) -> Settings:
     choice = choose_config(option, rt.env)
     settings = load_chosen(choice, rt.env)
     announce(choice, rt.err, _prog())
+    server_elsewhere(choice, settings, rt.env, rt.err, _prog())  # first: its message names the config to use
     require_database(choice, settings)
-    server_elsewhere(choice, settings, rt.env, rt.err, _prog())
     return settings
 
 

@@ -538,8 +538,6 @@ def run_checks(
     findings, settings = check_config(choice.path, env, choice.why())
     if settings is None:
         return findings
-    if "policies" not in skip:
-        findings += check_rules(settings)
     replicated = _litestream_config(litestream, env) is not None
     if settings.database:  # PostgreSQL: the server's own backups replace Litestream (docs/deploy.md)
         if "database" not in skip:
@@ -557,6 +555,8 @@ def run_checks(
         findings += _check_copies(settings, skip)
         if "replication" not in skip:
             findings += check_replication(settings, litestream, env, timeout)
+    if "policies" not in skip:
+        findings += check_rules(settings)
     if "embeddings" not in skip:
         findings += check_embeddings(settings, timeout)
     if "upstreams" not in skip:
