@@ -271,8 +271,11 @@ def user_data_dir(env: Mapping[str, str]) -> Path:
     xdg = env.get("XDG_DATA_HOME", "")
     if xdg and Path(xdg).is_absolute():
         return Path(xdg) / "flux7"
-    home = env.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir  # the account's home when HOME is unset
-    return Path(home) / ".local" / "share" / "flux7"
+    return Path(_home(env)) / ".local" / "share" / "flux7"
+
+
+def _home(env: Mapping[str, str]) -> str:
+    return env.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir  # the account's home when HOME is unset
 
 
 LOCAL_CONFIG = "config.yaml"
@@ -357,6 +360,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     # Not config keys: filled by the loader.
     config_path: str = ""
     trace_key: str = ""
+    home: str = ""  # what a leading `~` in a path stands for (the environment's HOME)
 
     @property
     def config_dir(self) -> Path:
@@ -369,7 +373,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         return bool(self.memory.url) or self.memory.enabled
 
     def resolve_path(self, value: str) -> Path:
-        p = Path(value).expanduser()
+        if self.home and (value == "~" or value.startswith("~/")):
+            p = Path(self.home) / value[2:]
+        else:
+            p = Path(value).expanduser()
         return p if p.is_absolute() else self.config_dir / p
 
 
@@ -627,13 +634,14 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None,
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(file, "(top level)", "the config must be a mapping")
         raw = _expand_tree(loaded or {}, env)
-    for key in ("config_path", "trace_key"):
+    for key in ("config_path", "trace_key", "home"):
         if key in raw:
             raise ConfigError(file, key, "Object contains unknown field")
     raw.update({k: v for k, v in overrides.items() if v is not None})
     _otel_env(raw, env)
     raw["config_path"] = file if path is not None else ""
     raw["trace_key"] = env.get("MESH_TRACE_KEY", "")
+    raw["home"] = _home(env)
     if env.get("FLUX7_DATABASE_URL", "").strip() and overrides.get("database") is None:
         raw["database"] = env["FLUX7_DATABASE_URL"].strip()
     _database(file, raw)

@@ -9,7 +9,7 @@ from flux7.shared.settings import Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "config.md"
 # Filled by the loader, not config keys; list items documented with their parent key.
-INTERNAL = {"config_path", "trace_key"}
+INTERNAL = {"config_path", "trace_key", "home"}
 DOCUMENTED_AS_LIST = {"policies", "mcp_servers", "cli_tools", "openapi"}
 
 
