@@ -1,6 +1,6 @@
 """`mesh` (also `flux7 approvals`): the approval CLI.
 
-    mesh pending | show <id> | approve <id> | deny <id> | watch
+    mesh pending [--wait S] | show <id> | approve <id> | deny <id> | watch
     mesh halt --agent <glob> | --session <id> | --all [--reason R] | halts | resume <id>
 
 Env: MESH_URL (default http://localhost:9090), MESH_ADMIN_TOKEN. Without a token, a loopback MESH_URL gets the
@@ -54,12 +54,19 @@ def _approval_rows(items: list[dict[str, Any]]) -> list[list[str]]:
 
 
 _APPROVAL_HEADERS = ["ID", "AGENT", "TOOL", "REMAINING", "RISK", "PARAMS"]
+WAIT_POLL = 0.1  # seconds between looks at the queue while `pending --wait` waits
 
 
-def _pending(client: Client, out: TextIO) -> None:
+def _pending(client: Client, out: TextIO, wait: float = 0.0) -> None:
+    deadline = time.monotonic() + wait
     items = client.call("GET", "/approvals?status=pending")
+    while not items and time.monotonic() < deadline:  # a held call on its way to the queue (scripts, docs)
+        time.sleep(min(WAIT_POLL, max(0.0, deadline - time.monotonic())))
+        items = client.call("GET", "/approvals?status=pending")
     if not items:
         print("No pending approvals.", file=out)
+        if wait:
+            raise Fail(f"no approval became pending within {wait:g}s")
         return
     _table(_approval_rows(items), _APPROVAL_HEADERS, out)
 
@@ -230,9 +237,16 @@ def approvals(url: str | None) -> None:
 
 
 @approvals.command("pending", context_settings=CONTEXT)
-def pending() -> int:
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=0,
+    metavar="SECONDS",
+    help="wait up to SECONDS for an approval to be pending (exit 1 if none comes)",
+)
+def pending(wait: float) -> int:
     """List pending approvals."""
-    return _call(_pending)
+    return _call(lambda c, out: _pending(c, out, wait))
 
 
 @approvals.command("show", context_settings=CONTEXT)

@@ -4,6 +4,7 @@ names (mesh7, mem7, sup7, mesh) running their subtrees, and short errors that sa
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -189,3 +190,20 @@ def test_a_cli_tool_whose_binary_is_missing_refuses_the_start(tmp_path: Path) ->
         assert done.returncode == 2, done.stderr
         assert "cli_tools[1].bin: flux7-no-such-bin is not on the PATH" in done.stderr
         assert "remove the 'gone' entry" in done.stderr
+
+
+def test_docs_cli_md_lists_every_command() -> None:
+    """Each command of the tree is in docs/cli.md's listing: a top-level one on a line of its own, a subcommand on
+    a line of its group (`flux7 token        issue | revoke | list …`)."""
+    text = (REPO / "docs" / "cli.md").read_text()
+    listing = text.split("```\n", 2)[1]
+    lines = [line for line in listing.splitlines() if line.startswith("flux7 ")]
+    missing = []
+    for path in COMMANDS:
+        group, *rest = path[1:]
+        of_group = [line for line in lines if line.split()[1] == group]
+        if not of_group or (
+            rest and not any(re.search(rf"(?<![\w-]){re.escape(rest[-1])}(?![\w-])", line) for line in of_group)
+        ):
+            missing.append(" ".join(path))
+    assert not missing, f"docs/cli.md does not list: {missing}"

@@ -180,7 +180,10 @@ def test_flux7_serve_without_a_config_serves_health_the_console_and_memory(insta
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
-    assert (installed.cwd / "flux7.db").is_file()  # the built-in defaults: the database in the working folder
+    # the built-in defaults: the state in the per-user data directory, said at start, never in the working folder
+    data = Path(installed.env["HOME"]) / ".local" / "share" / "flux7"
+    assert (data / "flux7.db").is_file() and not (installed.cwd / "flux7.db").exists()
+    assert f"config: the built-in defaults, state in {data}" in log.read_text()
 
 
 async def test_mesh7_answers_mcp_over_stdio(installed: Installed) -> None:
