@@ -25,6 +25,7 @@ __all__ = [
     "announce",
     "database_settings",
     "load_chosen",
+    "local_url",
     "require_database",
     "server_elsewhere",
     "the_servers_config",
@@ -77,7 +78,8 @@ def require_database(choice: ConfigChoice, settings: Settings) -> None:
     )
 
 
-def _probe_url(settings: Settings) -> str:
+def local_url(settings: Settings) -> str:
+    """Where this machine reaches a server of these settings."""
     host = settings.host if settings.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
     host = f"[{host}]" if ":" in host else host
     return f"{'https' if settings.tls.cert_file else 'http'}://{host}:{settings.port}"
@@ -86,7 +88,7 @@ def _probe_url(settings: Settings) -> str:
 def _answering_id(settings: Settings, timeout: float) -> str | None:
     """The config id of the flux7 server on this config's address; None when none answers there."""
     try:
-        response = httpx.get(f"{_probe_url(settings)}/health", timeout=timeout, trust_env=False, verify=False)
+        response = httpx.get(f"{local_url(settings)}/health", timeout=timeout, trust_env=False, verify=False)
         body = response.json() if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None
@@ -136,7 +138,7 @@ def server_elsewhere(
     theirs = _answering_id(settings, timeout)
     if theirs is None or theirs == config_id(settings):
         return
-    where = _probe_url(settings)
+    where = local_url(settings)
     path = the_servers_config(theirs, env, cwd or Path.cwd())
     if path is None:
         print(

@@ -81,12 +81,11 @@ def serve(
     access_log: bool | None = None,
     found: str = "",
 ) -> int:
-    """`found`: how the config was found when the user did not name it (shared/settings.py choose_config),
-    said first."""
+    """`config`: the file the command tree chose (shared/settings.py choose_config); `found`: how it was found
+    when the user did not name it, said first."""
     if found:
         print(f"flux7: config: {found}", file=sys.stderr, flush=True)
     try:
-        config = config or os.environ.get("FLUX7_CONFIG") or None  # the workers would read it anyway
         storage = os.environ.get("FLUX7_STORAGE_PATH") or None
         settings = load_settings(config, storage_path=storage)  # as the workers (functions/asgi.py) will
         bind = host or settings.host

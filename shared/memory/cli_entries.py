@@ -86,7 +86,7 @@ def _answers(url: str, path: str) -> dict[str, Any] | None:
 
 def _flux7_memory(config: str, say: Callable[[str], None]) -> _Remote | _InProcess:
     from flux7.shared.auth.admin_token import find_admin_token
-    from flux7.shared.cli.config_choice import load_chosen
+    from flux7.shared.cli.config_choice import load_chosen, local_url
     from flux7.shared.memory.service import memory_service_for
     from flux7.shared.settings import choose_config, config_id
     from flux7.shared.store.db import database_for
@@ -98,8 +98,7 @@ def _flux7_memory(config: str, say: Callable[[str], None]) -> _Remote | _InProce
         return _Remote(settings.memory.url, settings.memory.token or env.get("MEM7_TOKEN", ""))
     if not settings.memory.enabled:
         raise Fail(f"the memory role is off in {choice.why()} (memory.enabled: false)", 2)
-    host = settings.host if settings.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-    url = f"{'https' if settings.tls.cert_file else 'http'}://{host}:{settings.port}"
+    url = local_url(settings)
     health = _answers(url, "/health")
     if health is not None and health.get("config") == config_id(settings):
         token = settings.memory.token or find_admin_token(url, env).value
