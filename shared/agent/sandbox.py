@@ -104,10 +104,12 @@ def mesh_data_paths(cwd: Path, env: Mapping[str, str], roots: Sequence[Path] = (
     places in `roots` (the repository root)."""
     from flux7.shared.settings import user_data_dir
 
-    # the built-in defaults' data directory, which the example config uses too (~/.local/share/flux7): the mesh's
-    # files in it, not the folder, which also holds the agent's own (its sessions, under agent/)
-    data = user_data_dir(env)
-    found: list[Path] = [*(data / name for name in _MESH_FILES), data / "decisions.key", data / "memory"]
+    # the built-in defaults' data directory, and ~/.local/share/flux7, which the example config names whatever
+    # XDG_DATA_HOME says: the mesh's files in them, not the folders, which also hold the agent's own (its sessions)
+    found: list[Path] = []
+    without_xdg = {k: v for k, v in env.items() if k != "XDG_DATA_HOME"}
+    for data in dict.fromkeys((user_data_dir(env), user_data_dir(without_xdg))):
+        found += [*(data / name for name in _MESH_FILES), data / "decisions.key", data / "memory"]
     if env.get("FLUX7_ADMIN_TOKEN_FILE"):
         found.append(Path(env["FLUX7_ADMIN_TOKEN_FILE"]).expanduser())
     if env.get("FLUX7_CONFIG"):
