@@ -7,6 +7,7 @@ FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY scripts/build_backend.py ./scripts/
 COPY flux7 ./flux7
 COPY shared ./shared
 COPY functions ./functions

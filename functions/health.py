@@ -20,7 +20,8 @@ def version() -> Version:
     return Version(version=__version__, commit="none", date="unknown")
 
 
-@get("/health", sync_to_thread=False, tags=["meta"], security=PUBLIC)
+# In a thread: the database's write probe may wait a quarter of a second (shared/store/db.py write_blocked).
+@get("/health", sync_to_thread=True, tags=["meta"], security=PUBLIC)
 def health(request: Request[Any, Any, Any]) -> Health:
     mesh = mesh_of(request)
     return mesh.health(config_id(mesh.settings))

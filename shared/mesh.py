@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from flux7.shared.auth.identity import IdentityResolver
 from flux7.shared.auth.oauth import OAuth
@@ -55,6 +56,7 @@ class Health(msgspec.Struct, kw_only=True):
     traces: dict[str, int]  # total, allowed, denied, human_approval, errors, estimated input and output tokens
     version: str
     config: str  # a hash of the config file's path: how a stdio relay recognises its daemon
+    problems: list[str] | UnsetType = UNSET  # what is wrong, one sentence each (only when degraded)
 
 
 class ToolDecision(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -176,10 +178,25 @@ class Mesh:
     # -- views shared by several transports --------------------------------------------------------------
 
     def health(self, config: str) -> Health:
+        """GET /health: `status` stays "ok" unless something keeps the mesh from working, then "degraded" with a
+        `problems` sentence each (the SDKs' is_healthy() reads only `status`)."""
         from flux7.shared import __version__
 
         counts = self.tracer.counts()
-        return Health(status="ok", tools=len(self.registry.tools()), traces=counts, version=__version__, config=config)
+        problems = []
+        if self.db.write_blocked():
+            problems.append(
+                f"the database {self.db.label} is locked for writing by another program: every call that must "
+                "be recorded waits, then fails with 503; end that program's transaction"
+            )
+        return Health(
+            status="degraded" if problems else "ok",
+            tools=len(self.registry.tools()),
+            traces=counts,
+            version=__version__,
+            config=config,
+            problems=problems or UNSET,
+        )
 
     def tool_decisions(self, agent: str) -> list[ToolDecision]:
         """GET /tools/decisions: the effective action of every tool for one agent, with empty arguments."""

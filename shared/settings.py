@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import os
+import pwd
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,7 @@ __all__ = [
     "CliCommand",
     "CliTool",
     "Condition",
+    "ConfigChoice",
     "ConsoleSettings",
     "DecisionSettings",
     "GovernanceSettings",
@@ -45,10 +47,12 @@ __all__ = [
     "SupervisorSettings",
     "TlsSettings",
     "UpstreamTimeouts",
+    "choose_config",
     "config_id",
     "load_policy_dir",
     "load_settings",
     "parse_policy",
+    "user_data_dir",
     "with_cli_openapi",
 ]
 
@@ -305,11 +309,63 @@ class GovernanceSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True
 STOP_TIMEOUT_SECONDS = 10
 
 
+def user_data_dir(env: Mapping[str, str]) -> Path:
+    """Where the built-in defaults keep the service's state (database, admin token, decision key, memory):
+    `$XDG_DATA_HOME/flux7`, else `~/.local/share/flux7`; never the current folder, which may be a checkout an
+    agent works in. The XDG base directory rules: a relative XDG_DATA_HOME is ignored."""
+    xdg = env.get("XDG_DATA_HOME", "")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "flux7"
+    return Path(_home(env)) / ".local" / "share" / "flux7"
+
+
+def _home(env: Mapping[str, str]) -> str:
+    return env.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir  # the account's home when HOME is unset
+
+
+LOCAL_CONFIG = "config.yaml"
+
+
+class ConfigChoice(msgspec.Struct, frozen=True, kw_only=True):
+    """Which config file a command uses, and why (docs/cli.md, "Which config"): `--config`, else $FLUX7_CONFIG,
+    else ./config.yaml, else none (the built-in defaults, their state in `data_dir`)."""
+
+    path: str | None  # None: the built-in defaults
+    source: Literal["--config", "FLUX7_CONFIG", "./config.yaml", "defaults"]
+    data_dir: str = ""  # the built-in defaults' data directory (user_data_dir)
+
+    @property
+    def chosen(self) -> bool:
+        """Named by the user (--config, FLUX7_CONFIG) rather than found."""
+        return self.source in ("--config", "FLUX7_CONFIG")
+
+    def why(self) -> str:
+        if self.source == "--config":
+            return f"{self.path} (--config)"
+        if self.source == "FLUX7_CONFIG":
+            return f"{self.path} (FLUX7_CONFIG)"
+        if self.source == "./config.yaml":
+            return f"{self.path} (found in the current folder; no --config or FLUX7_CONFIG)"
+        return f"the built-in defaults, state in {self.data_dir} (no --config, FLUX7_CONFIG or ./config.yaml)"
+
+
+def choose_config(option: str | None, env: Mapping[str, str], cwd: Path | None = None) -> ConfigChoice:
+    if option:
+        return ConfigChoice(path=option, source="--config")
+    if env.get("FLUX7_CONFIG"):
+        return ConfigChoice(path=env["FLUX7_CONFIG"], source="FLUX7_CONFIG")
+    local = (cwd or Path.cwd()) / LOCAL_CONFIG
+    if local.is_file():
+        return ConfigChoice(path=str(local), source="./config.yaml")
+    return ConfigChoice(path=None, source="defaults", data_dir=str(user_data_dir(env)))
+
+
 class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     port: int = 9090
     host: str = "127.0.0.1"
     workers: int = 1
     stop_timeout_seconds: int = STOP_TIMEOUT_SECONDS  # after SIGTERM, then the workers still busy are killed
+    # Relative to the config file's folder; without a config file load_settings puts it in user_data_dir().
     storage_path: str = "flux7.db"
     # The store: "" (the SQLite file at storage_path), or a postgresql:// URL (FLUX7_DATABASE_URL overrides it).
     # A path here is the SQLite file, as storage_path.
@@ -351,6 +407,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     # Not config keys: filled by the loader.
     config_path: str = ""
     trace_key: str = ""
+    home: str = ""  # what a leading `~` in a path stands for (the environment's HOME)
 
     @property
     def config_dir(self) -> Path:
@@ -363,7 +420,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
         return bool(self.memory.url) or self.memory.enabled
 
     def resolve_path(self, value: str) -> Path:
-        p = Path(value).expanduser()
+        if self.home and (value == "~" or value.startswith("~/")):
+            p = Path(self.home) / value[2:]
+        else:
+            p = Path(value).expanduser()
         return p if p.is_absolute() else self.config_dir / p
 
 
@@ -546,6 +606,15 @@ def _validate(file: str, s: Settings) -> None:
     if s.approval.notify_secret and not s.approval.notify_secret.startswith("whsec_"):
         raise ConfigError(file, "approval.notify_secret", "a Standard Webhooks secret: whsec_ and base64")
     validate_notify(file, s.notify)
+    if s.database and s.trace_file:
+        # Every instance would append only its own calls to its own file: no file holds the whole chain, and
+        # each instance's /traces/verify would report a break.
+        raise ConfigError(
+            file,
+            "trace_file",
+            "not with a PostgreSQL database: the one trace chain is in the database (GET /traces/verify walks "
+            "it); remove trace_file",
+        )
 
 
 def parse_policy(text: str | bytes, source: str) -> Policy:
@@ -648,7 +717,9 @@ def _otel_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
 
 
 def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-    """Read config.yaml (or defaults when path is None) and the environment; raise ConfigError on any fault."""
+    """Read config.yaml (or defaults when path is None) and the environment; raise ConfigError on any fault.
+    Without a config file the state goes to the per-user data directory (user_data_dir), unless an override
+    names storage_path."""
     env = os.environ if env is None else env
     raw: dict[str, Any] = {}
     file = "(defaults)"
@@ -662,16 +733,19 @@ def load_settings(path: str | Path | None, env: Mapping[str, str] | None = None,
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(file, "(top level)", "the config must be a mapping")
         raw = _expand_tree(loaded or {}, env)
-    for key in ("config_path", "trace_key"):
+    for key in ("config_path", "trace_key", "home"):
         if key in raw:
             raise ConfigError(file, key, "Object contains unknown field")
     raw.update({k: v for k, v in overrides.items() if v is not None})
     _otel_env(raw, env)
     raw["config_path"] = file if path is not None else ""
     raw["trace_key"] = env.get("MESH_TRACE_KEY", "")
+    raw["home"] = _home(env)
     if env.get("FLUX7_DATABASE_URL", "").strip() and overrides.get("database") is None:
         raw["database"] = env["FLUX7_DATABASE_URL"].strip()
     _database(file, raw)
+    if path is None and not raw.get("storage_path"):
+        raw["storage_path"] = str(user_data_dir(env) / "flux7.db")
     if env.get("MESH_ADMIN_TOKEN"):
         raw.setdefault("auth", {})
         raw["auth"] = {**(raw["auth"] or {}), "admin_token": env["MESH_ADMIN_TOKEN"]}

@@ -98,10 +98,18 @@ def command_env(env: Mapping[str, str], *, secrets: Sequence[str] = (), keep: Se
 
 def mesh_data_paths(cwd: Path, env: Mapping[str, str], roots: Sequence[Path] = ()) -> list[Path]:
     """Where the mesh keeps its admin token, database and keys, found as the `mesh` CLI finds the admin token
-    (shared/auth/admin_token.py): FLUX7_ADMIN_TOKEN_FILE, the data directory of FLUX7_CONFIG's config, and a
+    (shared/auth/admin_token.py): the per-user data directory of the built-in defaults and the example config,
+    FLUX7_ADMIN_TOKEN_FILE, the data directory of FLUX7_CONFIG's config, and a
     `flux7-admin.token` or `flux7.db` in the working folder, its `data/` (the quick start's layout) or the same
     places in `roots` (the repository root)."""
+    from flux7.shared.settings import user_data_dir
+
+    # the built-in defaults' data directory, and ~/.local/share/flux7, which the example config names whatever
+    # XDG_DATA_HOME says: the mesh's files in them, not the folders, which also hold the agent's own (its sessions)
     found: list[Path] = []
+    without_xdg = {k: v for k, v in env.items() if k != "XDG_DATA_HOME"}
+    for data in dict.fromkeys((user_data_dir(env), user_data_dir(without_xdg))):
+        found += [*(data / name for name in _MESH_FILES), data / "decisions.key", data / "memory"]
     if env.get("FLUX7_ADMIN_TOKEN_FILE"):
         found.append(Path(env["FLUX7_ADMIN_TOKEN_FILE"]).expanduser())
     if env.get("FLUX7_CONFIG"):

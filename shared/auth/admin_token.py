@@ -11,13 +11,22 @@ import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from flux7.shared.errors import ConfigError
-from flux7.shared.settings import Settings
+from flux7.shared.settings import Settings, choose_config, load_settings
 from flux7.shared.store.private_files import private_dir
 
-__all__ = ["FILE_NAME", "cli_admin_token", "effective_admin_token", "load_or_create", "token_file"]
+__all__ = [
+    "FILE_NAME",
+    "FoundToken",
+    "cli_admin_token",
+    "effective_admin_token",
+    "find_admin_token",
+    "load_or_create",
+    "token_file",
+]
 
 FILE_NAME = "flux7-admin.token"
 
@@ -78,31 +87,44 @@ def _is_loopback_url(url: str) -> bool:
     return is_loopback_bind(host)
 
 
-def cli_admin_token(url: str, env: Mapping[str, str], *, explicit: str = "", cwd: Path | None = None) -> str:
+class FoundToken(NamedTuple):
+    """The admin token a local client sends, and where it came from (what a refusal's message names)."""
+
+    value: str
+    source: str  # "--token", "MESH_ADMIN_TOKEN", "auth.admin_token of <config>", a file's path, or "" (none)
+    looked: tuple[str, ...] = ()  # where it was looked for, when it was not found
+
+
+def find_admin_token(url: str, env: Mapping[str, str], *, explicit: str = "", cwd: Path | None = None) -> FoundToken:
     """The admin token a local client sends to `url`: `explicit` (a flag or a config key), MESH_ADMIN_TOKEN, else
-    the server's token when `url` is on loopback (never handed to a remote server): FLUX7_ADMIN_TOKEN_FILE, the
-    `auth.admin_token` or token file of FLUX7_CONFIG's config, else ./flux7-admin.token (the default data dir)."""
+    the server's own when `url` is on loopback (never handed to a remote server): FLUX7_ADMIN_TOKEN_FILE, else the
+    config every command finds (--config's fallbacks: FLUX7_CONFIG, ./config.yaml, the built-in defaults; its
+    `auth.admin_token` or its token file), else ./flux7-admin.token (run in a server's data directory)."""
     if explicit:
-        return explicit
+        return FoundToken(explicit, "--token")
     if env.get("MESH_ADMIN_TOKEN"):
-        return env["MESH_ADMIN_TOKEN"]
+        return FoundToken(env["MESH_ADMIN_TOKEN"], "MESH_ADMIN_TOKEN")
     if not _is_loopback_url(url):
-        return ""
+        return FoundToken("", "", ("MESH_ADMIN_TOKEN (the server is not on loopback)",))
+    cwd = cwd or Path.cwd()
     candidates: list[Path] = []
     if env.get("FLUX7_ADMIN_TOKEN_FILE"):
         candidates.append(Path(env["FLUX7_ADMIN_TOKEN_FILE"]).expanduser())
-    if env.get("FLUX7_CONFIG"):
-        from flux7.shared.settings import load_settings
-
-        with contextlib.suppress(ConfigError):
-            settings = load_settings(env["FLUX7_CONFIG"], env)
-            if settings.auth.admin_token:  # the server's own config names its token: that is the one
-                return settings.auth.admin_token
-            candidates.append(token_file(settings))
-    candidates.append((cwd or Path.cwd()) / FILE_NAME)
+    choice = choose_config(None, env, cwd)
+    with contextlib.suppress(ConfigError):
+        settings = load_settings(choice.path, env)
+        if settings.auth.admin_token:  # the server's own config names its token: that is the one
+            return FoundToken(settings.auth.admin_token, f"auth.admin_token of {choice.why()}")
+        candidates.append(token_file(settings))
+    candidates.append(cwd / FILE_NAME)
     for path in candidates:
         try:
-            return _read(path)
+            return FoundToken(_read(path), str(path))
         except (OSError, ConfigError):
             continue
-    return ""
+    return FoundToken("", "", tuple(str(p) for p in candidates))
+
+
+def cli_admin_token(url: str, env: Mapping[str, str], *, explicit: str = "", cwd: Path | None = None) -> str:
+    """find_admin_token's value."""
+    return find_admin_token(url, env, explicit=explicit, cwd=cwd).value

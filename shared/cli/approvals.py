@@ -1,12 +1,13 @@
 """`mesh` (also `flux7 approvals`): the approval CLI.
 
-    mesh pending | show <id> | approve <id> | deny <id> | watch
+    mesh pending [--wait S] | show <id> | approve <id> | deny <id> | watch
     mesh halt --agent <glob> | --session <id> | --all [--reason R] | halts | resume <id>
 
 Env: MESH_URL (default http://localhost:9090); FLUX7_TOKEN, your personal token (`flux7 user add`: the server
 records your decisions as `user:<name>`), else MESH_ADMIN_TOKEN. Without either, a loopback MESH_URL gets the
-server's generated admin token from its file (FLUX7_ADMIN_TOKEN_FILE, FLUX7_CONFIG's data directory, else
-./flux7-admin.token; shared/auth/admin_token.py). The body's `resolved_by: cli:$USER` is kept as a note only."""
+server's generated admin token from its file (FLUX7_ADMIN_TOKEN_FILE, else the data directory of the config every
+command finds: FLUX7_CONFIG, ./config.yaml, the built-in defaults; shared/auth/admin_token.py). The body's
+`resolved_by: cli:$USER` is kept as a note only."""
 
 from __future__ import annotations
 
@@ -16,54 +17,15 @@ import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import click
 
+from flux7.shared.cli.control_plane import DEFAULT_URL, Client, MeshError, connect, refusal
 from flux7.shared.cli.kit import CONTEXT, Fail, LazyGroup, UsageFail, namespace, run, runtime
 
 __all__ = ["Client", "MeshError", "approvals", "main"]
-
-DEFAULT_URL = "http://localhost:9090"
-
-
-class MeshError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class Client:
-    def __init__(self, url: str, token: str = "", timeout: float = 30.0) -> None:
-        self.url = url.rstrip("/")
-        self.token = token
-        self.timeout = timeout
-
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as e:
-            raw = e.read()
-            try:
-                message = str(json.loads(raw).get("error") or raw.decode(errors="replace"))
-            except (ValueError, AttributeError):
-                message = raw.decode(errors="replace").strip() or e.reason
-            raise MeshError(e.code, message) from None
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
-            raise MeshError(0, f"cannot reach the mesh at {self.url}: {reason}") from None
-        return json.loads(raw) if raw else None
 
 
 def _table(rows: list[list[str]], headers: list[str], out: TextIO) -> None:
@@ -93,12 +55,19 @@ def _approval_rows(items: list[dict[str, Any]]) -> list[list[str]]:
 
 
 _APPROVAL_HEADERS = ["ID", "AGENT", "TOOL", "REMAINING", "RISK", "PARAMS"]
+WAIT_POLL = 0.1  # seconds between looks at the queue while `pending --wait` waits
 
 
-def _pending(client: Client, out: TextIO) -> None:
+def _pending(client: Client, out: TextIO, wait: float = 0.0) -> None:
+    deadline = time.monotonic() + wait
     items = client.call("GET", "/approvals?status=pending")
+    while not items and time.monotonic() < deadline:  # a held call on its way to the queue (scripts, docs)
+        time.sleep(min(WAIT_POLL, max(0.0, deadline - time.monotonic())))
+        items = client.call("GET", "/approvals?status=pending")
     if not items:
         print("No pending approvals.", file=out)
+        if wait:
+            raise Fail(f"no approval became pending within {wait:g}s")
         return
     _table(_approval_rows(items), _APPROVAL_HEADERS, out)
 
@@ -240,25 +209,20 @@ def _user() -> str:
 
 
 def _client() -> Client:
-    from flux7.shared.auth.admin_token import cli_admin_token
-
     ctx: click.Context | None = click.get_current_context()
     while ctx is not None and ctx.command is not approvals:
         ctx = ctx.parent
-    env = runtime().env
-    url = (ctx.params.get("url") if ctx is not None else None) or env.get("MESH_URL") or DEFAULT_URL
-    return Client(url, env.get("FLUX7_TOKEN") or cli_admin_token(url, env))
+    return connect(ctx.params.get("url") if ctx is not None else None, runtime().env)
 
 
 def _call(action: Callable[[Client, TextIO], None]) -> int:
-    """Run one action against the mesh; a refusal or an unreachable mesh is one line on stderr, exit 1."""
+    """Run one action against the mesh; a refusal or an unreachable mesh is one line on stderr (naming the fix
+    when it is a credential), exit 1."""
+    client = _client()
     try:
-        action(_client(), runtime().out)
+        action(client, runtime().out)
     except MeshError as e:
-        hint = ""
-        if e.status == 401:
-            hint = "; set MESH_ADMIN_TOKEN to the server's admin token (or MESH_URL to the server it generated one for)"
-        raise Fail(f"{e}" + (f" (HTTP {e.status})" if e.status else "") + hint) from None
+        raise Fail(refusal(e, client, runtime().env)) from None
     return 0
 
 
@@ -274,9 +238,16 @@ def approvals(url: str | None) -> None:
 
 
 @approvals.command("pending", context_settings=CONTEXT)
-def pending() -> int:
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=0,
+    metavar="SECONDS",
+    help="wait up to SECONDS for an approval to be pending (exit 1 if none comes)",
+)
+def pending(wait: float) -> int:
     """List pending approvals."""
-    return _call(_pending)
+    return _call(lambda c, out: _pending(c, out, wait))
 
 
 @approvals.command("show", context_settings=CONTEXT)

@@ -28,9 +28,10 @@ from typing import Any
 import click
 import yaml
 
+from flux7.shared.cli.config_choice import announce
 from flux7.shared.cli.kit import CONTEXT, Fail, namespace, run, runtime
 from flux7.shared.errors import ConfigError, Flux7Error
-from flux7.shared.settings import Settings, load_settings
+from flux7.shared.settings import Settings, choose_config, load_settings
 
 __all__ = [
     "Litestream",
@@ -340,7 +341,8 @@ def _common(f: Any) -> Any:
                 "-c",
                 default=None,
                 metavar="FILE",
-                help="flux7 config.yaml (the database is its storage_path)",
+                help="flux7 config.yaml, its storage_path the database (default: $FLUX7_CONFIG, ./config.yaml, "
+                "else the built-in defaults)",
             ),
             click.option(
                 "--litestream",
@@ -359,7 +361,10 @@ def _common(f: Any) -> Any:
 
 
 def _resolve(args: argparse.Namespace, url: str, env: Mapping[str, str]) -> tuple[Settings, Path, ReplicaSource]:
-    settings = load_settings(args.config, env)
+    choice = choose_config(args.config, env)  # --config, FLUX7_CONFIG, ./config.yaml, else the built-in defaults
+    if not args.db:
+        announce(choice, runtime().err, click.get_current_context().command_path)
+    settings = load_settings(choice.path, env)
     if settings.database and not args.db:
         raise ConfigError(
             settings.config_path or "(arguments)",
@@ -439,7 +444,7 @@ def _restore(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         timestamp=args.timestamp or "",
     )
     configured = settings.resolve_path(settings.storage_path).resolve()
-    if outcome.restored and args.config and not args.no_export and out == configured:
+    if outcome.restored and settings.config_path and not args.no_export and out == configured:
         recreate_beside(settings, out, outcome)
     lines = (
         [f"restored {out} from {source.describe()} in {outcome.seconds:.2f}s"]

@@ -29,9 +29,10 @@ import click
 import psycopg
 from psycopg import sql
 
+from flux7.shared.cli.config_choice import announce
 from flux7.shared.cli.kit import CONTEXT, Fail, run, runtime
 from flux7.shared.errors import ConfigError, Flux7Error
-from flux7.shared.settings import load_settings
+from flux7.shared.settings import choose_config, load_settings
 from flux7.shared.store.db import MIGRATIONS_DIR, Database, is_postgresql_url, sqlite3
 
 __all__ = ["Migration", "MigrationError", "main", "migrate", "migrate_to"]
@@ -570,7 +571,8 @@ def _print_report(result: Migration, notes: list[str], out: TextIO) -> None:
     "-c",
     default=None,
     metavar="FILE",
-    help="config.yaml (its storage_path is the source; default $FLUX7_CONFIG)",
+    help="config.yaml (its storage_path is the source; default $FLUX7_CONFIG, ./config.yaml, else the built-in "
+    "defaults)",
 )
 @click.option("--from", "from_path", default=None, metavar="FILE", help="the SQLite file to copy instead")
 @click.option("--batch", type=click.IntRange(min=1), default=BATCH, show_default=True, help="rows per COPY batch")
@@ -581,9 +583,11 @@ def migrate_to(url: str, config: str | None, from_path: str | None, batch: int) 
     Stop the SQLite server first (what it writes after the copy started is not copied), and start the
     PostgreSQL instances after (`database:` or FLUX7_DATABASE_URL)."""
     rt = runtime()
-    config = config or rt.env.get("FLUX7_CONFIG") or None
+    choice = choose_config(config, rt.env)  # --config, FLUX7_CONFIG, ./config.yaml, else the built-in defaults
+    if not from_path:
+        announce(choice, rt.err, "flux7 db migrate-to")
     try:
-        settings = load_settings(config, {**rt.env, "FLUX7_DATABASE_URL": ""})
+        settings = load_settings(choice.path, {**rt.env, "FLUX7_DATABASE_URL": ""})
     except ConfigError as e:
         raise Fail(f"config error: {e}", 2) from None
     source = Path(from_path).expanduser().resolve() if from_path else settings.resolve_path(settings.storage_path)

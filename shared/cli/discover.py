@@ -10,9 +10,10 @@ import asyncio
 import click
 import yaml
 
+from flux7.shared.cli.config_choice import announce, load_chosen
 from flux7.shared.cli.kit import CONTEXT, Fail, run, runtime
 from flux7.shared.errors import ConfigError
-from flux7.shared.settings import load_settings
+from flux7.shared.settings import Settings, choose_config
 from flux7.shared.upstreams.registry import Registry
 
 __all__ = ["discover", "draft_policy", "main"]
@@ -31,8 +32,8 @@ def draft_policy(tools: list[tuple[str, str]], agent: str = "*", name: str = "di
     return header + yaml.safe_dump({"name": name, "agent": agent, "rules": rules}, sort_keys=False)
 
 
-async def _collect(config: str | None) -> list[tuple[str, str]]:
-    registry = Registry(load_settings(config))
+async def _collect(settings: Settings) -> list[tuple[str, str]]:
+    registry = Registry(settings)
     await registry.start()
     try:
         return [(t.name, t.classification.access) for t in registry.tools()]
@@ -41,19 +42,28 @@ async def _collect(config: str | None) -> list[tuple[str, str]]:
 
 
 @click.command("discover", context_settings=CONTEXT)
-@click.option("--config", "-c", default=None, metavar="FILE", help="config.yaml whose upstreams to ask")
+@click.option(
+    "--config",
+    "-c",
+    default=None,
+    metavar="FILE",
+    help="config.yaml whose upstreams to ask (default: $FLUX7_CONFIG, ./config.yaml, else the built-in defaults)",
+)
 @click.option("--agent", default="*", show_default=True, help="agent glob for the drafted policy")
 @click.option("--name", default="discovered", show_default=True, help="the drafted policy's name")
 def discover(config: str | None, agent: str, name: str) -> int:
     """Connect to the configured upstreams and print a policy draft for their tools: reads allowed, writes and
     unknowns asking a human. Nothing is written; review the draft before using it."""
     rt = runtime()
+    choice = choose_config(config, rt.env)
+    announce(choice, rt.err, click.get_current_context().command_path)
+    settings = load_chosen(choice, rt.env)
     try:
-        tools = asyncio.run(_collect(config or rt.env.get("FLUX7_CONFIG") or None))
+        tools = asyncio.run(_collect(settings))
     except ConfigError as e:
         raise Fail(f"config error: {e}", 2) from None
     if not tools:
-        raise Fail("no tools found in the configured upstreams")
+        raise Fail(f"no tools found in the upstreams of {choice.why()}")
     rt.out.write(draft_policy(tools, agent, name))
     return 0
 

@@ -29,7 +29,7 @@ from flux7.shared.cli.kit import CONTEXT, run, runtime
 from flux7.shared.cli.serve import check_bind
 from flux7.shared.errors import ConfigError
 from flux7.shared.gate.policy_files import TABLES
-from flux7.shared.settings import Settings, load_settings
+from flux7.shared.settings import Settings, choose_config, load_settings
 from flux7.shared.store.db import MIGRATIONS_DIR
 from flux7.shared.upstreams.cli import missing_binary
 
@@ -41,6 +41,7 @@ __all__ = [
     "check_embeddings",
     "check_policies",
     "check_replication",
+    "check_rules",
     "doctor",
     "main",
 ]
@@ -56,13 +57,16 @@ class Finding:
     fix: str = ""
 
 
-def check_config(path: str | None, env: Mapping[str, str]) -> tuple[list[Finding], Settings | None]:
+def check_config(path: str | None, env: Mapping[str, str], why: str = "") -> tuple[list[Finding], Settings | None]:
+    """The config loads and is safe where it binds. `why`: how the config was found (shared/settings.py
+    ConfigChoice.why), named in the first finding."""
     try:
         settings = load_settings(path, env)
     except ConfigError as e:
         return [Finding("config", "fail", str(e), "correct that key; docs/config.md lists every key")], None
-    where = settings.config_path or "(built-in defaults)"
-    out = [Finding("config", "ok", f"{where}: {len(settings.policies)} policies")]
+    where = why or settings.config_path or "(built-in defaults)"
+    rules = sum(len(p.rules) for p in settings.policies)
+    out = [Finding("config", "ok", f"{where}: {len(settings.policies)} policies, {rules} rules")]
     try:
         check_bind(settings, settings.host)
     except ConfigError as e:
@@ -285,6 +289,23 @@ def _check_copy(settings: Settings, copy: _Copy) -> list[Finding]:
     return [Finding(copy.area, "ok", f"{directory}: {len(on_disk)} files, the same as the database's copy")]
 
 
+def check_rules(settings: Settings) -> list[Finding]:
+    """No rule at all: the mesh denies every call (a call no rule matches is denied), which is never what a
+    deployment is for."""
+    if any(p.rules for p in settings.policies):
+        return []
+    what = "no policies" if not settings.policies else "no policy has a rule"
+    return [
+        Finding(
+            "policies",
+            "warn",
+            f"{what}: every tool call is denied (a call no rule matches is denied)",
+            "add a policy_dir of policy files (the example: policies/) or `policies:` in the config; "
+            "docs/config.md#policies",
+        )
+    ]
+
+
 def check_policies(settings: Settings) -> list[Finding]:
     """policy_dir against its copy in the database (`policy_files`)."""
     return _check_copy(settings, POLICY_COPY)
@@ -504,9 +525,17 @@ _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
 
 def run_checks(
-    config: str | None, env: Mapping[str, str], *, litestream: str | None, timeout: float, skip: set[str]
+    config: str | None,
+    env: Mapping[str, str],
+    *,
+    litestream: str | None,
+    timeout: float,
+    skip: set[str],
+    cwd: Path | None = None,
 ) -> list[Finding]:
-    findings, settings = check_config(config, env)
+    """`config`: --config; else the rule every command follows (FLUX7_CONFIG, ./config.yaml, the defaults)."""
+    choice = choose_config(config, env, cwd)
+    findings, settings = check_config(choice.path, env, choice.why())
     if settings is None:
         return findings
     replicated = _litestream_config(litestream, env) is not None
@@ -526,6 +555,8 @@ def run_checks(
         findings += _check_copies(settings, skip)
         if "replication" not in skip:
             findings += check_replication(settings, litestream, env, timeout)
+    if "policies" not in skip:
+        findings += check_rules(settings)
     if "embeddings" not in skip:
         findings += check_embeddings(settings, timeout)
     if "upstreams" not in skip:
@@ -534,7 +565,13 @@ def run_checks(
 
 
 @click.command("doctor", context_settings=CONTEXT)
-@click.option("--config", "-c", default=None, metavar="FILE", help="config.yaml (default: $FLUX7_CONFIG)")
+@click.option(
+    "--config",
+    "-c",
+    default=None,
+    metavar="FILE",
+    help="config.yaml (default: $FLUX7_CONFIG, ./config.yaml, else the built-in defaults)",
+)
 @click.option(
     "--litestream", default=None, metavar="FILE", help="litestream.yml (default: $LITESTREAM_CONFIG, /etc/...)"
 )
@@ -544,13 +581,13 @@ def run_checks(
 @click.option("--skip", multiple=True, type=click.Choice(AREAS), help="skip an area (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print the findings as JSON")
 def doctor(config: str | None, litestream: str | None, timeout: float, skip: tuple[str, ...], as_json: bool) -> int:
-    """Check a deployment and say what to fix: the config, the database and its migrations, replication, the
-    embedding model and every upstream. Exit 1 when something is broken (a warning alone exits 0)."""
+    """Check a deployment and say what to fix: the config and its policies, the database and its migrations,
+    replication, the embedding model and every upstream. Exit 1 when something is broken (a warning alone exits
+    0)."""
     env = runtime().env
     # The findings say what failed; the components' own retry logs would only repeat it on stderr.
     for name in ("flux7", "asyncio", "httpx"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
-    config = config or env.get("FLUX7_CONFIG") or None
     findings = run_checks(config, env, litestream=litestream, timeout=timeout, skip=set(skip))
     failures = sum(f.status == "fail" for f in findings)
     warnings = sum(f.status == "warn" for f in findings)

@@ -1,5 +1,6 @@
-"""`flux7 governance …`: the governance engine of a running server, over its control plane (MESH_URL, default
-http://localhost:9090; the admin token as for `flux7 approval`: MESH_ADMIN_TOKEN, else the local server's).
+"""`flux7 governance …`: the governance engine of a running server, over its control plane (`--url`, else MESH_URL,
+else http://localhost:9090; the admin token as for `flux7 approvals`: MESH_ADMIN_TOKEN, else a local server's
+token file, found through the config every command finds).
 
     flux7 governance catalog                          declared agents (state, owner) and discovered ones
     flux7 governance catalog-put NAME FILE            write catalog_dir/NAME.yaml from FILE (validated, reloaded)
@@ -20,115 +21,29 @@ Every command takes --json (print the server's JSON) and --url."""
 
 from __future__ import annotations
 
-import argparse
 import getpass
 import json
-import os
-import sys
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["main"]
+import click
 
-DEFAULT_URL = "http://localhost:9090"
+from flux7.shared.cli.control_plane import DEFAULT_URL, Client, MeshError, connect, refusal
+from flux7.shared.cli.kit import CONTEXT, Fail, LazyGroup, run, runtime
 
-
-class _Failed(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+__all__ = ["governance", "main"]
 
 
-class _Mesh:
-    def __init__(self, url: str, token: str) -> None:
-        self.url = url.rstrip("/")
-        self.token = token
-
-    def call(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None) -> Any:
-        if query:
-            path += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v not in (None, "")})
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(req, timeout=120) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as e:
-            raw = e.read()
-            try:
-                message = str(json.loads(raw).get("error") or raw.decode(errors="replace"))
-            except (ValueError, AttributeError):
-                message = raw.decode(errors="replace").strip() or str(e.reason)
-            raise _Failed(e.code, message) from None
-        except (urllib.error.URLError, OSError) as e:
-            raise _Failed(0, f"cannot reach the mesh at {self.url}: {getattr(e, 'reason', e)}") from None
-        return json.loads(raw) if raw else None
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="flux7 governance", description="The agent catalog, scores, graph, diffs, replay.")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", help="print the server's JSON")
-    common.add_argument("--url", default="", help=f"the mesh (default: $MESH_URL or {DEFAULT_URL})")
-    sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("catalog", parents=[common], help="declared and discovered agents")
-    put = sub.add_parser("catalog-put", parents=[common], help="write a catalog file from a local file")
-    put.add_argument("name")
-    put.add_argument("file")
-    life = sub.add_parser("lifecycle", parents=[common], help="move a catalog entry through its lifecycle")
-    life.add_argument("entry")
-    life.add_argument("state", choices=["proposed", "active", "suspended", "retired"])
-    life.add_argument("--reason", required=True, help="why (recorded)")
-    life.add_argument("--by", default="", help="who (default: cli:$USER)")
-    sub.add_parser("evaluate", parents=[common], help="score every agent now")
-    sub.add_parser("scores", parents=[common], help="the latest scores")
-    sub.add_parser("verdicts", parents=[common], help="the latest verdicts")
-    agent = sub.add_parser("agent", parents=[common], help="one agent in detail")
-    agent.add_argument("agent")
-    found = sub.add_parser("findings", parents=[common], help="open findings")
-    found.add_argument("--severity", default="", choices=["", "info", "low", "medium", "high", "critical"])
-    graph = sub.add_parser("graph", parents=[common], help="the dependency graph (JSON)")
-    graph.add_argument("--days", type=int, default=30)
-    impact = sub.add_parser("impact", parents=[common], help="what breaks if X goes away or changes")
-    impact.add_argument("kind", choices=["upstream", "tool", "agent"])
-    impact.add_argument("name")
-    impact.add_argument("--days", type=int, default=30)
-    diff = sub.add_parser("diff", parents=[common], help="classified changes between two versions")
-    diff.add_argument("kind", choices=["policy", "catalog", "tool"])
-    diff.add_argument("name")
-    diff.add_argument("--old", type=int, default=None)
-    diff.add_argument("--new", type=int, default=None)
-    pin = sub.add_parser("pin-diff", parents=[common], help="a pinned tool against its current definition")
-    pin.add_argument("tool")
-    draft = sub.add_parser("draft", parents=[common], help="save a proposed policy set")
-    draft.add_argument("name")
-    draft.add_argument("files", nargs="*", help="policy files (each replaces the file of the same name)")
-    draft.add_argument("--remove", action="append", default=[], help="a policy file the draft removes")
-    replay = sub.add_parser("replay", parents=[common], help="re-decide past traced calls with a proposed set")
-    replay.add_argument("files", nargs="*", help="policy files (each replaces the file of the same name)")
-    replay.add_argument("--draft", default="")
-    replay.add_argument("--days", type=float, default=7)
-    apply = sub.add_parser("apply", parents=[common], help="write a draft's files")
-    apply.add_argument("name")
-    return p
-
-
-def _read_files(paths: list[str]) -> dict[str, str | None]:
+def _read_files(paths: Sequence[str]) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for name in paths:
         path = Path(name)
         try:
             out[path.name] = path.read_text()
         except OSError as e:
-            raise _Failed(0, f"{name}: {e.strerror or e}") from None
+            raise Fail(f"{name}: {e.strerror or e}") from None
     return out
 
 
@@ -145,150 +60,276 @@ def _who() -> str:
         return "cli"
 
 
-def _run(mesh: _Mesh, a: argparse.Namespace, out: TextIO) -> None:
-    c = a.command
-    result: Any
-    if c == "catalog":
-        result = mesh.call("GET", "/governance/catalog")
-        if not a.json:
-            rows = [
-                [e["id"], e["state"], e["owner"] or "-", e["team"] or "-", ",".join(e["tools"])]
-                for e in result["agents"]
-            ]
-            rows += [[d["id"], "discovered", "-", "-", "(not declared)"] for d in result["discovered"]]
-            _table(rows, ["AGENT", "STATE", "OWNER", "TEAM", "TOOLS"], out)
-            if result.get("error"):
-                print(f"catalog error (last good catalog kept): {result['error']}", file=out)
-            return
-    elif c == "catalog-put":
-        text = _read_files([a.file])[Path(a.file).name]
-        result = mesh.call("PUT", f"/governance/catalog/files/{a.name}", {"text": text, "by": _who()})
-    elif c == "lifecycle":
-        body = {"state": a.state, "reason": a.reason, "by": a.by or _who()}
-        result = mesh.call("POST", f"/governance/catalog/{urllib.parse.quote(a.entry, safe='')}/lifecycle", body)
-        if not a.json:
-            print(
-                f"{result['id']}: {result['from']} -> {result['state']} (by {result['by']}: {result['reason']})",
-                file=out,
-            )
-            return
-    elif c in ("evaluate", "scores", "verdicts"):
-        result = (
-            mesh.call("POST", "/governance/evaluate") if c == "evaluate" else mesh.call("GET", "/governance/scores")
-        )
-        if not a.json:
-            rows = []
-            for s in result:
-                scores = s.get("scores", s)
-                rows.append(
-                    [
-                        s["agent"],
-                        s["state"],
-                        str(scores["capability"]),
-                        str(scores["behaviour"]),
-                        str(scores["hygiene"]),
-                        s["verdict"],
-                    ]
-                )
-            _table(rows, ["AGENT", "STATE", "CAPABILITY", "BEHAVIOUR", "HYGIENE", "VERDICT"], out)
-            return
-    elif c == "agent":
-        result = mesh.call("GET", f"/governance/agents/{urllib.parse.quote(a.agent, safe='')}")
-        if not a.json:
-            s = result["scores"] or {}
-            print(f"{result['agent']}  state={result['state']}  verdict={result['verdict'] or '-'}", file=out)
-            print(
-                f"scores: capability={s.get('capability')} behaviour={s.get('behaviour')} hygiene={s.get('hygiene')}",
-                file=out,
-            )
-            for f in result["findings"]:
-                print(f"  [{f['severity']}] {f['rule']}: {f['message']} (seen {f['occurrences']}x)", file=out)
-                if f["remediation"]:
-                    print(f"      fix: {f['remediation']}", file=out)
-                if f["evidence"]:
-                    print(f"      traces: {', '.join(f['evidence'])}", file=out)
-            trend = " ".join(f"{h['behaviour']}" for h in result["history"][-10:])
-            print(f"behaviour over time: {trend}", file=out)
-            return
-    elif c == "findings":
-        result = mesh.call("GET", "/governance/findings", query={"severity": a.severity})
-        if not a.json:
-            rows = [[f["agent"], f["severity"], f["rule"], str(f["occurrences"]), f["remediation"]] for f in result]
-            _table(rows, ["AGENT", "SEVERITY", "RULE", "SEEN", "REMEDIATION"], out)
-            return
-    elif c == "graph":
-        result = mesh.call("GET", "/governance/graph", query={"days": a.days})
-    elif c == "impact":
-        result = mesh.call("GET", "/governance/impact", query={"kind": a.kind, "name": a.name, "days": a.days})
-        if not a.json:
-            print(
-                f"{a.kind} {a.name}: {result['calls']} calls in {result['sessions']} sessions, "
-                f"last {result['days']} days",
-                file=out,
-            )
-            _table(
-                [[x["agent"], str(x["calls"]), str(x["sessions"])] for x in result["agents"]],
-                ["AGENT", "CALLS", "SESSIONS"],
-                out,
-            )
-            return
-    elif c == "diff":
-        result = mesh.call(
-            "GET", "/governance/diff", query={"kind": a.kind, "name": a.name, "old": a.old, "new": a.new}
-        )
-    elif c == "pin-diff":
-        result = mesh.call("GET", f"/governance/pins/{urllib.parse.quote(a.tool, safe='')}/diff")
-    elif c == "draft":
-        files = _read_files(a.files)
-        files.update({(n if n.endswith(".yaml") else f"{n}.yaml"): None for n in a.remove})
-        result = mesh.call("PUT", f"/governance/drafts/{a.name}", {"files": files, "by": _who()})
-    elif c == "replay":
-        wanted: dict[str, Any] = {"days": a.days}
-        if a.draft:
-            wanted["draft"] = a.draft
-        if a.files:
-            wanted["files"] = _read_files(a.files)
-        result = mesh.call("POST", "/governance/replay", wanted)
-        if not a.json:
-            print(
-                f"replayed {result['calls']} calls of the last {result['days']} days in {result['elapsed_ms']} ms: "
-                f"{result['changed']} would change",
-                file=out,
-            )
-            rows = [
-                [g["agent"], g["tool"], f"{g['from']} -> {g['to']}", str(g["count"]), ",".join(g["trace_ids"][:2])]
-                for g in result["groups"]
-            ]
-            _table(rows, ["AGENT", "TOOL", "CHANGE", "CALLS", "E.G. TRACES"], out)
-            return
-    else:  # apply
-        result = mesh.call("POST", f"/governance/drafts/{a.name}/apply", {"by": _who()})
-    if c in ("diff", "pin-diff") and not a.json:
-        for ch in result.get("changes", []):
-            agents = ",".join(ch["affected_agents"]) or "-"
-            print(f"{ch['class']:<9} {ch['kind']:<28} {ch['subject']}  {ch['detail']}  (agents: {agents})", file=out)
-        if result.get("text_diff"):
-            print(result["text_diff"], file=out, end="")
-        elif result.get("error"):
-            print(result["error"], file=out)
-        return
-    print(json.dumps(result, indent=2), file=out)
+def _quote(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
 
 
-def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
-    args = _parser().parse_args(argv)
-    from flux7.shared.auth.admin_token import cli_admin_token
-
-    url = args.url or os.environ.get("MESH_URL") or DEFAULT_URL
+def _call(url: str | None, as_json: bool, action: Callable[[Client], Any], show: Callable[[Any, TextIO], None]) -> int:
+    """Ask the server; print its JSON with --json, else `show` it. A refusal or an unreachable server is one line
+    on stderr that names the fix for a missing credential; exit 1."""
+    env = runtime().env
+    client = connect(url, env, timeout=120)
     try:
-        _run(_Mesh(url, cli_admin_token(url, os.environ)), args, out)
-    except _Failed as e:
-        print(f"mesh: {e}" + (f" (HTTP {e.status})" if e.status else ""), file=err)
-        return 1
+        result = action(client)
+    except MeshError as e:
+        raise Fail(refusal(e, client, env)) from None
+    out = runtime().out
+    if as_json:
+        print(json.dumps(result, indent=2), file=out)
+    else:
+        show(result, out)
     return 0
 
 
+def _print_json(result: Any, out: TextIO) -> None:
+    print(json.dumps(result, indent=2), file=out)
+
+
+def _common(f: Any) -> Any:
+    f = click.option("--url", default=None, help=f"the mesh (default: $MESH_URL, else {DEFAULT_URL})")(f)
+    return click.option("--json", "as_json", is_flag=True, help="print the server's JSON")(f)
+
+
+@click.group("governance", cls=LazyGroup, context_settings=CONTEXT)
+def governance() -> None:
+    """The agent catalog, scores and verdicts, the dependency graph, diffs and policy replay of a running server
+    (docs/governance.md). The server is --url, else $MESH_URL, else http://localhost:9090; the admin token is
+    $MESH_ADMIN_TOKEN, else the one a local server generated (found as `mesh` finds it)."""
+
+
+@governance.command("catalog", context_settings=CONTEXT)
+@_common
+def catalog(url: str | None, as_json: bool) -> int:
+    """Declared agents (state, owner, team, tools) and the ones only seen in traffic."""
+
+    def show(result: Any, out: TextIO) -> None:
+        rows = [
+            [e["id"], e["state"], e["owner"] or "-", e["team"] or "-", ",".join(e["tools"])] for e in result["agents"]
+        ]
+        rows += [[d["id"], "discovered", "-", "-", "(not declared)"] for d in result["discovered"]]
+        _table(rows, ["AGENT", "STATE", "OWNER", "TEAM", "TOOLS"], out)
+        if result.get("error"):
+            print(f"catalog error (last good catalog kept): {result['error']}", file=out)
+
+    return _call(url, as_json, lambda c: c.call("GET", "/governance/catalog"), show)
+
+
+@governance.command("catalog-put", context_settings=CONTEXT)
+@click.argument("name")
+@click.argument("file")
+@_common
+def catalog_put(name: str, file: str, url: str | None, as_json: bool) -> int:
+    """Write catalog_dir/NAME.yaml from FILE (validated, then reloaded); a new entry starts as proposed."""
+    text = _read_files([file])[Path(file).name]
+    body = {"text": text, "by": _who()}
+    return _call(url, as_json, lambda c: c.call("PUT", f"/governance/catalog/files/{name}", body), _print_json)
+
+
+@governance.command("lifecycle", context_settings=CONTEXT)
+@click.argument("entry")
+@click.argument("state", type=click.Choice(["proposed", "active", "suspended", "retired"]))
+@click.option("--reason", required=True, help="why (recorded)")
+@click.option("--by", default="", help="who (default: cli:$USER)")
+@_common
+def lifecycle(entry: str, state: str, reason: str, by: str, url: str | None, as_json: bool) -> int:
+    """Move a catalog entry through its lifecycle (proposed, active, suspended, retired)."""
+    body = {"state": state, "reason": reason, "by": by or _who()}
+
+    def show(r: Any, out: TextIO) -> None:
+        print(f"{r['id']}: {r['from']} -> {r['state']} (by {r['by']}: {r['reason']})", file=out)
+
+    return _call(url, as_json, lambda c: c.call("POST", f"/governance/catalog/{_quote(entry)}/lifecycle", body), show)
+
+
+def _scores_table(result: Any, out: TextIO) -> None:
+    rows = []
+    for s in result:
+        scores = s.get("scores", s)
+        rows.append(
+            [
+                s["agent"],
+                s["state"],
+                str(scores["capability"]),
+                str(scores["behaviour"]),
+                str(scores["hygiene"]),
+                s["verdict"],
+            ]
+        )
+    _table(rows, ["AGENT", "STATE", "CAPABILITY", "BEHAVIOUR", "HYGIENE", "VERDICT"], out)
+
+
+@governance.command("evaluate", context_settings=CONTEXT)
+@_common
+def evaluate(url: str | None, as_json: bool) -> int:
+    """Fold in new traces and score every agent now."""
+    return _call(url, as_json, lambda c: c.call("POST", "/governance/evaluate"), _scores_table)
+
+
+@governance.command("scores", context_settings=CONTEXT)
+@_common
+def scores(url: str | None, as_json: bool) -> int:
+    """The latest scores of every agent."""
+    return _call(url, as_json, lambda c: c.call("GET", "/governance/scores"), _scores_table)
+
+
+@governance.command("verdicts", context_settings=CONTEXT)
+@_common
+def verdicts(url: str | None, as_json: bool) -> int:
+    """The latest verdicts of every agent."""
+    return _call(url, as_json, lambda c: c.call("GET", "/governance/scores"), _scores_table)
+
+
+@governance.command("agent", context_settings=CONTEXT)
+@click.argument("agent")
+@_common
+def agent(agent: str, url: str | None, as_json: bool) -> int:
+    """One agent in detail: scores over time, findings with their fixes and evidence."""
+
+    def show(result: Any, out: TextIO) -> None:
+        s = result["scores"] or {}
+        print(f"{result['agent']}  state={result['state']}  verdict={result['verdict'] or '-'}", file=out)
+        print(
+            f"scores: capability={s.get('capability')} behaviour={s.get('behaviour')} hygiene={s.get('hygiene')}",
+            file=out,
+        )
+        for f in result["findings"]:
+            print(f"  [{f['severity']}] {f['rule']}: {f['message']} (seen {f['occurrences']}x)", file=out)
+            if f["remediation"]:
+                print(f"      fix: {f['remediation']}", file=out)
+            if f["evidence"]:
+                print(f"      traces: {', '.join(f['evidence'])}", file=out)
+        trend = " ".join(f"{h['behaviour']}" for h in result["history"][-10:])
+        print(f"behaviour over time: {trend}", file=out)
+
+    return _call(url, as_json, lambda c: c.call("GET", f"/governance/agents/{_quote(agent)}"), show)
+
+
+@governance.command("findings", context_settings=CONTEXT)
+@click.option(
+    "--severity", default="", type=click.Choice(["", "info", "low", "medium", "high", "critical"]), help="only these"
+)
+@_common
+def findings(severity: str, url: str | None, as_json: bool) -> int:
+    """Open findings of every agent."""
+
+    def show(result: Any, out: TextIO) -> None:
+        rows = [[f["agent"], f["severity"], f["rule"], str(f["occurrences"]), f["remediation"]] for f in result]
+        _table(rows, ["AGENT", "SEVERITY", "RULE", "SEEN", "REMEDIATION"], out)
+
+    return _call(url, as_json, lambda c: c.call("GET", "/governance/findings", query={"severity": severity}), show)
+
+
+@governance.command("graph", context_settings=CONTEXT)
+@click.option("--days", type=int, default=30, show_default=True, help="the traffic window")
+@_common
+def graph(days: int, url: str | None, as_json: bool) -> int:
+    """The dependency graph: agents, tools, upstreams (JSON)."""
+    return _call(url, as_json, lambda c: c.call("GET", "/governance/graph", query={"days": days}), _print_json)
+
+
+@governance.command("impact", context_settings=CONTEXT)
+@click.argument("kind", type=click.Choice(["upstream", "tool", "agent"]))
+@click.argument("name")
+@click.option("--days", type=int, default=30, show_default=True, help="the traffic window")
+@_common
+def impact(kind: str, name: str, days: int, url: str | None, as_json: bool) -> int:
+    """What breaks if an upstream, a tool or an agent goes away or changes, with counts."""
+
+    def show(result: Any, out: TextIO) -> None:
+        print(
+            f"{kind} {name}: {result['calls']} calls in {result['sessions']} sessions, last {result['days']} days",
+            file=out,
+        )
+        rows = [[x["agent"], str(x["calls"]), str(x["sessions"])] for x in result["agents"]]
+        _table(rows, ["AGENT", "CALLS", "SESSIONS"], out)
+
+    query = {"kind": kind, "name": name, "days": days}
+    return _call(url, as_json, lambda c: c.call("GET", "/governance/impact", query=query), show)
+
+
+def _changes(result: Any, out: TextIO) -> None:
+    for ch in result.get("changes", []):
+        agents = ",".join(ch["affected_agents"]) or "-"
+        print(f"{ch['class']:<9} {ch['kind']:<28} {ch['subject']}  {ch['detail']}  (agents: {agents})", file=out)
+    if result.get("text_diff"):
+        print(result["text_diff"], file=out, end="")
+    elif result.get("error"):
+        print(result["error"], file=out)
+
+
+@governance.command("diff", context_settings=CONTEXT)
+@click.argument("kind", type=click.Choice(["policy", "catalog", "tool"]))
+@click.argument("name")
+@click.option("--old", type=int, default=None, help="the older version (default: the one before --new)")
+@click.option("--new", type=int, default=None, help="the newer version (default: the current one)")
+@_common
+def diff(kind: str, name: str, old: int | None, new: int | None, url: str | None, as_json: bool) -> int:
+    """Classified changes between two versions of a policy file, a catalog file or a tool."""
+    query = {"kind": kind, "name": name, "old": old, "new": new}
+    return _call(url, as_json, lambda c: c.call("GET", "/governance/diff", query=query), _changes)
+
+
+@governance.command("pin-diff", context_settings=CONTEXT)
+@click.argument("tool")
+@_common
+def pin_diff(tool: str, url: str | None, as_json: bool) -> int:
+    """A pinned tool's definition against its current one, exactly."""
+    return _call(url, as_json, lambda c: c.call("GET", f"/governance/pins/{_quote(tool)}/diff"), _changes)
+
+
+@governance.command("draft", context_settings=CONTEXT)
+@click.argument("name")
+@click.argument("files", nargs=-1)
+@click.option("--remove", multiple=True, metavar="FILE", help="a policy file the draft removes (repeat)")
+@_common
+def draft(name: str, files: tuple[str, ...], remove: tuple[str, ...], url: str | None, as_json: bool) -> int:
+    """Save a proposed policy set: each FILE replaces the policy file of the same name."""
+    proposed = _read_files(files)
+    proposed.update({(n if n.endswith(".yaml") else f"{n}.yaml"): None for n in remove})
+    body = {"files": proposed, "by": _who()}
+    return _call(url, as_json, lambda c: c.call("PUT", f"/governance/drafts/{name}", body), _print_json)
+
+
+@governance.command("replay", context_settings=CONTEXT)
+@click.argument("files", nargs=-1)
+@click.option("--draft", "draft_name", default="", help="a saved draft instead of files")
+@click.option("--days", type=float, default=7, show_default=True, help="how far back to replay")
+@_common
+def replay(files: tuple[str, ...], draft_name: str, days: float, url: str | None, as_json: bool) -> int:
+    """Re-decide past traced calls with a proposed policy set (FILE… or --draft NAME): what would change."""
+    wanted: dict[str, Any] = {"days": days}
+    if draft_name:
+        wanted["draft"] = draft_name
+    if files:
+        wanted["files"] = _read_files(files)
+
+    def show(result: Any, out: TextIO) -> None:
+        print(
+            f"replayed {result['calls']} calls of the last {result['days']} days in {result['elapsed_ms']} ms: "
+            f"{result['changed']} would change",
+            file=out,
+        )
+        rows = [
+            [g["agent"], g["tool"], f"{g['from']} -> {g['to']}", str(g["count"]), ",".join(g["trace_ids"][:2])]
+            for g in result["groups"]
+        ]
+        _table(rows, ["AGENT", "TOOL", "CHANGE", "CALLS", "E.G. TRACES"], out)
+
+    return _call(url, as_json, lambda c: c.call("POST", "/governance/replay", wanted), show)
+
+
+@governance.command("apply", context_settings=CONTEXT)
+@click.argument("name")
+@_common
+def apply(name: str, url: str | None, as_json: bool) -> int:
+    """Write a draft's files into policy_dir (validated, then reloaded)."""
+    body = {"by": _who()}
+    return _call(url, as_json, lambda c: c.call("POST", f"/governance/drafts/{name}/apply", body), _print_json)
+
+
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    return run(governance, argv, prog="flux7 governance", env=env)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 import click
 
 from flux7.shared import __version__
-from flux7.shared.cli.kit import CONTEXT, LazyGroup, UsageFail, WebApps, delegate, run, web_apps
+from flux7.shared.cli.kit import CONTEXT, LazyGroup, UsageFail, WebApps, delegate, run, runtime, web_apps
+from flux7.shared.settings import choose_config
 
 __all__ = ["flux7", "main", "mesh7", "mesh7_main"]
 
@@ -31,7 +32,7 @@ _ROOT_LAZY = {
     ),
     "agent": ("flux7.shared.cli.main:agent", "A terminal agent whose every tool call goes through the mesh."),
     "governance": (
-        "flux7.shared.cli.main:governance",
+        "flux7.shared.cli.governance:governance",
         "Agent catalog, scores, verdicts, dependency graph, diffs, replay.",
     ),
     "doctor": ("flux7.shared.cli.doctor:doctor", "Check a deployment and say what to fix."),
@@ -44,11 +45,6 @@ agent = delegate(
     "flux7.shared.agent.cli:main",
     "A terminal agent whose every tool call goes through the mesh (flux7 agent --help).",
     "agent",
-)
-governance = delegate(
-    "flux7.shared.cli.governance:main",
-    "Agent catalog, scores, verdicts, dependency graph, diffs and policy replay (flux7 governance --help).",
-    "governance",
 )
 
 
@@ -67,7 +63,7 @@ def _serve_options(f: Any) -> Any:
                 "-c",
                 default=None,
                 metavar="FILE",
-                help="config.yaml (default: $FLUX7_CONFIG, else built-in defaults)",
+                help="config.yaml (default: $FLUX7_CONFIG, ./config.yaml, else the built-in defaults)",
             ),
             click.option("--host", default=None, help="bind address (default: the config's host, 127.0.0.1)"),
             click.option("--port", type=int, default=None, help="port (default: the config's port, 9090)"),
@@ -95,9 +91,11 @@ def _serve(
         raise UsageFail("--openapi and --backend go together")
     from flux7.shared.cli.serve import serve
 
+    choice = choose_config(config, runtime().env)
     return serve(
-        config,
+        choice.path,
         web_apps(),
+        found="" if choice.chosen else choice.why(),
         host=host,
         port=port,
         workers=workers,
@@ -121,8 +119,26 @@ def serve_command(ctx: click.Context, /, **o: Any) -> int:
     return _serve(**o)
 
 
+def _mcp_config(option: str | None, prog: str) -> str | None:
+    """The config the MCP stdio server runs (the rule every command follows), said on stderr when found: an MCP
+    client shows its server's stderr, and the built-in defaults govern no tools."""
+    rt = runtime()
+    choice = choose_config(option, rt.env)
+    if choice.source == "defaults":
+        print(f"{prog}: config: {choice.why()}; no tools are configured: pass --config FILE", file=rt.err)
+    elif not choice.chosen:
+        print(f"{prog}: config: {choice.why()}", file=rt.err)
+    return choice.path
+
+
 @click.command("mcp", context_settings=CONTEXT)
-@click.option("--config", "-c", default=None, metavar="FILE", help="config.yaml (default: built-in defaults)")
+@click.option(
+    "--config",
+    "-c",
+    default=None,
+    metavar="FILE",
+    help="config.yaml (default: $FLUX7_CONFIG, ./config.yaml, else the built-in defaults)",
+)
 @click.option("--port", type=int, default=None, help="the mesh daemon's port to relay to or serve on (default 9090)")
 @click.option(
     "--agent", "--mcp-agent", "agent", default=None, help="the agent id the calls are made as (default claude)"
@@ -140,7 +156,7 @@ def mcp_command(
 
     return stdio_main(
         web_apps(),
-        config=_inherit(ctx, "config", config),
+        config=_mcp_config(_inherit(ctx, "config", config), "flux7 mcp"),
         port=_inherit(ctx, "port", port),
         agent=agent or _inherit(ctx, "mcp_agent", None) or "claude",
         session_id=session_id or _inherit(ctx, "mcp_session_id", None) or "",
@@ -213,7 +229,11 @@ def mesh7(ctx: click.Context, /, mcp: bool, mcp_agent: str | None, mcp_session_i
         from flux7.shared.mcp.stdio import main as stdio_main
 
         return stdio_main(
-            web_apps(), config=o["config"], port=o["port"], agent=mcp_agent or "claude", session_id=mcp_session_id or ""
+            web_apps(),
+            config=_mcp_config(o["config"], "mesh7 --mcp"),
+            port=o["port"],
+            agent=mcp_agent or "claude",
+            session_id=mcp_session_id or "",
         )
     return _serve(**o, access_log=None)
 

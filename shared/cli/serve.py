@@ -63,8 +63,8 @@ def startup_line(settings: Settings, host: str, port: int) -> str:
     token = effective_admin_token(settings)
     return (
         f"flux7: serving {url}{url_note}; console: {url}/console/#token={token} "
-        f"(admin token in {token_file(settings)}; mesh and sup7 find it through FLUX7_CONFIG, "
-        "FLUX7_ADMIN_TOKEN_FILE or the current directory)"
+        f"(admin token in {token_file(settings)}; mesh, flux7 governance and sup7 read it when they find this "
+        "config: --config, FLUX7_CONFIG or ./config.yaml, else the built-in defaults)"
     )
 
 
@@ -79,9 +79,13 @@ def serve(
     openapi_url: str = "",
     openapi_backend: str = "",
     access_log: bool | None = None,
+    found: str = "",
 ) -> int:
+    """`config`: the file the command tree chose (shared/settings.py choose_config); `found`: how it was found
+    when the user did not name it, said first."""
+    if found:
+        print(f"flux7: config: {found}", file=sys.stderr, flush=True)
     try:
-        config = config or os.environ.get("FLUX7_CONFIG") or None  # the workers would read it anyway
         storage = os.environ.get("FLUX7_STORAGE_PATH") or None
         settings = load_settings(config, storage_path=storage)  # as the workers (functions/asgi.py) will
         bind = host or settings.host

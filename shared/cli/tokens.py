@@ -24,10 +24,10 @@ import msgspec
 
 from flux7.shared.auth.oauth_connections import CONNECTION_PREFIX, Connection, ConnectionStore, looks_like_oauth_token
 from flux7.shared.auth.tokens import AgentToken, TokenStore, parse_expiry
-from flux7.shared.cli.kit import CONTEXT, Fail, LazyGroup, UsageFail, namespace, run, runtime
+from flux7.shared.cli.config_choice import database_settings
+from flux7.shared.cli.kit import CONTEXT, Fail, LazyGroup, UsageFail, namespace, run
 from flux7.shared.cli.machine_tokens import ADMIN, MEMORY, SECRETS, MachineTokens
 from flux7.shared.errors import ConfigError, Flux7Error
-from flux7.shared.settings import load_settings
 from flux7.shared.store.db import Database, database_for, is_postgresql_url
 
 __all__ = ["main", "token"]
@@ -66,7 +66,7 @@ def _view(record: AgentToken) -> dict[str, Any]:
     return {**msgspec.to_builtins(record), "state": record.state()}
 
 
-def _database(args: argparse.Namespace, env: Mapping[str, str]) -> Database:
+def _database(args: argparse.Namespace) -> Database:
     if args.db and args.config:
         raise UsageFail("give --db or --config, not both (--db is the file; --config names it as storage_path)")
     if args.db and is_postgresql_url(args.db):
@@ -77,7 +77,7 @@ def _database(args: argparse.Namespace, env: Mapping[str, str]) -> Database:
             raise Fail(f"{args.db}: no such database (flux7 serve creates it; or pass --config config.yaml)", 2)
         return Database(path)
     # the config's store: its `database` URL (PostgreSQL) or the SQLite file at storage_path
-    return database_for(load_settings(args.config or env.get("FLUX7_CONFIG") or None, env))
+    return database_for(database_settings(args.config))
 
 
 def _connection_view(c: Connection) -> dict[str, Any]:
@@ -98,9 +98,8 @@ def _list_connections(connections: ConnectionStore, agent: str) -> None:
 
 
 def _agent_tokens(args: argparse.Namespace) -> int:
-    env = runtime().env
     try:
-        db = _database(args, env)
+        db = _database(args)
         store, connections = TokenStore(db), ConnectionStore(db)
         if args.action == "revoke" and (args.ref.startswith(CONNECTION_PREFIX) or looks_like_oauth_token(args.ref)):
             c = connections.revoke(args.ref, by="cli")
@@ -160,7 +159,8 @@ def _where(f: Any) -> Any:
         "-c",
         default=None,
         metavar="FILE",
-        help="flux7 config.yaml (default: $FLUX7_CONFIG); the tokens live in its storage_path",
+        help="flux7 config.yaml (default: $FLUX7_CONFIG, ./config.yaml, else the built-in defaults); the tokens "
+        "live in its database",
     )(f)
 
 

@@ -22,9 +22,9 @@ import click
 import msgspec
 
 from flux7.shared.auth.users import ROLES, User, UserStore
-from flux7.shared.cli.kit import CONTEXT, Fail, UsageFail, run, runtime
+from flux7.shared.cli.config_choice import database_settings
+from flux7.shared.cli.kit import CONTEXT, Fail, UsageFail, run
 from flux7.shared.errors import ConfigError, Flux7Error
-from flux7.shared.settings import load_settings
 from flux7.shared.store.db import Database, database_for, is_postgresql_url
 
 __all__ = ["main", "user"]
@@ -33,7 +33,6 @@ ACTOR = "owner:cli"
 
 
 def _store(config: str | None, db: str | None) -> UserStore:
-    env = runtime().env
     if db and config:
         raise UsageFail("give --db or --config, not both (--db is the file; --config names it as storage_path)")
     if db and is_postgresql_url(db):
@@ -42,7 +41,7 @@ def _store(config: str | None, db: str | None) -> UserStore:
         if not Path(db).is_file():
             raise Fail(f"{db}: no such database (flux7 serve creates it; or pass --config config.yaml)", 2)
         return UserStore(Database(db))
-    return UserStore(database_for(load_settings(config or env.get("FLUX7_CONFIG") or None, env)))
+    return UserStore(database_for(database_settings(config)))
 
 
 def _guarded(action: Callable[[], int]) -> int:
@@ -67,7 +66,11 @@ def _where(f: Any) -> Any:
     f = click.option("--json", "as_json", is_flag=True, help="print JSON")(f)
     f = click.option("--db", default=None, metavar="FILE|URL", help="the SQLite file or postgresql:// URL")(f)
     return click.option(
-        "--config", "-c", default=None, metavar="FILE", help="flux7 config.yaml (default: $FLUX7_CONFIG)"
+        "--config",
+        "-c",
+        default=None,
+        metavar="FILE",
+        help="flux7 config.yaml (default: $FLUX7_CONFIG, ./config.yaml, else the built-in defaults)",
     )(f)
 
 

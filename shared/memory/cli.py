@@ -1,6 +1,7 @@
 """`mem7`: the memory role's entry point. The only place that reads MEM7_* from the environment.
 
 mem7 [mcp]                MCP stdio server (relays to a daemon that already answers at MEM7_LISTEN)
+mem7 store | search | recall | forget   memories from the terminal (shared/memory/cli_entries.py)
 mem7 serve [--listen :9070] [--token T] [--scopes FILE] [--workers N]
 mem7 rescan | prune | verify [--json] | export [--to DIR] [--force]   (each takes --db FILE)
 Also `flux7 memory …`.
@@ -269,14 +270,31 @@ def _stdio(config: MemoryConfig, listen: str) -> int:
     return 0
 
 
-@click.group("memory", cls=LazyGroup, invoke_without_command=True, context_settings=CONTEXT)
+_ENTRIES = "flux7.shared.memory.cli_entries"
+
+
+@click.group(
+    "memory",
+    cls=LazyGroup,
+    invoke_without_command=True,
+    context_settings=CONTEXT,
+    lazy={
+        "store": (f"{_ENTRIES}:store", "Store a memory under a key (an existing key is updated)."),
+        "search": (f"{_ENTRIES}:search", "Search memories by meaning and words, best first."),
+        "recall": (f"{_ENTRIES}:recall", "Recall memories by key, tags or agent, newest first."),
+        "forget": (f"{_ENTRIES}:forget", "Forget a memory by key, or every memory with some tags."),
+    },
+)
 @click.pass_context
 def memory(ctx: click.Context) -> int:
-    """Governed memory for AI agents: the daemon, the MCP stdio server, and the workspace's upkeep. Settings
-    come from MEM7_* variables (MEM7_DIR, MEM7_TOKEN, MEM7_CHAIN_KEY…; docs/memory.md).
+    """Governed memory for AI agents: store, search, recall and forget memories; the daemon, the MCP stdio
+    server, and the workspace's upkeep. Settings come from MEM7_* variables (MEM7_DIR, MEM7_TOKEN,
+    MEM7_CHAIN_KEY…; docs/memory.md); store, search, recall and forget use flux7's memory with --config or
+    $FLUX7_CONFIG.
 
     Run as `mem7` with no command, it is the MCP stdio server (as `mem7 mcp`)."""
     logging.basicConfig(level=logging.INFO, stream=runtime().err, format="mem7 %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one "HTTP Request" line per relayed message is noise
     if ctx.invoked_subcommand is not None:
         return 0
     if ctx.parent is None:  # `mem7` alone: what MCP clients launch

@@ -64,6 +64,7 @@ class Connection(Protocol):
 
 # The longest a write waits for a lock held outside this deployment's writer queue (which the flock orders).
 BUSY_TIMEOUT_MS = 5000
+WRITE_PROBE_SECONDS = 0.25  # /health: a write lock held longer than this by another program is a fault
 # A connection that writes only now and then (a CLI command, a reader) checkpoints at SQLite's own threshold.
 WAL_AUTOCHECKPOINT_PAGES = 4000
 # The store's writer never checkpoints inside a commit: a checkpoint fsyncs the WAL and the database file, which
@@ -135,6 +136,10 @@ class Database:
         """A write transaction. `row_lock` names a one-row table (id = 1) the transaction serialises on
         instead of the store-wide write lock (PostgreSQL; SQLite has one writer whatever is asked)."""
         raise NotImplementedError
+
+    def write_blocked(self) -> bool:
+        """Whether another program holds the store's write lock for long (what /health reports as degraded)."""
+        return False
 
     def try_write_lock(self) -> bool:
         """Take the deployment's write lock if no other process holds it, without waiting: True when this process
@@ -279,6 +284,26 @@ class SqliteDatabase(Database):
         """Hand every statement the write connection runs to `callback` (None stops): what the tests count to
         keep a governed call's statements and commits in budget."""
         self._writer.set_trace_callback(callback)
+
+    def write_blocked(self, wait_seconds: float = WRITE_PROBE_SECONDS) -> bool:
+        """A probe on a connection of its own: can a write transaction begin within `wait_seconds`? Longer than
+        any write of this deployment's own holds the lock, so a busy mesh is not reported; a program holding the
+        lock (a shell's open transaction, a copy tool) is."""
+        if self._locked_out:
+            return True
+        if self.path == ":memory:":
+            return False
+        probe = sqlite3.connect(self.path, timeout=wait_seconds, isolation_level=None, check_same_thread=False)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+        except sqlite3.OperationalError as e:
+            if _is_busy(e):
+                return True
+            raise
+        finally:
+            probe.close()
+        return False
 
     def try_write_lock(self) -> bool:
         if self._lock_fd < 0:

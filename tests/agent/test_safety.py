@@ -9,7 +9,7 @@ import pytest
 from flux7.shared.agent import safety
 from flux7.shared.agent.builtin_tools import BUILTINS, ToolContext, validation_error
 from flux7.shared.agent.commands import reads_only
-from flux7.shared.agent.sandbox import command_env
+from flux7.shared.agent.sandbox import command_env, mesh_data_paths
 
 
 @pytest.mark.parametrize(
@@ -282,3 +282,14 @@ def test_a_command_s_environment_has_no_credentials_but_those_the_user_passes() 
     }
     kept = command_env(env, secrets=("sk-odd-name", ""), keep=("GITHUB_TOKEN",))
     assert kept == {"PATH": "/usr/bin", "HOME": "/home/me", "GITHUB_TOKEN": "ghp"}
+
+
+def test_the_mesh_s_files_in_the_per_user_data_directory_are_hidden_not_the_agent_s_own(tmp_path: Path) -> None:
+    """The README's server keeps its admin token and database in ~/.local/share/flux7 (the example config), the
+    built-in defaults in $XDG_DATA_HOME/flux7: both are hidden; the folder itself is not, the agent's sessions are
+    under it."""
+    home, xdg = tmp_path / "home", tmp_path / "xdg"
+    found = mesh_data_paths(tmp_path / "work", {"HOME": str(home), "XDG_DATA_HOME": str(xdg)})
+    for data in (home / ".local" / "share" / "flux7", xdg / "flux7"):
+        assert {data / "flux7-admin.token", data / "flux7.db", data / "decisions.key", data / "memory"} <= set(found)
+        assert data not in found

@@ -60,14 +60,18 @@ def test_local_clients_find_the_file_and_never_send_it_off_loopback(tmp_path: Pa
     cfg = tmp_path / "config.yaml"
     cfg.write_text(f"storage_path: {data}/flux7.db\n")
     url = "http://127.0.0.1:9090"
-    assert cli_admin_token(url, {}, cwd=data) == token  # run where the server keeps its data
+    none = {"HOME": str(tmp_path / "home")}  # no token in the built-in defaults' data directory
+    assert cli_admin_token(url, none, cwd=data) == token  # run where the server keeps its data
     assert cli_admin_token(url, {"FLUX7_CONFIG": str(cfg)}, cwd=tmp_path) == token
+    assert cli_admin_token(url, none, cwd=tmp_path) == token  # ./config.yaml, found in the current folder
     configured = tmp_path / "configured.yaml"
     configured.write_text(f"storage_path: {data}/flux7.db\nauth: {{admin_token: from-config}}\n")
     assert cli_admin_token(url, {"FLUX7_CONFIG": str(configured)}, cwd=data) == "from-config"
     assert cli_admin_token(url, {"FLUX7_ADMIN_TOKEN_FILE": str(data / FILE_NAME)}, cwd=tmp_path) == token
-    assert cli_admin_token("http://localhost:9090", {}, cwd=data) == token
-    assert cli_admin_token(url, {}, cwd=tmp_path) == ""  # nowhere to be found
+    assert cli_admin_token("http://localhost:9090", none, cwd=data) == token
+    assert cli_admin_token(url, none, cwd=tmp_path / "home") == ""  # nowhere to be found
+    defaults = load_or_create(tmp_path / "home" / ".local" / "share" / "flux7" / FILE_NAME)
+    assert cli_admin_token(url, none, cwd=tmp_path / "home") == defaults  # the built-in defaults' data directory
     assert cli_admin_token(url, {"MESH_ADMIN_TOKEN": "explicit"}, cwd=data) == "explicit"
     assert cli_admin_token(url, {}, explicit="flag", cwd=data) == "flag"
     assert cli_admin_token("https://mesh.example.com", {}, cwd=data) == ""  # a remote server never gets it

@@ -115,14 +115,15 @@ def test_an_expiry_that_is_not_finite_or_absurd_is_refused_not_a_token_that_neve
 def test_identity_resolution_with_tokens(db: Database, tmp_path: Path) -> None:
     store = TokenStore(db)
     token = store.issue("claude").token
-    loop = IdentityResolver(load_settings(None), store)
+    home = {"HOME": str(tmp_path)}  # the built-in defaults' data directory (its admin token) under the test's folder
+    loop = IdentityResolver(load_settings(None, home), store)
     caller = loop.caller(f"Bearer {token}")
     assert caller.agent_id == "claude" and caller.via_token and caller.verified and caller.authenticated
     assert loop.require(loop.caller("Bearer agent:demo")).agent_id == "demo"  # loopback: today's behaviour
     assert loop.require(loop.caller(None)).agent_id == "anonymous"
     with pytest.raises(Unauthorized, match="agent token"):
         loop.caller("Bearer f7a_unknown")
-    wide = IdentityResolver(load_settings(None, {}, host="0.0.0.0"), store)
+    wide = IdentityResolver(load_settings(None, home, host="0.0.0.0"), store)
     assert wide.require(wide.caller(f"Bearer {token}")).agent_id == "claude"
     for bare in ("Bearer agent:claude", "Bearer claude", None):
         with pytest.raises(Unauthorized, match="authentication required"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -228,3 +229,20 @@ def test_a_refused_start_is_the_process_exit_status_2_with_the_message_on_stderr
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(f"flux7: config error: {bad}: (yaml): line 4, column 4:"), done.stderr
     assert done.stdout == "" and "Traceback" not in done.stderr
+
+
+def test_docs_cli_md_lists_every_command() -> None:
+    """Each command of the tree is in docs/cli.md's listing: a top-level one on a line of its own, a subcommand on
+    a line of its group (`flux7 token        issue | revoke | list …`)."""
+    text = (REPO / "docs" / "cli.md").read_text()
+    listing = text.split("```\n", 2)[1]
+    lines = [line for line in listing.splitlines() if line.startswith("flux7 ")]
+    missing = []
+    for path in COMMANDS:
+        group, *rest = path[1:]
+        of_group = [line for line in lines if line.split()[1] == group]
+        if not of_group or (
+            rest and not any(re.search(rf"(?<![\w-]){re.escape(rest[-1])}(?![\w-])", line) for line in of_group)
+        ):
+            missing.append(" ".join(path))
+    assert not missing, f"docs/cli.md does not list: {missing}"

@@ -9,7 +9,7 @@ from flux7.shared.settings import Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "config.md"
 # Filled by the loader, not config keys; list items documented with their parent key.
-INTERNAL = {"config_path", "trace_key"}
+INTERNAL = {"config_path", "trace_key", "home"}
 DOCUMENTED_AS_LIST = {"policies", "mcp_servers", "cli_tools", "openapi"}
 
 
@@ -92,3 +92,71 @@ def test_design_rationale_lives_under_docs_design() -> None:
     assert {"README.md", "retrieval.md", "memory-write-path.md"} <= pages
     index = (design / "README.md").read_text()
     assert all(f"({name})" in index for name in pages - {"README.md"}), "docs/design/README.md must list every page"
+
+
+def _user_pages() -> list[Path]:
+    """What users read: the README and docs/*.md (docs/design/ is for contributors)."""
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def _prose(text: str) -> list[tuple[int, str]]:
+    """Numbered lines outside code fences, with inline code spans removed (a data example may say anything)."""
+    out: list[tuple[int, str]] = []
+    fenced = False
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if not fenced:
+            out.append((n, re.sub(r"`[^`]*`", "``", line)))
+    return out
+
+
+# What users do not have: the tracker's issue numbers, the development sessions and their worktrees, and an
+# unexplained "reference" (the original flux7 is named, and docs/coming-from-go.md says what it is).
+PRIVATE = re.compile(
+    r"\bissue #?\d+|\bissues? \d+ (?:and|to) \d+|\bsessions? \d+\b|/work/|\bwt[-/]\w+|\bs\d+start\b|\bthe reference\b",
+    re.IGNORECASE,
+)
+
+
+def test_user_pages_cite_nothing_a_user_does_not_have() -> None:
+    found = [
+        f"{page.relative_to(REPO)}:{n}: {line.strip()[:90]}"
+        for page in _user_pages()
+        for n, line in _prose(page.read_text())
+        if PRIVATE.search(line)
+    ]
+    assert not found, "issue numbers, session references or worktree paths in user pages:\n" + "\n".join(found)
+
+
+def test_module_and_test_tables_live_under_docs_design() -> None:
+    tables = [
+        f"{page.relative_to(REPO)}:{n}"
+        for page in _user_pages()
+        for n, line in _prose(page.read_text())
+        if re.match(r"\|\s*module\s*\|", line)
+    ]
+    assert not tables, f"module tables in user pages (docs/design/inside.md holds them): {tables}"
+
+
+def test_every_page_that_names_the_original_flux7_says_what_it_is() -> None:
+    unexplained = [
+        page.relative_to(REPO).as_posix()
+        for page in _user_pages()
+        if page.name != "coming-from-go.md"
+        and re.search(r"the original flux7", page.read_text(), re.IGNORECASE)
+        and "coming-from-go.md" not in page.read_text()
+    ]
+    assert not unexplained, f"say what the original flux7 is (link docs/coming-from-go.md): {unexplained}"
+
+
+def test_coming_from_go_lists_each_switch_that_restores_the_original_behaviour() -> None:
+    page = (REPO / "docs" / "coming-from-go.md").read_text()
+    for switch in ("auth.open_loopback: true", "auth.allow_claimed_identity: true", "mcp.result_shape: reference"):
+        assert f"`{switch}`" in page, switch
+    config = DOC.read_text()
+    for key in re.findall(r"`((?:auth|mcp|supervisor)\.[a-z_]+)", page):  # every key it names is a documented one
+        assert f"`{key}`" in config, key
+    assert "coming-from-go.md" in (REPO / "README.md").read_text()
+    assert "coming-from-go.md" in (REPO / "docs" / "README.md").read_text()

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from flux7.shared.errors import ConfigError
-from flux7.shared.settings import load_settings
+from flux7.shared.settings import choose_config, load_settings, user_data_dir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -176,3 +176,51 @@ def test_bad_otel_keys_in_the_file_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         load_settings(write(tmp_path, "otel_traces_endpoint: collector/v1/traces\n"), env={})
     assert e.value.key == "otel_traces_endpoint"
+
+
+def test_without_a_config_the_state_goes_to_the_per_user_data_directory_never_the_current_folder(
+    tmp_path: Path,
+) -> None:
+    home = {"HOME": str(tmp_path / "home")}
+    s = load_settings(None, env=home)
+    assert s.resolve_path(s.storage_path) == tmp_path / "home" / ".local" / "share" / "flux7" / "flux7.db"
+    assert user_data_dir({**home, "XDG_DATA_HOME": str(tmp_path / "xdg")}) == tmp_path / "xdg" / "flux7"
+    assert user_data_dir({**home, "XDG_DATA_HOME": "relative/dir"}) == tmp_path / "home" / ".local/share/flux7"
+    named = load_settings(None, env=home, storage_path=str(tmp_path / "here.db"))  # an override still wins
+    assert named.resolve_path(named.storage_path) == tmp_path / "here.db"
+    cfg = write(tmp_path, "port: 9091\n")  # a config file without storage_path: beside the file, as before
+    assert load_settings(cfg, env=home).resolve_path("flux7.db") == tmp_path / "flux7.db"
+
+
+def test_the_example_config_keeps_its_state_out_of_the_checkout(tmp_path: Path) -> None:
+    s = load_settings(REPO / "config.example.yaml", env={"HOME": str(tmp_path)})
+    data = tmp_path / ".local" / "share" / "flux7"
+    assert s.resolve_path(s.storage_path) == data / "flux7.db" and s.resolve_path(s.trace_file).parent == data
+    assert s.resolve_path(s.catalog_dir) == REPO / "catalog"
+    assert data == user_data_dir({"HOME": str(tmp_path)})  # the built-in defaults' database: the same file
+
+
+def test_which_config_a_command_uses(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "FLUX7_CONFIG": "/etc/flux7/config.yaml"}
+    assert (choose_config("c.yaml", env, tmp_path).path, choose_config("c.yaml", env, tmp_path).source) == (
+        "c.yaml",
+        "--config",
+    )
+    assert choose_config(None, env, tmp_path).source == "FLUX7_CONFIG"
+    assert choose_config(None, {}, tmp_path).source == "defaults"
+    local = write(tmp_path, "port: 9091\n")
+    found = choose_config(None, {"HOME": str(tmp_path)}, tmp_path)
+    assert (found.path, found.source, found.chosen) == (str(local), "./config.yaml", False)
+    defaults = choose_config(None, {"HOME": str(tmp_path)}, tmp_path / "elsewhere")
+    assert defaults.path is None and str(tmp_path / ".local/share/flux7") in defaults.why()
+    assert "FLUX7_CONFIG" in defaults.why() and "./config.yaml" in defaults.why()
+
+
+def test_postgresql_with_a_trace_file_is_refused_naming_the_key(tmp_path: Path) -> None:
+    cfg = write(tmp_path, "database: postgresql://flux7@db/flux7\ntrace_file: traces.jsonl\n")
+    with pytest.raises(ConfigError, match=r"trace_file: not with a PostgreSQL database"):
+        load_settings(cfg, env={})
+    plain = write(tmp_path, "trace_file: traces.jsonl\n", "sqlite.yaml")
+    with pytest.raises(ConfigError, match="trace_file"):  # FLUX7_DATABASE_URL makes it PostgreSQL too
+        load_settings(plain, env={"FLUX7_DATABASE_URL": "postgresql://flux7@db/flux7"})
+    assert load_settings(plain, env={}).trace_file == "traces.jsonl"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from flux7.shared.store.db import Database
 from tests.support.http import free_port
 from tests.upstreams.servers.http_backend import Backend
 
-from .support import LITESTREAM_YML, env_for, replicated, run_cli, write_config
+from .support import LITESTREAM_YML, REPO, env_for, replicated, run_cli, write_config
 
 pytestmark = pytest.mark.served
 
@@ -153,3 +154,24 @@ def test_doctor_compares_the_catalog_files_with_the_copy_a_restore_would_write(t
     assert "a restore now would write back the database's copy" in r.stdout
     skipped = run_cli(*args, "--skip", "catalog")
     assert skipped.returncode == 0 and not _lines(skipped.stdout, "WARN", "catalog"), skipped.stdout
+
+
+def test_doctor_warns_that_a_policy_set_without_a_rule_denies_every_call(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("storage_path: data/flux7.db\nmemory: {enabled: false}\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FLUX7_CONFIG": ""}
+    args = ("doctor", "--skip", "replication", "--skip", "upstreams")
+    r = run_cli(*args, env=env, cwd=tmp_path)  # no --config: ./config.yaml, found and named
+    assert r.returncode == 0, r.stdout + r.stderr  # a warning, by the doctor's convention
+    config = _lines(r.stdout, "ok", "config")[0]
+    assert f"{tmp_path / 'config.yaml'} (found in the current folder" in config and "0 policies, 0 rules" in config
+    (warned,) = _lines(r.stdout, "WARN", "policies")
+    assert "no policies: every tool call is denied" in warned
+    assert "fix: add a policy_dir" in r.stdout and r.stdout.rstrip().endswith("warning(s)")
+
+    (tmp_path / "config.yaml").write_text(
+        "storage_path: data/flux7.db\nmemory: {enabled: false}\npolicies:\n  - {name: empty, rules: []}\n"
+    )
+    r = run_cli(*args, env=env, cwd=tmp_path)
+    assert r.returncode == 0 and "no policy has a rule: every tool call is denied" in r.stdout, r.stdout
+    skipped = run_cli(*args, "--skip", "policies", env=env, cwd=tmp_path)
+    assert not _lines(skipped.stdout, "WARN", "policies"), skipped.stdout

@@ -29,7 +29,10 @@ from tests.support.waiting import wait_until
 pytestmark = [pytest.mark.served, pytest.mark.slow]
 
 # What `pip wheel .` reads: the project file, the flux7/ package (symlinks to the folders below) and the folders.
-SOURCES = ("pyproject.toml", "README.md", "flux7", "shared", "functions", "migrations", "policies", "console-spa/dist")
+SOURCES = (
+    *("pyproject.toml", "README.md", "scripts/build_backend.py", "flux7", "shared", "functions", "migrations"),
+    *("policies", "console-spa/dist"),
+)
 
 
 @dataclass
@@ -38,6 +41,8 @@ class Installed:
     venv: Path
     cwd: Path  # an empty folder outside the repository, where the commands run
     env: dict[str, str]
+    src: Path  # the copy of the repository the wheel was built from
+    build_output: str  # what `pip wheel` printed
 
     def bin(self, name: str) -> str:
         return str(self.venv / "bin" / name)
@@ -66,8 +71,18 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
             shutil.copy2(REPO / name, src / name)
     env = _clean_env(root)
     pip = ("-m", "pip", "--disable-pip-version-check", "-q")
-    built = subprocess.run(
-        [sys.executable, *pip, "wheel", "--no-deps", "-w", str(root / "dist"), str(src)],
+    built = subprocess.run(  # not quiet: what the build backend warns about is part of what is checked
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--disable-pip-version-check",
+            "wheel",
+            "--no-deps",
+            "-w",
+            str(root / "dist"),
+            str(src),
+        ],
         cwd=root,
         env=env,
         capture_output=True,
@@ -75,6 +90,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
         timeout=300,
     )
     assert built.returncode == 0, built.stdout + built.stderr
+    build_output = built.stdout + built.stderr
     (wheel,) = (root / "dist").glob("flux7-*.whl")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env, timeout=120)
@@ -89,7 +105,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     assert install.returncode == 0, install.stdout + install.stderr
     cwd = root / "run"
     cwd.mkdir()
-    yield Installed(wheel, venv, cwd, env)
+    yield Installed(wheel, venv, cwd, env, src, build_output)
 
 
 def test_the_wheel_installs_one_import_package_with_its_data(installed: Installed) -> None:
@@ -117,6 +133,14 @@ def test_the_wheel_installs_one_import_package_with_its_data(installed: Installe
     assert Path(where).is_relative_to(installed.venv) and missing == "None None"
     version = installed.run(installed.bin("python"), "-m", "flux7", "--version")
     assert version.returncode == 0 and version.stdout.strip().endswith("0.1.0"), version.stdout + version.stderr
+
+
+def test_building_leaves_the_checkout_as_it_was_and_warns_of_nothing(installed: Installed) -> None:
+    left = sorted(p.name for p in installed.src.iterdir() if p.name == "build" or p.name.endswith(".egg-info"))
+    assert left == [], f"pip wheel left {left} in the checkout"
+    assert "deprecated" not in installed.build_output.lower(), installed.build_output
+    metadata = zipfile.ZipFile(installed.wheel).read("flux7-0.1.0.dist-info/METADATA").decode()
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()
 
 
 def _assets(index_html: str) -> list[str]:
@@ -158,7 +182,10 @@ def test_flux7_serve_without_a_config_serves_health_the_console_and_memory(insta
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
-    assert (installed.cwd / "flux7.db").is_file()  # the built-in defaults: the database in the working folder
+    # the built-in defaults: the state in the per-user data directory, said at start, never in the working folder
+    data = Path(installed.env["HOME"]) / ".local" / "share" / "flux7"
+    assert (data / "flux7.db").is_file() and not (installed.cwd / "flux7.db").exists()
+    assert f"config: the built-in defaults, state in {data}" in log.read_text()
 
 
 async def test_mesh7_answers_mcp_over_stdio(installed: Installed) -> None:

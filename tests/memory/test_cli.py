@@ -81,6 +81,7 @@ def test_an_unknown_subcommand_is_refused(tmp_path: Path) -> None:
     result = mem7(tmp_path, "frobnicate")
     assert result.returncode == 2  # a usage error, as everywhere in the flux7 tree
     assert result.stderr.splitlines() == [
-        'mem7: unknown subcommand "frobnicate" (valid: mcp, serve, rescan, prune, verify, export)',
+        'mem7: unknown subcommand "frobnicate" '
+        "(valid: mcp, serve, rescan, prune, verify, export, store, search, recall, forget)",
         "Run 'mem7 --help' for usage.",
     ]

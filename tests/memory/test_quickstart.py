@@ -25,7 +25,7 @@ def _blocks(language: str) -> list[str]:
 def test_the_memory_quickstart_works_as_documented(tmp_path: Path) -> None:
     cfg = tmp_path / "config.yaml"
     cfg.write_text("storage_path: data/flux7.db\nmemory: {enabled: true}\n")
-    (shell,) = _blocks("sh")
+    shell = _blocks("sh")[0]  # the curl block (the next one, the CLI's, runs in tests/e2e/test_doc_walkthroughs.py)
     (python,) = _blocks("python")
     with running_server(cfg) as server:
         here = f"localhost:{server.port}"
