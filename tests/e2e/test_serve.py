@@ -55,6 +55,8 @@ def test_two_workers_share_traces_chain_and_metrics(tmp_path: Path, backend: Bac
         # each worker writes its series within metrics.FLUSH_SECONDS: the sum of both, nothing lost or doubled
         counted = wait_until(lambda: (c := calls())["allow"] >= 40 and c["deny"] >= 1 and c, what="both workers")
         assert counted["allow"] == 40 and counted["deny"] == 1
+    if engine_configs:  # PostgreSQL: no trace file, the one chain is in the database (verified above)
+        return
     verify = subprocess.run(
         [sys.executable, "-m", "flux7.functions.entry", "trace", "verify", str(tmp_path / "traces.jsonl")],
         capture_output=True,

@@ -59,7 +59,8 @@ def pets_mesh_config(
         # `--engine=postgresql`: the test's database (tests/conftest.py engine_configs), for in-process meshes
         # that read no environment as well as for server processes.
         lines.append(f"database: {database}")
-    if trace_file and not database:  # PostgreSQL refuses a trace_file: the one chain is in the database
+    if trace_file and not database and "database:" not in extra:
+        # PostgreSQL refuses a trace_file: the one chain is in the database
         lines.append(f"trace_file: {tmp_path}/traces.jsonl")
     if admin_token:
         lines.append(f"auth: {{admin_token: {admin_token}}}")

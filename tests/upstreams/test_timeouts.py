@@ -130,10 +130,12 @@ def mesh(tmp_path: Path, engine_env: str) -> Iterator[Server]:
     (tmp_path / "connect.json").write_text(json.dumps(_spec("slowConnect")))
     with never_answers() as mute, never_connects() as full, MeetServer() as meet, meet_over_sse() as sse:
         config = tmp_path / "config.yaml"
+        # PostgreSQL refuses a trace_file: the one chain is in the database
+        trace_file = "" if engine_env else f"trace_file: {tmp_path}/traces.jsonl"
         config.write_text(
             f"""
 storage_path: {tmp_path}/flux7.db
-trace_file: {tmp_path}/traces.jsonl
+{trace_file}
 policy_dir: policies
 auth: {{admin_token: adm1n}}
 memory: {{enabled: false}}
