@@ -48,6 +48,8 @@ from tests.support.server import Server, running_server
 from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
 
+pytestmark = pytest.mark.served
+
 Steps = list[tuple[str, ...]]
 
 

@@ -42,6 +42,8 @@ from tests.support.server import Server
 from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
 
+pytestmark = pytest.mark.served
+
 Steps = list[tuple[str, ...]]
 
 

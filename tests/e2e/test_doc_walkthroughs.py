@@ -25,6 +25,8 @@ from tests.support.http import free_port
 from tests.support.server import REPO, healthy
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.served
+
 MARK = "<!-- doc-test -->"
 PAGES = ["README.md", "docs/approvals.md", "docs/governance.md", "docs/mcp.md", "docs/memory.md", "docs/cli.md"]
 

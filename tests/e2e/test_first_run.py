@@ -21,6 +21,8 @@ from tests.support.http import free_port
 from tests.support.server import healthy
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.served
+
 MODULE = {
     "flux7": "flux7.functions.entry",
     "mesh7": "flux7.functions.entry",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from litestar.testing import TestClient
 
 from flux7.functions.app import create_app
@@ -24,6 +25,7 @@ db.execute("ROLLBACK")
 """
 
 
+@pytest.mark.served
 def test_health_is_degraded_while_another_program_holds_the_write_lock(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(f"storage_path: {tmp_path}/flux7.db\nauth: {{open_loopback: true}}\nmemory: {{enabled: false}}\n")

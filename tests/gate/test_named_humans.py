@@ -217,6 +217,7 @@ async def test_users_are_managed_by_owners_and_a_disabled_user_is_refused_at_onc
     }
 
 
+@pytest.mark.served
 async def test_the_user_cli_adds_a_user_whose_token_works_against_the_server(tmp_path: Path, backend: Backend) -> None:
     config = pets_mesh_config(tmp_path, backend, POLICY)
     proc = await asyncio.create_subprocess_exec(
