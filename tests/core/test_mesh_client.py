@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -18,6 +19,9 @@ from litestar.testing import TestClient
 from litestar.testing import transport as litestar_transport
 
 from flux7.functions.app import create_app
+from flux7.shared.cli.approvals import approvals
+from flux7.shared.cli.control_plane import connect, refusal
+from flux7.shared.cli.kit import run
 from flux7.shared.mesh import Mesh
 from flux7.shared.mesh_client import AsyncMeshClient, MeshClient, MeshError
 from flux7.shared.settings import load_settings
@@ -245,3 +249,24 @@ def test_a_resumed_session_s_id_goes_with_every_later_call(answers: Any) -> None
 
     asyncio.run(later())
     assert [r["headers"]["x-session-id"] for r in seen] == ["old", "new", "resumed"]
+
+
+# -- the CLI over it -----------------------------------------------------------------------------------------------
+
+
+def test_mesh_pending_lists_through_the_client_and_names_the_fix_when_unreachable(answers: Any, tmp_path: Path) -> None:
+    row = {"id": "0123456789abcdef", "agent_id": "bot", "tool": "echo.run", "remaining": "4m59s", "params": {}}
+    url, seen = answers(lambda *_: (200, [row]))
+    env = {"MESH_URL": url, "MESH_ADMIN_TOKEN": "adm1n", "HOME": str(tmp_path)}
+    out, err = io.StringIO(), io.StringIO()
+    assert run(approvals, ["pending"], prog="mesh", out=out, err=err, env=env) == 0, err.getvalue()
+    assert out.getvalue().splitlines()[1].split()[:4] == ["01234567", "bot", "echo.run", "4m59s"]
+    assert seen[0]["headers"]["authorization"] == "Bearer adm1n"
+
+    dead = {"MESH_URL": DEAD, "MESH_ADMIN_TOKEN": "adm1n", "HOME": str(tmp_path)}
+    err = io.StringIO()
+    assert run(approvals, ["pending"], prog="mesh", out=io.StringIO(), err=err, env=dead) == 1
+    assert f"cannot reach the mesh at {DEAD}: " in err.getvalue()
+    with connect(None, {"HOME": str(tmp_path)}, cwd=tmp_path) as local:  # the default URL names how to start it
+        line = refusal(MeshError(0, "cannot reach the mesh"), local, {}, cwd=tmp_path)
+    assert line.endswith("; start it (scripts/serve, or flux7 serve), or set MESH_URL / --url to where it runs")
