@@ -12,6 +12,8 @@ saying who refused and why (a denial is a result, not a crash: the model can tel
 A mesh that refuses the agent's credential (401, or a 403 whose body is not a decision: a revoked or expired
 token, an identity it may not claim) is not a mesh that is down: `MeshCredentialRefused` is raised, and the agent
 stops instead of running reads ungoverned.
+
+The HTTP is the mesh client's (shared/mesh_client.py); what an answer means to the agent is decided here.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import httpx
 
 from flux7.shared import __version__
 from flux7.shared.agent.conversation import ToolSpec
+from flux7.shared.mesh_client import AsyncMeshClient, MeshError, Reply
 
 __all__ = [
     "Decision",
@@ -51,19 +54,19 @@ class MeshCredentialRefused(Exception):
     """The mesh answered and refused who the agent says it is: nothing may run until the user fixes it."""
 
 
-def _credential_refusal(url: str, resp: httpx.Response) -> MeshCredentialRefused | None:
-    """The refusal in `resp` when it refuses the credential rather than decides a call: a 401, or a 403 whose
+def _credential_refusal(url: str, reply: Reply) -> MeshCredentialRefused | None:
+    """The refusal in `reply` when it refuses the credential rather than decides a call: a 401, or a 403 whose
     body carries no decision (a policy's denial has an action or a policy, and a trace id)."""
-    if resp.status_code not in (401, 403):
+    if reply.status not in (401, 403):
         return None
     try:
-        body = resp.json()
+        body = reply.json()
     except ValueError:
         body = None
-    if resp.status_code == 403 and isinstance(body, dict) and ({"action", "policy", "trace_id"} & set(body)):
+    if reply.status == 403 and isinstance(body, dict) and ({"action", "policy", "trace_id"} & set(body)):
         return None
-    why = str(body.get("error") or "") if isinstance(body, dict) else resp.text[:200]
-    return MeshCredentialRefused(f"{url}: HTTP {resp.status_code}: {why or 'refused'}")
+    why = str(body.get("error") or "") if isinstance(body, dict) else reply.text[:200]
+    return MeshCredentialRefused(f"{url}: HTTP {reply.status}: {why or 'refused'}")
 
 
 @dataclass(frozen=True)
@@ -129,9 +132,6 @@ class MeshTools:
         timeout: float | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {token or f'agent:{agent_id}'}"}
-        if session_id:
-            headers["X-Session-Id"] = session_id
         self.url = url.rstrip("/")
         self.agent_id = agent_id
         self.session_id = session_id
@@ -140,9 +140,10 @@ class MeshTools:
         self._timeout = timeout
         # No read timeout by default: a call waiting for a human's approval blocks until the mesh resolves it
         # (approved, denied or timed out by the mesh's own approval timeout).
-        self._client = httpx.AsyncClient(
-            base_url=self.url,
-            headers=headers,
+        self._mesh = AsyncMeshClient(
+            url,
+            token=token or f"agent:{agent_id}",
+            session_id=session_id,
             timeout=httpx.Timeout(timeout, connect=10.0),
             transport=transport,
         )
@@ -150,24 +151,16 @@ class MeshTools:
         self._access: dict[str, str] = {}
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._mesh.aclose()
 
     async def list(self) -> list[MeshTool]:
         """The mesh's tools, each under a name every provider accepts (`[A-Za-z0-9_-]{1,64}`, unique)."""
         try:
-            resp = await self._client.get("/tools")
-        except httpx.HTTPError as e:
-            raise MeshUnavailable(f"{self.url}/tools: {e.__class__.__name__}: {e}") from e
-        if (refused := _credential_refusal(f"{self.url}/tools", resp)) is not None:
-            raise refused
-        if resp.status_code != 200:
-            raise MeshUnavailable(f"{self.url}/tools: HTTP {resp.status_code}: {resp.text[:200]}")
-        try:
-            listed = resp.json()
-        except ValueError as e:
-            raise MeshUnavailable(f"{self.url}/tools: not JSON") from e
-        if not isinstance(listed, list):
-            raise MeshUnavailable(f"{self.url}/tools: not a list")
+            listed = await self._mesh.tools()
+        except MeshError as e:
+            if e.status in (401, 403):  # GET /tools decides nothing: this refuses the credential
+                raise MeshCredentialRefused(f"{self.url}/tools: HTTP {e.status}: {e.message[:200]}") from e
+            raise MeshUnavailable(f"{self.url}/tools: {e.detail}") from e
         schemas = await self._mcp_schemas()
         tools: list[MeshTool] = []
         taken: set[str] = set()
@@ -200,9 +193,9 @@ class MeshTools:
             params: dict[str, Any] = {"_meta": meta, **({"cursor": cursor} if cursor else {})}
             body = {"jsonrpc": "2.0", "id": page + 1, "method": "tools/list", "params": params}
             try:
-                resp = await self._client.post("/mcp", json=body, headers=headers)
-                result = resp.json()["result"] if resp.status_code == 200 else None
-            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                reply = await self._mesh.post_mcp(json.dumps(body).encode(), headers=headers)
+                result = reply.json()["result"] if reply.status == 200 else None
+            except (MeshError, ValueError, KeyError, TypeError):
                 return None
             if not isinstance(result, dict):
                 return None
@@ -230,7 +223,7 @@ class MeshTools:
     def set_session(self, session_id: str) -> None:
         """Carry another session's id from now on (a resumed session keeps its mesh session id)."""
         self.session_id = session_id
-        self._client.headers["X-Session-Id"] = session_id
+        self._mesh.set_session(session_id)
 
     def access(self, name: str) -> str:
         """The mesh's classification of a listed tool: read | write | unknown."""
@@ -249,11 +242,10 @@ class MeshTools:
         """The id of this agent's newest pending approval of `name`, when the mesh lets this caller see its
         approvals (loopback without an admin token, or an admin token); "" otherwise."""
         try:
-            resp = await self._client.get("/approvals", params={"status": "pending", "tool": name}, timeout=5.0)
-            listed = resp.json() if resp.status_code == 200 else []
-        except (httpx.HTTPError, ValueError):
+            listed = await self._mesh.approvals("pending", name, timeout=5.0)
+        except MeshError:
             return ""
-        mine = [a for a in listed if isinstance(a, dict) and a.get("agent_id") == self.agent_id]
+        mine = [a for a in listed if a.get("agent_id") == self.agent_id]
         return str(mine[0].get("id") or "") if mine else ""
 
     async def decide(
@@ -268,26 +260,27 @@ class MeshTools:
             body["preview"] = preview
         headers = {"X-Trace-Id": trace_id} if trace_id else None
         try:
-            resp = await self._client.post("/decide", json=body, headers=headers)
-            if (refused := _credential_refusal(f"{self.url}/decide", resp)) is not None:
-                raise refused
-            answer = resp.json()
-        except httpx.HTTPError as e:
-            raise MeshUnavailable(f"{self.url}/decide: {e.__class__.__name__}: {e}") from e
+            reply = await self._mesh.send("POST", "/decide", json=body, headers=headers)
+        except MeshError as e:
+            raise MeshUnavailable(f"{self.url}/decide: {e.detail}") from e
+        if (refused := _credential_refusal(f"{self.url}/decide", reply)) is not None:
+            raise refused
+        try:
+            answer = reply.json()
         except ValueError as e:
-            raise MeshUnavailable(f"{self.url}/decide: HTTP {resp.status_code}, not JSON") from e
-        if not isinstance(answer, dict) or resp.status_code not in (200, 403, 408, 429):
-            raise MeshUnavailable(f"{self.url}/decide: HTTP {resp.status_code}: {str(answer)[:200]}")
+            raise MeshUnavailable(f"{self.url}/decide: HTTP {reply.status}, not JSON") from e
+        if not isinstance(answer, dict) or reply.status not in (200, 403, 408, 429):
+            raise MeshUnavailable(f"{self.url}/decide: HTTP {reply.status}: {str(answer)[:200]}")
         action = str(answer.get("action") or "deny")
         reason = str(answer.get("error") or answer.get("reason") or "")
         return Decision(
-            action if resp.status_code == 200 else "deny",
+            action if reply.status == 200 else "deny",
             str(answer.get("trace_id") or ""),
             str(answer.get("rule") or ""),
             reason,
             str(answer.get("approval_id") or ""),
             str(answer.get("approval_status") or ""),
-            resp.status_code,
+            reply.status,
             bool(answer.get("halted")),
         )
 
@@ -336,40 +329,40 @@ class MeshTools:
         if agent_id and agent_id != self.agent_id and not self.token:
             headers = {"Authorization": f"Bearer agent:{agent_id}"}
         try:
-            resp = await self._client.post(f"/decide/{trace_id}/outcome", json=body, timeout=10.0, headers=headers)
-        except httpx.HTTPError as e:
-            return 0, e.__class__.__name__
+            reply = await self._mesh.send(
+                "POST", f"/decide/{trace_id}/outcome", json=body, timeout=10.0, headers=headers
+            )
+        except MeshError as e:
+            return 0, e.__cause__.__class__.__name__
         try:
-            said = resp.json().get("error", "") if resp.status_code != 200 else ""
+            said = reply.json().get("error", "") if reply.status != 200 else ""
         except (ValueError, AttributeError):
-            said = resp.text[:200]
-        return resp.status_code, str(said)
+            said = reply.text[:200]
+        return reply.status, str(said)
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """One governed call. Never raises for what the mesh decides; a mesh that does not answer is an error
         result too, so the model hears about it and nothing runs around the mesh. A refused credential raises
         MeshCredentialRefused."""
         try:
-            resp = await self._client.post(f"/tool/{name}", json={"params": arguments})
-        except httpx.HTTPError as e:
-            return ToolOutcome(f"error: the mesh did not answer ({e.__class__.__name__})", True, "error", 0)
-        if (refused := _credential_refusal(f"{self.url}/tool/{name}", resp)) is not None:
+            reply = await self._mesh.call_tool(name, arguments)
+        except MeshError as e:
+            return ToolOutcome(f"error: the mesh did not answer ({e.__cause__.__class__.__name__})", True, "error", 0)
+        if (refused := _credential_refusal(f"{self.url}/tool/{name}", reply)) is not None:
             raise refused
         try:
-            body = resp.json()
+            body = reply.json()
         except ValueError:
-            body = {"error": resp.text[:300]}
+            body = {"error": reply.text[:300]}
         if not isinstance(body, dict):
             body = {"result": body}
-        policy = str(body.get("policy") or ("error" if resp.status_code >= 400 else "allow"))
-        ok = resp.status_code == 200
+        policy = str(body.get("policy") or ("error" if reply.status >= 400 else "allow"))
+        ok = reply.status == 200
         return ToolOutcome(
-            _clip(_as_text(body.get("result")))
-            if ok
-            else _refusal(resp.status_code, policy, str(body.get("error") or "")),
+            _clip(_as_text(body.get("result"))) if ok else _refusal(reply.status, policy, str(body.get("error") or "")),
             not ok,
             policy,
-            resp.status_code,
+            reply.status,
             trace_id=str(body.get("trace_id") or ""),
             approval_id=str(body.get("approval_id") or ""),
         )

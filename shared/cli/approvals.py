@@ -60,10 +60,10 @@ WAIT_POLL = 0.1  # seconds between looks at the queue while `pending --wait` wai
 
 def _pending(client: Client, out: TextIO, wait: float = 0.0) -> None:
     deadline = time.monotonic() + wait
-    items = client.call("GET", "/approvals?status=pending")
+    items = client.approvals()
     while not items and time.monotonic() < deadline:  # a held call on its way to the queue (scripts, docs)
         time.sleep(min(WAIT_POLL, max(0.0, deadline - time.monotonic())))
-        items = client.call("GET", "/approvals?status=pending")
+        items = client.approvals()
     if not items:
         print("No pending approvals.", file=out)
         if wait:
@@ -73,7 +73,7 @@ def _pending(client: Client, out: TextIO, wait: float = 0.0) -> None:
 
 
 def _show(client: Client, approval_id: str, out: TextIO) -> None:
-    a = client.call("GET", f"/approvals/{approval_id}")
+    a = client.approval(approval_id)
     for key in (
         "id",
         "agent_id",
@@ -116,10 +116,7 @@ def _show(client: Client, approval_id: str, out: TextIO) -> None:
 
 
 def _resolve(client: Client, approval_id: str, decision: str, reason: str, out: TextIO) -> None:
-    body: dict[str, Any] = {"resolved_by": f"cli:{_user()}"}
-    if reason:
-        body["reasoning"] = reason
-    result = client.call("POST", f"/approvals/{approval_id}/{decision}", body)
+    result = client.resolve(approval_id, decision, resolved_by=f"cli:{_user()}", reasoning=reason or None)
     print(f"{result['id']} {result['status']}", file=out)
 
 
@@ -130,7 +127,7 @@ def _watch(client: Client, interval: float, out: TextIO, rounds: int | None = No
     n = 0
     while rounds is None or n < rounds:
         n += 1
-        current = {a["id"]: a for a in client.call("GET", "/approvals?status=pending")}
+        current = {a["id"]: a for a in client.approvals()}
         for approval_id, a in current.items():
             if approval_id not in seen:
                 stamp = time.strftime("%H:%M:%S")
@@ -142,7 +139,7 @@ def _watch(client: Client, interval: float, out: TextIO, rounds: int | None = No
                     flush=True,
                 )
         for approval_id in seen.keys() - current.keys():
-            gone = client.call("GET", f"/approvals/{approval_id}")
+            gone = client.approval(approval_id)
             by = f" by {gone['resolved_by']}" if gone.get("resolved_by") else ""
             print(
                 f"{time.strftime('%H:%M:%S')}  {gone['status'].upper():<5} {approval_id[:8]}{by}", file=out, flush=True
@@ -160,7 +157,7 @@ def _halt(client: Client, args: argparse.Namespace, out: TextIO) -> None:
     else:
         scope, target = "session", args.session
     body = {"scope": scope, "target": target, "reason": args.reason or "", "by": f"cli:{_user()}"}
-    result = client.call("POST", "/halts", body)
+    result = client.request("POST", "/halts", json=body)
     halt = result["halt"]
     if result.get("already_active"):
         print(f"Stop {halt['id']} is already in force.", file=out)
@@ -175,7 +172,7 @@ def _halt(client: Client, args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _halts(client: Client, out: TextIO) -> None:
-    items = client.call("GET", "/halts")
+    items = client.request("GET", "/halts")
     if not items:
         print("No stop in force.", file=out)
         return
@@ -197,7 +194,7 @@ def _halts(client: Client, out: TextIO) -> None:
 
 
 def _resume(client: Client, halt_id: str, out: TextIO) -> None:
-    result = client.call("POST", f"/halts/{halt_id}/resume", {"by": f"cli:{_user()}"})
+    result = client.request("POST", f"/halts/{halt_id}/resume", json={"by": f"cli:{_user()}"})
     print(f"Resumed halt {result['halt']['id']} ({result['restored_grants']} grant(s) restored).", file=out)
 
 
@@ -218,11 +215,11 @@ def _client() -> Client:
 def _call(action: Callable[[Client, TextIO], None]) -> int:
     """Run one action against the mesh; a refusal or an unreachable mesh is one line on stderr (naming the fix
     when it is a credential), exit 1."""
-    client = _client()
-    try:
-        action(client, runtime().out)
-    except MeshError as e:
-        raise Fail(refusal(e, client, runtime().env)) from None
+    with _client() as client:
+        try:
+            action(client, runtime().out)
+        except MeshError as e:
+            raise Fail(refusal(e, client, runtime().env)) from None
     return 0
 
 

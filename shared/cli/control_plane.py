@@ -1,61 +1,27 @@
 """The mesh's control plane as the CLIs reach it (`mesh` / `flux7 approvals`, `flux7 governance`): the URL, the
-admin token a local client finds (shared/auth/admin_token.py), one small JSON client, and refusals that name the
-fix that works."""
+admin token a local client finds (shared/auth/admin_token.py), and refusals that name the fix that works. The HTTP
+is the mesh client's (shared/mesh_client.py)."""
 
 from __future__ import annotations
 
-import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from flux7.shared.auth.admin_token import FoundToken, find_admin_token
+from flux7.shared.mesh_client import MeshClient, MeshError
 
 __all__ = ["DEFAULT_URL", "Client", "MeshError", "connect", "refusal"]
 
 DEFAULT_URL = "http://localhost:9090"
 
 
-class MeshError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+class Client(MeshClient):
+    """The mesh client a command uses, and where its token came from (what refusal() names the fix by)."""
 
-
-class Client:
     def __init__(self, url: str, token: str = "", timeout: float = 30.0, found: FoundToken | None = None) -> None:
-        self.url = url.rstrip("/")
-        self.token = token
-        self.timeout = timeout
+        super().__init__(url, token=token, timeout=timeout)
         self.found = found or FoundToken(token, "--token" if token else "")
-
-    def call(self, method: str, path: str, body: Any = None, query: Mapping[str, Any] | None = None) -> Any:
-        if query:
-            path += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v not in (None, "")})
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as e:
-            raw = e.read()
-            try:
-                message = str(json.loads(raw).get("error") or raw.decode(errors="replace"))
-            except (ValueError, AttributeError):
-                message = raw.decode(errors="replace").strip() or str(e.reason)
-            raise MeshError(e.code, message) from None
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
-            raise MeshError(0, f"cannot reach the mesh at {self.url}: {reason}") from None
-        return json.loads(raw) if raw else None
 
 
 def connect(url: str | None, env: Mapping[str, str], *, timeout: float = 30.0, cwd: Path | None = None) -> Client:
@@ -81,10 +47,10 @@ def _servers_config(client: Client, env: Mapping[str, str], cwd: Path) -> Path |
     from flux7.shared.cli.config_choice import the_servers_config
 
     try:
-        health = Client(client.url, timeout=2.0).call("GET", "/health")
+        with MeshClient(client.url, timeout=2.0) as anonymous:
+            server_id = anonymous.health().get("config")
     except MeshError:
         return None
-    server_id = health.get("config") if isinstance(health, dict) else None
     return the_servers_config(server_id, env, cwd) if isinstance(server_id, str) else None
 
 

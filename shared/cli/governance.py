@@ -68,11 +68,11 @@ def _call(url: str | None, as_json: bool, action: Callable[[Client], Any], show:
     """Ask the server; print its JSON with --json, else `show` it. A refusal or an unreachable server is one line
     on stderr that names the fix for a missing credential; exit 1."""
     env = runtime().env
-    client = connect(url, env, timeout=120)
-    try:
-        result = action(client)
-    except MeshError as e:
-        raise Fail(refusal(e, client, env)) from None
+    with connect(url, env, timeout=120) as client:
+        try:
+            result = action(client)
+        except MeshError as e:
+            raise Fail(refusal(e, client, env)) from None
     out = runtime().out
     if as_json:
         print(json.dumps(result, indent=2), file=out)
@@ -111,7 +111,7 @@ def catalog(url: str | None, as_json: bool) -> int:
         if result.get("error"):
             print(f"catalog error (last good catalog kept): {result['error']}", file=out)
 
-    return _call(url, as_json, lambda c: c.call("GET", "/governance/catalog"), show)
+    return _call(url, as_json, lambda c: c.request("GET", "/governance/catalog"), show)
 
 
 @governance.command("catalog-put", context_settings=CONTEXT)
@@ -122,7 +122,7 @@ def catalog_put(name: str, file: str, url: str | None, as_json: bool) -> int:
     """Write catalog_dir/NAME.yaml from FILE (validated, then reloaded); a new entry starts as proposed."""
     text = _read_files([file])[Path(file).name]
     body = {"text": text, "by": _who()}
-    return _call(url, as_json, lambda c: c.call("PUT", f"/governance/catalog/files/{name}", body), _print_json)
+    return _call(url, as_json, lambda c: c.request("PUT", f"/governance/catalog/files/{name}", json=body), _print_json)
 
 
 @governance.command("lifecycle", context_settings=CONTEXT)
@@ -138,7 +138,9 @@ def lifecycle(entry: str, state: str, reason: str, by: str, url: str | None, as_
     def show(r: Any, out: TextIO) -> None:
         print(f"{r['id']}: {r['from']} -> {r['state']} (by {r['by']}: {r['reason']})", file=out)
 
-    return _call(url, as_json, lambda c: c.call("POST", f"/governance/catalog/{_quote(entry)}/lifecycle", body), show)
+    return _call(
+        url, as_json, lambda c: c.request("POST", f"/governance/catalog/{_quote(entry)}/lifecycle", json=body), show
+    )
 
 
 def _scores_table(result: Any, out: TextIO) -> None:
@@ -162,21 +164,21 @@ def _scores_table(result: Any, out: TextIO) -> None:
 @_common
 def evaluate(url: str | None, as_json: bool) -> int:
     """Fold in new traces and score every agent now."""
-    return _call(url, as_json, lambda c: c.call("POST", "/governance/evaluate"), _scores_table)
+    return _call(url, as_json, lambda c: c.request("POST", "/governance/evaluate"), _scores_table)
 
 
 @governance.command("scores", context_settings=CONTEXT)
 @_common
 def scores(url: str | None, as_json: bool) -> int:
     """The latest scores of every agent."""
-    return _call(url, as_json, lambda c: c.call("GET", "/governance/scores"), _scores_table)
+    return _call(url, as_json, lambda c: c.request("GET", "/governance/scores"), _scores_table)
 
 
 @governance.command("verdicts", context_settings=CONTEXT)
 @_common
 def verdicts(url: str | None, as_json: bool) -> int:
     """The latest verdicts of every agent."""
-    return _call(url, as_json, lambda c: c.call("GET", "/governance/scores"), _scores_table)
+    return _call(url, as_json, lambda c: c.request("GET", "/governance/scores"), _scores_table)
 
 
 @governance.command("agent", context_settings=CONTEXT)
@@ -201,7 +203,7 @@ def agent(agent: str, url: str | None, as_json: bool) -> int:
         trend = " ".join(f"{h['behaviour']}" for h in result["history"][-10:])
         print(f"behaviour over time: {trend}", file=out)
 
-    return _call(url, as_json, lambda c: c.call("GET", f"/governance/agents/{_quote(agent)}"), show)
+    return _call(url, as_json, lambda c: c.request("GET", f"/governance/agents/{_quote(agent)}"), show)
 
 
 @governance.command("findings", context_settings=CONTEXT)
@@ -216,7 +218,7 @@ def findings(severity: str, url: str | None, as_json: bool) -> int:
         rows = [[f["agent"], f["severity"], f["rule"], str(f["occurrences"]), f["remediation"]] for f in result]
         _table(rows, ["AGENT", "SEVERITY", "RULE", "SEEN", "REMEDIATION"], out)
 
-    return _call(url, as_json, lambda c: c.call("GET", "/governance/findings", query={"severity": severity}), show)
+    return _call(url, as_json, lambda c: c.request("GET", "/governance/findings", params={"severity": severity}), show)
 
 
 @governance.command("graph", context_settings=CONTEXT)
@@ -224,7 +226,7 @@ def findings(severity: str, url: str | None, as_json: bool) -> int:
 @_common
 def graph(days: int, url: str | None, as_json: bool) -> int:
     """The dependency graph: agents, tools, upstreams (JSON)."""
-    return _call(url, as_json, lambda c: c.call("GET", "/governance/graph", query={"days": days}), _print_json)
+    return _call(url, as_json, lambda c: c.request("GET", "/governance/graph", params={"days": days}), _print_json)
 
 
 @governance.command("impact", context_settings=CONTEXT)
@@ -244,7 +246,7 @@ def impact(kind: str, name: str, days: int, url: str | None, as_json: bool) -> i
         _table(rows, ["AGENT", "CALLS", "SESSIONS"], out)
 
     query = {"kind": kind, "name": name, "days": days}
-    return _call(url, as_json, lambda c: c.call("GET", "/governance/impact", query=query), show)
+    return _call(url, as_json, lambda c: c.request("GET", "/governance/impact", params=query), show)
 
 
 def _changes(result: Any, out: TextIO) -> None:
@@ -266,7 +268,7 @@ def _changes(result: Any, out: TextIO) -> None:
 def diff(kind: str, name: str, old: int | None, new: int | None, url: str | None, as_json: bool) -> int:
     """Classified changes between two versions of a policy file, a catalog file or a tool."""
     query = {"kind": kind, "name": name, "old": old, "new": new}
-    return _call(url, as_json, lambda c: c.call("GET", "/governance/diff", query=query), _changes)
+    return _call(url, as_json, lambda c: c.request("GET", "/governance/diff", params=query), _changes)
 
 
 @governance.command("pin-diff", context_settings=CONTEXT)
@@ -274,7 +276,7 @@ def diff(kind: str, name: str, old: int | None, new: int | None, url: str | None
 @_common
 def pin_diff(tool: str, url: str | None, as_json: bool) -> int:
     """A pinned tool's definition against its current one, exactly."""
-    return _call(url, as_json, lambda c: c.call("GET", f"/governance/pins/{_quote(tool)}/diff"), _changes)
+    return _call(url, as_json, lambda c: c.request("GET", f"/governance/pins/{_quote(tool)}/diff"), _changes)
 
 
 @governance.command("draft", context_settings=CONTEXT)
@@ -287,7 +289,7 @@ def draft(name: str, files: tuple[str, ...], remove: tuple[str, ...], url: str |
     proposed = _read_files(files)
     proposed.update({(n if n.endswith(".yaml") else f"{n}.yaml"): None for n in remove})
     body = {"files": proposed, "by": _who()}
-    return _call(url, as_json, lambda c: c.call("PUT", f"/governance/drafts/{name}", body), _print_json)
+    return _call(url, as_json, lambda c: c.request("PUT", f"/governance/drafts/{name}", json=body), _print_json)
 
 
 @governance.command("replay", context_settings=CONTEXT)
@@ -315,7 +317,7 @@ def replay(files: tuple[str, ...], draft_name: str, days: float, url: str | None
         ]
         _table(rows, ["AGENT", "TOOL", "CHANGE", "CALLS", "E.G. TRACES"], out)
 
-    return _call(url, as_json, lambda c: c.call("POST", "/governance/replay", wanted), show)
+    return _call(url, as_json, lambda c: c.request("POST", "/governance/replay", json=wanted), show)
 
 
 @governance.command("apply", context_settings=CONTEXT)
@@ -324,7 +326,7 @@ def replay(files: tuple[str, ...], draft_name: str, days: float, url: str | None
 def apply(name: str, url: str | None, as_json: bool) -> int:
     """Write a draft's files into policy_dir (validated, then reloaded)."""
     body = {"by": _who()}
-    return _call(url, as_json, lambda c: c.call("POST", f"/governance/drafts/{name}/apply", body), _print_json)
+    return _call(url, as_json, lambda c: c.request("POST", f"/governance/drafts/{name}/apply", json=body), _print_json)
 
 
 def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:

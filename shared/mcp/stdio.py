@@ -4,7 +4,8 @@ Newline-delimited JSON-RPC on stdin/stdout; every log line goes to stderr. Two m
 - standalone: this process builds the mesh, answers on stdio, and serves the HTTP API on the config port in the
   same event loop (granian's embedded server), so approvals can be resolved while the agent waits;
 - relay: when a daemon already answers `GET /health` on that port for the same config, each line is relayed to
-  its `POST /mcp` and the daemon governs. A daemon serving another config is refused, never relayed to.
+  its `POST /mcp` (through the mesh client, shared/mesh_client.py) and the daemon governs. A daemon serving
+  another config is refused, never relayed to.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import sys
 import threading
 from typing import Any, BinaryIO
 
-import httpx
 import msgspec
 
 from flux7.shared.auth.identity import Caller
@@ -37,6 +37,7 @@ from flux7.shared.mcp.messages import (
     result_message,
 )
 from flux7.shared.mcp.server import McpServer, RequestContext
+from flux7.shared.mesh_client import AsyncMeshClient, MeshClient, MeshError
 from flux7.shared.settings import Settings, config_id, load_settings
 
 __all__ = ["LineChannel", "StdioServer", "main", "probe_daemon", "relay"]
@@ -190,13 +191,14 @@ class StdioServer:
 def probe_daemon(port: int, timeout: float = 1.0) -> dict[str, Any] | None:
     """The daemon's /health body when one answers 200 on this port, else None."""
     try:
-        response = httpx.get(f"http://localhost:{port}/health", timeout=timeout, trust_env=False)
-    except httpx.HTTPError:
+        with MeshClient(f"http://localhost:{port}", timeout=timeout) as mesh:
+            reply = mesh.send("GET", "/health")
+    except MeshError:
         return None
-    if response.status_code != 200:
+    if reply.status != 200:
         return None
     try:
-        body = response.json()
+        body = reply.json()
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {}
@@ -204,39 +206,31 @@ def probe_daemon(port: int, timeout: float = 1.0) -> dict[str, Any] | None:
 
 async def relay(base_url: str, bearer: str, channel: LineChannel, session_hint: str = "") -> int:
     """Relay stdin lines to `POST <base>/mcp`, keep the Mcp-Session-Id initialize returns, DELETE it at EOF."""
-    headers = {
-        "Authorization": f"Bearer {bearer}",
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-    }
-    if session_hint:
-        headers["X-Session-Id"] = session_hint  # names the session in traces of stateless-era calls
     state: dict[str, str] = {}
     tasks: set[asyncio.Task[None]] = set()
-    async with httpx.AsyncClient(base_url=base_url, timeout=RELAY_TIMEOUT, trust_env=False) as client:
+    # the session hint (X-Session-Id) names the session in traces of stateless-era calls
+    async with AsyncMeshClient(base_url, token=bearer, session_id=session_hint, timeout=RELAY_TIMEOUT) as mesh:
 
         async def forward(line: bytes, msg: Message) -> None:
-            h = dict(headers)
-            if state.get("session"):
-                h["Mcp-Session-Id"] = state["session"]
+            h = {"Mcp-Session-Id": state["session"]} if state.get("session") else {}
             h.update(_modern_headers(msg))
             try:
-                response = await client.post("/mcp", content=line, headers=h)
-            except httpx.HTTPError as e:
-                log.warning("relay to %s failed: %s", base_url, e)
+                reply = await mesh.post_mcp(line, headers=h)
+            except MeshError as e:
+                log.warning("relay to %s failed: %s", base_url, e.__cause__)
                 if msg.has_id:
-                    err = McpError(INTERNAL_ERROR, f"relay to {base_url} failed: {e}")
+                    err = McpError(INTERNAL_ERROR, f"relay to {base_url} failed: {e.__cause__}")
                     channel.write(msgspec.json.encode(error_message(msg.id, err)))
                 return
-            if msg.method == "initialize" and response.headers.get("mcp-session-id"):
-                state["session"] = response.headers["mcp-session-id"]
-            body = response.content.strip()
-            if not msg.has_id or response.status_code == 202:
+            if msg.method == "initialize" and reply.headers.get("mcp-session-id"):
+                state["session"] = reply.headers["mcp-session-id"]
+            body = reply.content.strip()
+            if not msg.has_id or reply.status == 202:
                 return
             if body.startswith(b"{"):
                 channel.write(body)
             else:
-                err = McpError(INTERNAL_ERROR, f"relay: the daemon answered HTTP {response.status_code}")
+                err = McpError(INTERNAL_ERROR, f"relay: the daemon answered HTTP {reply.status}")
                 channel.write(msgspec.json.encode(error_message(msg.id, err)))
 
         async for line in channel.lines():
@@ -255,9 +249,9 @@ async def relay(base_url: str, bearer: str, channel: LineChannel, session_hint: 
             await asyncio.gather(*tasks, return_exceptions=True)
         if state.get("session"):
             try:
-                await client.delete("/mcp", headers={**headers, "Mcp-Session-Id": state["session"]})
-            except httpx.HTTPError as e:
-                log.warning("could not end the relayed session: %s", e)
+                await mesh.end_mcp_session(state["session"])
+            except MeshError as e:
+                log.warning("could not end the relayed session: %s", e.__cause__)
     return 0
 
 
