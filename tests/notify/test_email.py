@@ -21,6 +21,8 @@ from tests.gate.servers import Server, blocked_call, write_config
 
 from .smtp import Mailbox, self_signed, smtp_server
 
+pytestmark = pytest.mark.served  # some tests start `flux7 serve`
+
 
 class Setup:
     def __init__(self, server: Server, mailbox: Mailbox, token: str, data: Path) -> None:

@@ -18,6 +18,8 @@ from tests.gate.servers import Server, blocked_call, write_config
 
 from .slack_standin import BOT_TOKEN, SlackStandIn, block_action, slack_standin, view_submission
 
+pytestmark = pytest.mark.served  # some tests start `flux7 serve`
+
 SECRET = "8f14e45fceea167a5a36dedd4bea2543"
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from standardwebhooks import Webhook
 
 from flux7.shared.mesh import Mesh
@@ -16,6 +17,8 @@ from flux7.shared.notify.keys import WEBHOOK_SECRET_FILE, new_webhook_secret
 from tests.gate.servers import Server, blocked_call, pending, write_config
 from tests.support.http import serve_json
 from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.served  # some tests start `flux7 serve`
 
 
 def _verified(secret: str, request: dict[str, Any]) -> dict[str, Any]:
