@@ -7,12 +7,13 @@ same-origin, as every other."""
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Annotated, Any
+from urllib.parse import quote, unquote
 
 import msgspec
 from litestar import Request, Response, get, post
 from litestar.datastructures import Cookie
-from litestar.params import RawBody
+from litestar.params import Parameter, RawBody
 
 from flux7.functions.approvals import json_object, text_field
 from flux7.functions.auth import mesh_of, peer_of
@@ -26,6 +27,7 @@ from flux7.shared.errors import BadRequest, Flux7Error, NotImplementedFeature, U
 __all__ = ["ROUTES"]
 
 STATE_COOKIE = "flux7_login_state"
+NEXT_COOKIE = "flux7_login_next"  # the console route to come back to (an email link's approval, a consent)
 CALLBACK = "/login/oidc/callback"
 CONSOLE = "/console/"
 
@@ -82,6 +84,19 @@ def _session_cookie(request: Request[Any, Any, Any], value: str, seconds: float)
 
 def _expired(request: Request[Any, Any, Any], key: str, path: str) -> Cookie:
     return Cookie(key=key, value="", path=path, max_age=0, httponly=True, samesite="strict", secure=_secure(request))
+
+
+def return_route(value: str | None) -> str:
+    """The console route (`/approvals/…?decision=approve`) a sign-in comes back to, or "" when `value` is not one.
+    It goes after the console's `#`, so it cannot leave this origin; still, only a plain path of the console is
+    kept (never `//host`, a backslash, control characters, or the sign-in page itself), as the console checks
+    (console-spa/src/router.tsx safeReturn)."""
+    if not value or len(value) > 2000 or not value.startswith("/") or value.startswith(("//", "/\\")):
+        return ""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return ""
+    path = value.split("?", 1)[0].rstrip("/")
+    return "" if path == "/login" else value
 
 
 def _sso(request: Request[Any, Any, Any]) -> SingleSignOn:
@@ -214,11 +229,17 @@ _TITLES = {400: "Sign-in failed", 403: "Sign-in refused", 502: "The identity pro
     status_code=302,
     responses={
         302: ok(None, "To the identity provider's authorization endpoint (state, nonce, PKCE S256)"),
-        **responses({}, 501),
+        **responses({}, 400, 501),
         502: ok(str, "The identity provider cannot be reached (an HTML page)", "text/html"),
     },
 )
-async def login_oidc(request: Request[Any, Any, Any]) -> Response[Any]:
+async def login_oidc(
+    request: Request[Any, Any, Any],
+    next_route: Annotated[
+        str | None,
+        Parameter(query="next", description="The console route to come back to once signed in (`/approvals/…`)"),
+    ] = None,
+) -> Response[Any]:
     """Starts a single sign-on: to the provider, with a short-lived cookie that ties its answer to this browser."""
     sso = _sso(request)
     try:
@@ -234,8 +255,22 @@ async def login_oidc(request: Request[Any, Any, Any]) -> Response[Any]:
         samesite="lax",  # the provider's redirect back is a cross-site navigation: Strict would not come back
         secure=_secure(request),
     )
+    cookies = [state]
+    route = return_route(next_route)
+    if route:  # kept beside the state, read back by the callback only
+        cookies.append(
+            Cookie(
+                key=NEXT_COOKIE,
+                value=quote(route, safe=""),
+                path=CALLBACK,
+                max_age=LOGIN_SECONDS,
+                httponly=True,
+                samesite="lax",
+                secure=_secure(request),
+            )
+        )
     return Response(
-        None, status_code=302, headers={"Location": started.url, "Cache-Control": "no-store"}, cookies=[state]
+        None, status_code=302, headers={"Location": started.url, "Cache-Control": "no-store"}, cookies=cookies
     )
 
 
@@ -258,16 +293,20 @@ async def login_oidc_callback(request: Request[Any, Any, Any]) -> Response[Any]:
     """The provider's answer: the code exchanged, the ID token verified, the role mapped, a session opened."""
     sso = _sso(request)
     query = {k: v for k, v in request.query_params.items() if isinstance(v, str)}
-    clear_state = _expired(request, STATE_COOKIE, CALLBACK)
+    clear = [_expired(request, STATE_COOKIE, CALLBACK)]
+    if NEXT_COOKIE in request.cookies:
+        clear.append(_expired(request, NEXT_COOKIE, CALLBACK))
     try:
         user, session = await sso.finish(query, request.cookies.get(STATE_COOKIE, ""))
     except Flux7Error as e:
         page = _page(e.status_code, _TITLES.get(e.status_code, "Sign-in failed"), e.message)
-        page.cookies.append(clear_state)
+        page.cookies.extend(clear)
         return page
     _opened(request, user, "oidc")
-    cookies = [clear_state, _session_cookie(request, session, sso.session_seconds)]
-    return Response(None, status_code=302, headers={"Location": CONSOLE, "Cache-Control": "no-store"}, cookies=cookies)
+    route = return_route(unquote(request.cookies.get(NEXT_COOKIE, "")))
+    location = CONSOLE + ("#" + route if route else "")
+    cookies = [*clear, _session_cookie(request, session, sso.session_seconds)]
+    return Response(None, status_code=302, headers={"Location": location, "Cache-Control": "no-store"}, cookies=cookies)
 
 
 ROUTES = [login_state, login_with_token, logout, login_oidc, login_oidc_callback]

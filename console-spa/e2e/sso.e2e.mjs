@@ -174,6 +174,31 @@ const SCENARIOS = {
     return { header, blind, summary, diff, args, fourEyes: { before, after, mine }, phone, actors, agents };
   },
 
+  /** dave follows an email link while signed out: the approval's page sends him to sign in and back to it, the
+   *  decision the link chose still pre-selected, and he confirms it there (docs/approvals.md "Email"). */
+  async emailLink(page) {
+    await open(page, `#/approvals/${params.approval}?decision=approve`);
+    await page.locator("header").getByRole("link", { name: "Log in" }).click();
+    await page.getByText("After signing in you go back to the page that sent you here.").waitFor();
+    const loginHash = new URL(page.url()).hash;
+    await shot(page, "sso-login-return");
+    where = "provider (dave)";
+    await page.getByRole("link", { name: /^Sign in with / }).click();
+    await page.locator('input[name="sub"]').fill("dave");
+    await page.getByRole("button", { name: "Authorize", exact: true }).click();
+    await page.waitForURL((u) => u.href.startsWith(base), { timeout: WAIT });
+    const header = await signedInAs(page, "dave");
+    where = "the approval, signed in";
+    await page.getByText("You followed the email link to approve this call.").waitFor();
+    const landed = new URL(page.url()).hash;
+    const focused = await page.evaluate(() => document.activeElement?.textContent?.trim() ?? "");
+    await accessible(page, "an approval from an email link");
+    await shot(page, "approval-from-email");
+    await page.getByRole("button", { name: "Approve", exact: true }).click();
+    await page.locator(".note-ok", { hasText: "Approved." }).waitFor();
+    return { loginHash, header, landed, focused };
+  },
+
   /** bob (a viewer) and carol (an approver for other tools) see the four-eyes call but may not decide it; eve,
    *  whom no role maps, is refused with a page that says why. */
   async others(page) {

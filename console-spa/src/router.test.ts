@@ -1,7 +1,7 @@
 import { act, createElement } from "react";
 import { createRoot } from "react-dom/client";
 import { describe, expect, it } from "vitest";
-import { href, match, navigate, parseHash, useLocation } from "./router";
+import { currentRoute, href, match, navigate, parseHash, safeReturn, useLocation } from "./router";
 
 describe("hash router", () => {
   it("splits path and query and drops a trailing slash", () => {
@@ -51,5 +51,22 @@ describe("hash router", () => {
     expect(parseHash(window.location.hash).query.get("hide")).toBe("tool");
     act(() => root.unmount());
     box.remove();
+  });
+});
+
+describe("coming back after signing in", () => {
+  it("keeps a route of this console and refuses what could leave it", () => {
+    expect(safeReturn("/approvals/abc?decision=approve")).toBe("/approvals/abc?decision=approve");
+    expect(safeReturn("/oauth/consent?request=r1")).toBe("/oauth/consent?request=r1");
+    for (const bad of ["", null, undefined, "approvals", "//evil.example", "/\\evil.example", "https://evil.example", "/login", "/login?next=/x", "/a\nb"]) {
+      expect(safeReturn(bad)).toBeNull();
+    }
+  });
+
+  it("reads the route now shown from the hash", () => {
+    window.location.hash = "#/approvals/x1?decision=deny";
+    expect(currentRoute()).toBe("/approvals/x1?decision=deny");
+    window.location.hash = "";
+    expect(currentRoute()).toBe("/");
   });
 });

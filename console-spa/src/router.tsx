@@ -82,3 +82,35 @@ export function Link({ to, query, children, ...rest }: LinkProps) {
 
 /** Encodes one path segment of a hash route. */
 export const pathSeg = (s: string) => encodeURIComponent(s);
+
+/** The route now shown (`/path?query`), for a sign-in to come back to. */
+export function currentRoute(): string {
+  const h = window.location.hash.replace(/^#/, "");
+  return h.startsWith("/") ? h : "/";
+}
+
+/** A route to come back to after signing in: a path of this console (`/…`), never the sign-in page itself, never
+ * anything a browser could read as another origin (`//host`, `/\host`) or that carries control characters. The
+ * server checks the same for single sign-on (functions/login.py). */
+export function safeReturn(next: string | null | undefined): string | null {
+  if (!next || next.length > 2000 || !next.startsWith("/") || next.startsWith("//") || next.startsWith("/\\")) return null;
+  if (/[\u0000-\u001f\u007f]/.test(next)) return null;
+  const path = parseHash(next).path;
+  return path === "/login" ? null : next;
+}
+
+/** Goes to a route produced by currentRoute() or safeReturn(). */
+export function navigateTo(route: string): void {
+  window.location.hash = route;
+  for (const cb of [...listeners]) cb();
+}
+
+/** The sign-in page, coming back to the route now shown. */
+export function SignInLink({ children, className }: { children: ReactNode; className?: string }) {
+  const next = safeReturn(currentRoute());
+  return (
+    <Link to="/login" query={{ next }} className={className}>
+      {children}
+    </Link>
+  );
+}

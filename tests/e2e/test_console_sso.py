@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -137,16 +138,23 @@ def drive(server: Server, scenario: str, **params: Any) -> dict[str, Any]:
     return report
 
 
-def session_of(server: Server, sub: str) -> dict[str, str]:
-    """`sub` signed in through the provider by a plain HTTP client, as a browser would: the session cookie."""
+def sign_in(server: Server, sub: str, next_route: str | None = None) -> tuple[str, dict[str, str]]:
+    """`sub` signed in through the provider by a plain HTTP client, as a browser would (from a console page that
+    named itself in `next`): where the sign-in lands, and the session cookie."""
     with httpx.Client(base_url=server.url, trust_env=False) as client:
-        started = client.get("/login/oidc")
+        started = client.get("/login/oidc", params={"next": next_route} if next_route is not None else None)
         assert started.status_code == 302, started.text
         back = httpx.post(started.headers["location"], data={"sub": sub}, trust_env=False)
         assert back.status_code == 302, back.text
         done = client.get(back.headers["location"])
-        assert done.status_code == 302 and done.headers["location"] == "/console/", done.text
-        return {"flux7_session": client.cookies["flux7_session"]}
+        assert done.status_code == 302, done.text
+        return done.headers["location"], {"flux7_session": client.cookies["flux7_session"]}
+
+
+def session_of(server: Server, sub: str) -> dict[str, str]:
+    landed, cookies = sign_in(server, sub)
+    assert landed == "/console/"
+    return cookies
 
 
 def get(server: Server, path: str, **query: Any) -> Any:
@@ -268,3 +276,31 @@ def test_people_sign_in_through_the_provider_and_each_decides_only_what_their_ro
     assert others["carol"]["buttons"] == 0 and "Not yours: outside your scope." in others["carol"]["row"]
     assert others["eve"]["url"].startswith(f"{server.url}/login/oidc/callback")
     assert "eve has no flux7 role" in others["eve"]["text"] and "contractors" in others["eve"]["text"]
+
+
+def test_a_sign_in_goes_back_to_the_page_that_asked_for_it_and_nowhere_else(server: Server) -> None:
+    """An email link's approval page, opened signed out: dave signs in through the provider in Chromium, lands back
+    on that approval with the link's decision pre-selected, and confirms it. Over plain HTTP, the route to come
+    back to survives the provider's round trip, and one that could leave the console is dropped."""
+    post = lambda: httpx.post(  # noqa: E731
+        f"{server.url}/tool/create_pet", json={"params": {"name": "Ivy"}}, headers=AGENT, timeout=150, trust_env=False
+    )
+    with ThreadPoolExecutor(1) as pool:
+        call: Future[httpx.Response] = pool.submit(post)
+        approval = pending(server, "create_pet", set())
+        try:
+            seen = drive(server, "emailLink", approval=approval)
+            ran = call.result(timeout=30)
+        finally:
+            if not call.done():
+                httpx.post(f"{server.url}/approvals/{approval}/deny", headers=ADMIN, json={}, trust_env=False)
+    assert ran.status_code == 200, ran.text
+    route = f"/approvals/{approval}?decision=approve"
+    assert seen["loginHash"] == "#/login?" + urlencode({"next": route})
+    assert seen["landed"] == f"#{route}"
+    assert seen["header"] == "dave approver Log out" and seen["focused"] == "Approve"
+    assert get(server, f"/approvals/{approval}")["resolved_by"] == "user:dave"
+
+    assert sign_in(server, "dave", "/oauth/consent?request=r1")[0] == "/console/#/oauth/consent?request=r1"
+    for elsewhere in ("//evil.example/x", "https://evil.example", "/\\evil.example", "/login?next=/x", "a"):
+        assert sign_in(server, "dave", elsewhere)[0] == "/console/", elsewhere

@@ -1,7 +1,7 @@
 // The header's account of who the console acts as, with Log out; "Log in" when nobody is.
 import { useState } from "react";
 import { logout, useLoginState, useSignedInOrOut } from "../api/people";
-import { Link, navigate } from "../router";
+import { navigate, SignInLink } from "../router";
 
 export function WhoAmI() {
   const q = useLoginState();
@@ -11,9 +11,7 @@ export function WhoAmI() {
   if (!q.data) return null;
   if (!who) {
     return (
-      <Link to="/login" className="who who-none">
-        Log in
-      </Link>
+      <SignInLink className="who who-none">Log in</SignInLink>
     );
   }
   const session = who.kind === "user";

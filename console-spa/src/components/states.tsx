@@ -3,7 +3,7 @@ import type { UseQueryResult } from "@tanstack/react-query";
 import type { ReactNode } from "react";
 import { ApiError } from "../api/client";
 import { MemoryError } from "../api/memory";
-import { Link } from "../router";
+import { Link, SignInLink } from "../router";
 import { getSettings } from "../settings";
 
 export function ErrorNote({ error, what }: { error: unknown; what?: string }) {
@@ -21,7 +21,7 @@ export function ErrorNote({ error, what }: { error: unknown; what?: string }) {
         <div className="note note-error load-error" role="alert">
           <strong>{who}</strong> Open the console link the server printed at start-up, or enter its admin token
           (flux7-admin.token beside its database, or the one configured) in <Link to="/settings">Settings</Link>
-          {none ? <>, or <Link to="/login">sign in</Link></> : null}.
+          {none ? <>, or <SignInLink>sign in</SignInLink></> : null}.
         </div>
       );
     }

@@ -1,15 +1,18 @@
 // Signing in: single sign-on when the server has it, a personal token otherwise (or as well); the admin token
-// in Settings still works. Who is signed in, and Log out, sit in the header on every page.
+// in Settings still works. Who is signed in, and Log out, sit in the header on every page. A page that sent the
+// person here names itself in `?next=` (an approval from an email link, a client's consent): signing in goes back
+// there, by token here or through the provider (functions/login.py keeps it across the round trip).
 import { useState } from "react";
 import { ApiError } from "../api/client";
 import { loginWithToken, logout, useLoginState, useSignedInOrOut } from "../api/people";
 import { Section } from "../components/bits";
 import { ErrorNote, Loading } from "../components/states";
-import { Link, navigate } from "../router";
+import { Link, navigateTo, safeReturn, useLocation } from "../router";
 import { meshBase } from "../settings";
 
 export function LoginPage() {
   const q = useLoginState();
+  const next = safeReturn(useLocation().query.get("next"));
   const refresh = useSignedInOrOut();
   const [token, setToken] = useState("");
   const [error, setError] = useState<unknown>(null);
@@ -24,7 +27,7 @@ export function LoginPage() {
       await loginWithToken(token.trim());
       setToken("");
       await refresh();
-      navigate("/");
+      navigateTo(next ?? "/");
     } catch (e) {
       setError(e);
     } finally {
@@ -35,6 +38,7 @@ export function LoginPage() {
   return (
     <>
       <h1>Sign in</h1>
+      {next && !who ? <p className="muted">After signing in you go back to the page that sent you here.</p> : null}
       {q.isPending ? <Loading what="the sign-in options" /> : q.isError ? <ErrorNote error={q.error} what="/login" /> : null}
       {who ? (
         <Section title="Signed in">
@@ -49,7 +53,13 @@ export function LoginPage() {
             .
           </p>
           <div className="row">
-            <Link to="/" className="btn">Go to the overview</Link>
+            {next ? (
+              <a href={`#${next}`} className="btn">
+                Continue where you were
+              </a>
+            ) : (
+              <Link to="/" className="btn">Go to the overview</Link>
+            )}
             {who.kind === "user" ? (
               <button
                 type="button"
@@ -67,7 +77,7 @@ export function LoginPage() {
           {state.sso ? (
             <Section title="Single sign-on">
               <p>Sign in with your organisation's account; your role in flux7 comes from it.</p>
-              <a className="btn btn-big sso-button" href={`${meshBase()}/login/oidc`}>
+              <a className="btn btn-big sso-button" href={`${meshBase()}/login/oidc${next ? `?next=${encodeURIComponent(next)}` : ""}`}>
                 Sign in with {state.sso_label}
               </a>
             </Section>

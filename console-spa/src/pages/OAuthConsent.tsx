@@ -7,7 +7,7 @@ import { ApiError, mesh, seg } from "../api/client";
 import { agentIdProblem, isoOf, useConsentRequest, type ConsentDecision } from "../api/oauth";
 import { Section, Time } from "../components/bits";
 import { ErrorNote, Loading } from "../components/states";
-import { Link, useLocation } from "../router";
+import { Link, SignInLink, useLocation } from "../router";
 
 /** Where the browser goes after a decision (a seam for tests: jsdom does not navigate). */
 export const leave = { to: (url: string) => window.location.assign(url) };
@@ -44,8 +44,9 @@ export function OAuthConsentPage() {
         <ErrorNote error={q.error} what="the authorization request" />
         {signIn ? (
           <p className="note note-warn">
-            <Link to="/login">Sign in</Link> (or set the admin token in <Link to="/settings">Settings</Link>), then come
-            back to <Link to="/oauth/consent" query={{ request: id }}>this request</Link>: it waits a few minutes for you.
+            <SignInLink>Sign in</SignInLink> and you come back here (or set the admin token in{" "}
+            <Link to="/settings">Settings</Link>, then come back to{" "}
+            <Link to="/oauth/consent" query={{ request: id }}>this request</Link>): it waits a few minutes for you.
           </p>
         ) : null}
       </>

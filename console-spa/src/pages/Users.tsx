@@ -3,7 +3,7 @@
 import { useState } from "react";
 import { useAction } from "../api/actions";
 import { addUser, disableUser, rotateUser, useLoginState, useUsers, type UserView } from "../api/people";
-import { Link } from "../router";
+import { SignInLink } from "../router";
 import { Section } from "../components/bits";
 import { ErrorNote, QueryState } from "../components/states";
 import { globProblem } from "../lib/glob";
@@ -50,7 +50,7 @@ export function UsersPage() {
           <p className="note">Only admins and owners see the users.</p>
         ) : (
           <p className="note">
-            <Link to="/login">Sign in</Link> as an admin or an owner to see the users.
+            <SignInLink>Sign in</SignInLink> as an admin or an owner to see the users.
           </p>
         )}
       </>
