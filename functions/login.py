@@ -13,7 +13,7 @@ from urllib.parse import quote, unquote
 import msgspec
 from litestar import Request, Response, get, post
 from litestar.datastructures import Cookie
-from litestar.params import Parameter, RawBody
+from litestar.params import QueryParameter, RawBody
 
 from flux7.functions.approvals import json_object, text_field
 from flux7.functions.auth import mesh_of, peer_of
@@ -237,7 +237,7 @@ async def login_oidc(
     request: Request[Any, Any, Any],
     next_route: Annotated[
         str | None,
-        Parameter(query="next", description="The console route to come back to once signed in (`/approvals/…`)"),
+        QueryParameter(name="next", description="The console route to come back to once signed in (`/approvals/…`)"),
     ] = None,
 ) -> Response[Any]:
     """Starts a single sign-on: to the provider, with a short-lived cookie that ties its answer to this browser."""

@@ -12,6 +12,7 @@ fail and say so, they never skip.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -168,6 +169,7 @@ def test_a_human_approves_an_oauth_client_on_the_consent_page_and_the_client_get
         request_id = oauth.consent_request(client_id, pkce, redirect_uri=callback)
         report = drive(server, "oauth-consent", request=request_id, agent="claude-browser", callback=callback)
         assert "Claude in a browser" in report["shown"] and urlsplit(callback).netloc in report["shown"]
+        assert re.search(r"\(expires in 1[45]m\)", report["shown"]), report["shown"]  # oauth.consent_seconds: 15 min
         answer = query_of(report["url"])
         assert answer["state"] == "st4te" and answer["iss"] == server.url and hits
         tokens = oauth.exchange(client_id, answer["code"], pkce, redirect_uri=callback)

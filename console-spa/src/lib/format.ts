@@ -11,16 +11,21 @@ export function formatTime(ts: string | undefined | null): string {
   return d.toLocaleString(undefined, { dateStyle: "short", timeStyle: "medium" });
 }
 
-/** "12s ago", "3m ago", "2h ago", "4d ago". `now` is injectable for tests. */
+/** "12s ago", "3m ago", "2h ago", "4d ago"; a time still to come reads "in 14m" (an expiry, a deadline). `now` is
+ * injectable for tests. */
 export function timeAgo(ts: string | undefined | null, now: number = Date.now()): string {
   if (!ts) return "";
   const t = new Date(ts).getTime();
   if (Number.isNaN(t)) return ts;
-  const s = Math.max(0, Math.round((now - t) / 1000));
-  if (s < 60) return `${s}s ago`;
-  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
-  if (s < 86400) return `${Math.floor(s / 3600)}h ago`;
-  return `${Math.floor(s / 86400)}d ago`;
+  const s = Math.round((now - t) / 1000);
+  return s < 0 ? `in ${span(-s)}` : `${span(s)} ago`;
+}
+
+function span(s: number): string {
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
 }
 
 export function formatNumber(n: number | undefined | null): string {
