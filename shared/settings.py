@@ -14,6 +14,7 @@ from urllib.parse import unquote, urlsplit
 
 import msgspec
 
+from flux7.shared.auth.redirect_uris import APP_SCHEMES, app_scheme_problem
 from flux7.shared.durations import parse_duration
 from flux7.shared.errors import ConfigError
 from flux7.shared.notify.settings import NotifySettings, validate_notify
@@ -120,6 +121,9 @@ class OAuthSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     access_token_seconds: int = 3600
     refresh_token_seconds: int = 30 * 86400  # each refresh starts a new period (rotation)
     consent_seconds: int = 900  # how long an authorization request waits for a human's decision
+    # Desktop apps' own redirect schemes accepted at registration (shared/auth/oauth_clients.py), beside https,
+    # loopback http and reverse-domain schemes
+    redirect_schemes: tuple[str, ...] = APP_SCHEMES
 
 
 class TlsSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -563,6 +567,9 @@ def _validate(file: str, s: Settings) -> None:
     for key in ("access_token_seconds", "refresh_token_seconds", "consent_seconds"):
         if not 1 <= getattr(s.oauth, key) <= 10 * 365 * 86400:
             raise ConfigError(file, f"oauth.{key}", "seconds: at least 1, at most ten years")
+    for i, scheme in enumerate(s.oauth.redirect_schemes):
+        if problem := app_scheme_problem(scheme):
+            raise ConfigError(file, f"oauth.redirect_schemes[{i}]", f"{scheme!r}: {problem}")
     if s.auth.jwt is not None and not s.auth.jwt.jwks_url:
         raise ConfigError(file, "auth.jwt.jwks_url", "required when auth.jwt is set")
     if s.auth.oidc is not None:

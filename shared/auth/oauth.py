@@ -19,6 +19,7 @@ from flux7.shared.auth.oauth_clients import AUTH_METHODS, GRANT_TYPES, SCOPE, Cl
 from flux7.shared.auth.oauth_clients import proposed_agent_id as _proposed
 from flux7.shared.auth.oauth_connections import Connection, ConnectionStore, Consent
 from flux7.shared.auth.oauth_requests import ConsentRequest, RequestStore
+from flux7.shared.auth.redirect_uris import redirect_target
 from flux7.shared.auth.tokens import validate_agent_id
 from flux7.shared.errors import BadRequest, Conflict
 from flux7.shared.gate.audit import EventLog
@@ -235,7 +236,7 @@ class OAuth:
             "state": request.state(),
             "client": client.view() if client is not None else {"client_id": request.client_id, "deleted": True},
             "redirect_uri": redirect_uri or "",
-            "redirect_host": urlsplit(redirect_uri or "").netloc,
+            "redirect_host": redirect_target(redirect_uri or ""),
             "agent": shown,
             "proposed_agent": request.agent_id,
             "scopes": [SCOPE],
@@ -276,7 +277,7 @@ class OAuth:
             "request": request_id,
             "client_id": client.client_id,
             "client_name": client.name,
-            "redirect_host": urlsplit(redirect_to).netloc,
+            "redirect_host": redirect_target(redirect_to),
             "agent": chosen,
         }
         event = "mesh.oauth_approve" if decision == "approved" else "mesh.oauth_deny"

@@ -2,24 +2,23 @@
 (Claude, ChatGPT, an MCP SDK) registers itself, then asks a human to consent (shared/auth/oauth_connections.py).
 
 Registering grants nothing, so registration is open. A client is what it says it is only as far as its redirect
-URIs go: codes are delivered to those exact URIs, which must be HTTPS, or plain HTTP to a loopback address (a
-native client's own callback, RFC 8252 section 7.3). A client's secret (confidential clients) is kept as a
+URIs go: codes are delivered to those exact URIs, which shared/auth/redirect_uris.py admits (HTTPS, loopback HTTP,
+a desktop app's own scheme). A client's secret (confidential clients) is kept as a
 SHA-256, like every other secret here."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import re
 import secrets
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import msgspec
 
+from flux7.shared.auth.redirect_uris import redirect_target, redirect_uri_problem
 from flux7.shared.errors import NotFound
 from flux7.shared.store.db import Database
 
@@ -37,45 +36,13 @@ SCOPE = "mcp"  # the one scope: act on /mcp (and /tool, /decide) as the consente
 AUTH_METHODS = ("none", "client_secret_post", "client_secret_basic")
 GRANT_TYPES = ("authorization_code", "refresh_token")
 CLIENT_PREFIX = "f7c_"
-_MAX_URI = 2000
 _MAX_REDIRECT_URIS = 10
 # A client nobody consented to is forgotten after this long (registration is open: the table must not grow).
 _UNUSED_SECONDS = 86400.0
-_PRINTABLE = re.compile(r"[\x21-\x7e]+")  # RFC 6749 URIs in errors and parameters: visible ASCII only
 
 
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def redirect_uri_problem(uri: Any) -> str:
-    """Why a redirect URI may not be registered, or "" when it may: an absolute HTTPS URI, or HTTP to a loopback
-    address, without a fragment (OAuth 2.1 section 2.3.1, RFC 8252 section 7.3)."""
-    if not isinstance(uri, str) or not uri:
-        return "a redirect URI is a non-empty string"
-    if len(uri) > _MAX_URI or not _PRINTABLE.fullmatch(uri):
-        return f"a redirect URI is at most {_MAX_URI} visible ASCII characters"
-    try:
-        parts = urlsplit(uri)
-        host = parts.hostname or ""
-    except ValueError:
-        return "not a URI"
-    if parts.fragment or "#" in uri:
-        return "a redirect URI has no fragment"
-    if parts.scheme == "https" and host:
-        return ""
-    if parts.scheme == "http" and _loopback(host):
-        return ""
-    return "a redirect URI is https://, or http:// to a loopback address (127.0.0.1, [::1], localhost)"
 
 
 def proposed_agent_id(client_name: str) -> str:
@@ -98,7 +65,7 @@ class OAuthClient(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def redirect_hosts(self) -> list[str]:
-        return sorted({urlsplit(u).netloc for u in self.redirect_uris})
+        return sorted({redirect_target(u) for u in self.redirect_uris})
 
     def view(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -30,7 +30,7 @@ from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidClientMeta
 from authlib.oauth2.rfc7636 import CodeChallenge
 
 from flux7.shared.auth.oauth import OAuthAnswer
-from flux7.shared.auth.oauth_clients import AUTH_METHODS, GRANT_TYPES, ClientStore, OAuthClient, redirect_uri_problem
+from flux7.shared.auth.oauth_clients import AUTH_METHODS, GRANT_TYPES, ClientStore, OAuthClient
 from flux7.shared.auth.oauth_connections import (
     ACCESS_PREFIX,
     REFRESH_PREFIX,
@@ -40,6 +40,7 @@ from flux7.shared.auth.oauth_connections import (
     RefreshRecord,
     new_token,
 )
+from flux7.shared.auth.redirect_uris import redirect_uri_problem
 from flux7.shared.errors import BadRequest, NotFound
 from flux7.shared.settings import OAuthSettings
 
@@ -310,7 +311,7 @@ class _Registration(ClientRegistrationEndpoint):
         if not uris:
             raise InvalidRedirectURIError("redirect_uris: at least one redirect URI is required")
         for uri in uris:
-            problem = redirect_uri_problem(uri)
+            problem = redirect_uri_problem(uri, self.server.settings.redirect_schemes)
             if problem:
                 raise InvalidRedirectURIError(problem)
         data = dict(data)

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from flux7.shared.auth.identity import IdentityResolver
-from flux7.shared.auth.oauth_clients import ClientStore, proposed_agent_id, redirect_uri_problem
+from flux7.shared.auth.oauth_clients import ClientStore, proposed_agent_id
 from flux7.shared.auth.oauth_connections import ConnectionStore, Consent
 from flux7.shared.auth.oauth_requests import RequestStore
+from flux7.shared.auth.redirect_uris import redirect_target, redirect_uri_problem
 from flux7.shared.errors import Conflict, Unauthorized
 from flux7.shared.settings import load_settings
 from flux7.shared.store.db import Database
@@ -90,10 +91,20 @@ def test_a_decided_request_is_never_decided_again(store: Database) -> None:
 
 
 def test_redirect_uris_and_proposed_agent_ids() -> None:
-    for good in ("https://claude.ai/api/mcp/auth_callback", "http://127.0.0.1:33418/", "http://localhost:1/cb"):
-        assert redirect_uri_problem(good) == "", good
+    good = ("https://claude.ai/api/mcp/auth_callback", "http://127.0.0.1:33418/", "http://localhost:1/cb")
+    apps = ("cursor://anysphere.cursor-mcp/oauth/callback", "com.example.app://oauth/cb")  # RFC 8252 section 7.1
+    for uri in good + apps:
+        assert redirect_uri_problem(uri) == "", uri
     for bad in ("http://example.com/cb", "vscode://x/cb", "https://x/cb#f", "https://x/ cb", "", 7, "https://"):
         assert redirect_uri_problem(bad), bad
+    # An app's scheme needs a host (authlib's registration checks as much), and never names what a browser runs.
+    for bad in ("com.example.app:/cb", "cursor:cb", "javascript://x/%0aalert(1)", "data://x/y", "cursor://x/cb#f"):
+        assert redirect_uri_problem(bad), bad
+    assert redirect_uri_problem("vscode://x/cb", ("vscode",)) == ""  # oauth.redirect_schemes names more
+    assert redirect_uri_problem("cursor://x/cb", ("vscode",))  # …instead of the default
+    assert redirect_uri_problem("javascript://x/y", ("javascript",))  # never, whatever the configuration
+    assert redirect_target("cursor://anysphere.cursor-mcp/oauth/callback") == "cursor://anysphere.cursor-mcp"
+    assert redirect_target("https://claude.ai/api/mcp/auth_callback") == "claude.ai"
     assert proposed_agent_id("Claude") == "claude" and proposed_agent_id("ChatGPT Connector") == "chatgpt-connector"
     assert proposed_agent_id("…") == "oauth-client" and proposed_agent_id("-x-") == "x"
 

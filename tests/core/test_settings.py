@@ -224,3 +224,17 @@ def test_postgresql_with_a_trace_file_is_refused_naming_the_key(tmp_path: Path) 
     with pytest.raises(ConfigError, match="trace_file"):  # FLUX7_DATABASE_URL makes it PostgreSQL too
         load_settings(plain, env={"FLUX7_DATABASE_URL": "postgresql://flux7@db/flux7"})
     assert load_settings(plain, env={}).trace_file == "traces.jsonl"
+
+
+def test_oauth_redirect_schemes_name_apps_never_what_a_browser_runs(tmp_path: Path) -> None:
+    assert load_settings(None, env={}).oauth.redirect_schemes == ("cursor",)
+    chosen = load_settings(write(tmp_path, "oauth: {redirect_schemes: [cursor, vscode, com.example.app]}\n"), env={})
+    assert chosen.oauth.redirect_schemes == ("cursor", "vscode", "com.example.app")
+    for bad, why in (
+        ("javascript", "handled by the browser"),
+        ("https", "handled by the browser"),
+        ("Cur_sor", "lower-case"),
+    ):
+        with pytest.raises(ConfigError) as e:
+            load_settings(write(tmp_path, f"oauth: {{redirect_schemes: [cursor, {bad}]}}\n"), env={})
+        assert e.value.key == "oauth.redirect_schemes[1]" and why in e.value.fault, e.value

@@ -99,7 +99,7 @@ def test_a_public_client_gets_an_id_and_no_secret_a_confidential_one_a_secret(oa
     ("metadata", "error"),
     [
         ({"redirect_uris": ["http://app.example/cb"]}, "invalid_redirect_uri"),  # plain HTTP off loopback
-        ({"redirect_uris": ["cursor://anysphere/cb"]}, "invalid_redirect_uri"),
+        ({"redirect_uris": ["vscode://anysphere/cb"]}, "invalid_redirect_uri"),  # no app scheme named
         ({"redirect_uris": ["https://app.example/cb#frag"]}, "invalid_redirect_uri"),
         ({"redirect_uris": []}, "invalid_redirect_uri"),
         ({"redirect_uris": "https://app.example/cb"}, "invalid_client_metadata"),
@@ -426,3 +426,40 @@ def test_connections_expire_when_their_refresh_token_does(tmp_path: Path, backen
         wait_until(lambda: time.time() > deadline, 10, "the refresh token to expire")
         assert http.get("/oauth/tokens", headers=ADMIN).json()[0]["state"] == "expired"
         assert oauth.refresh(client_id, tokens["refresh_token"]).json()["error"] == "invalid_grant"
+
+
+def test_cursor_registers_its_own_scheme_and_gets_its_code_there(oauth: OAuthPlayer, http: TestClient[Any]) -> None:
+    """Cursor's registration names three redirect URIs, one on its own scheme (RFC 8252 section 7.1): all are
+    accepted, the consent page names the app, and the code goes to the app's URI, still bound to PKCE."""
+    app = "cursor://anysphere.cursor-mcp/oauth/callback"
+    uris = [app, "https://www.cursor.com/agents/mcp/oauth/callback", "http://localhost:8787/callback"]
+    client = oauth.register(client_name="Cursor", redirect_uris=uris)
+    assert client["redirect_uris"] == uris
+    pkce = Pkce()
+    request_id = oauth.consent_request(client["client_id"], pkce, redirect_uri=app)
+    shown = http.get(f"/oauth/requests/{request_id}", headers=ADMIN).json()
+    assert shown["redirect_host"] == "cursor://anysphere.cursor-mcp" and shown["redirect_uri"] == app
+    assert "cursor://anysphere.cursor-mcp" in shown["client"]["redirect_hosts"]
+    decided = oauth.decide(request_id, "approve", agent="cursor-dev").json()
+    assert decided["redirect_to"].startswith(app + "?")
+    answer = query_of(decided["redirect_to"])
+    assert answer["iss"] == BASE and answer["state"] == "st4te"
+    tokens = oauth.exchange(client["client_id"], answer["code"], pkce, redirect_uri=app)
+    assert tokens.status_code == 200 and tokens.json()["access_token"].startswith("f7o_"), tokens.text
+    # Another app that claimed cursor:// on the machine has the code, not the verifier.
+    request_id = oauth.consent_request(client["client_id"], Pkce(), redirect_uri=app)
+    stolen = query_of(oauth.decide(request_id, "approve", agent="cursor-dev").json()["redirect_to"])["code"]
+    refused = oauth.exchange(client["client_id"], stolen, Pkce(), redirect_uri=app)
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant", refused.text
+
+
+@pytest.mark.parametrize(
+    "uris",
+    [["javascript://x/%0aalert(1)"], ["vscode://x/cb"], ["com.example.app:/cb"], [REDIRECT, "data://x/y"]],
+)
+def test_a_scheme_that_is_no_apps_own_is_refused_at_registration(http: TestClient[Any], uris: list[str]) -> None:
+    r = http.post(
+        "/oauth/register", json={"client_name": "x", "redirect_uris": uris, "token_endpoint_auth_method": "none"}
+    )
+    assert r.status_code == 400 and r.json()["error"] == "invalid_redirect_uri", r.text
+    assert "oauth.redirect_schemes" in r.json()["error_description"]
