@@ -48,6 +48,7 @@ _ROUTE_MODULES = (
     "flux7.functions.login",
     "flux7.functions.wellknown",
     "flux7.functions.integrations",
+    "flux7.functions.notifications",
     "flux7.functions.oauth",
 )
 

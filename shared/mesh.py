@@ -98,6 +98,7 @@ class Mesh:
             self.db,
             settings.metrics,
             upstreams=lambda: [UpstreamState(*state) for state in self.registry.upstream_states()],
+            deliveries=lambda: self.notifications.delivery_counts() if self.notifications is not None else None,
         )
         # every URL fetched on a caller's behalf goes through this guard (docs/security.md, "Outbound requests")
         self.outbound = OutboundGuard(allow_networks=settings.outbound.allow_networks)

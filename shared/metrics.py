@@ -111,6 +111,11 @@ HISTOGRAMS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...]]] = {
 }
 PENDING_GAUGE = "agent_mesh_approvals_pending"
 PENDING_HELP = "Approvals waiting for a decision (pending and not yet expired)."
+DELIVERIES_GAUGE = "agent_mesh_notify_deliveries"
+DELIVERIES_HELP = (
+    "Notification deliveries held in the outbox per lane (webhook, slack, email): queued (being tried) or failed "
+    "(given up; GET /notifications/deliveries?status=failed)."
+)
 UP_GAUGE = "agent_mesh_upstream_up"
 UP_HELP = (
     "1 when the upstream answers, 0 when it does not: MCP by this worker's connection; OpenAPI and CLI by "
@@ -236,8 +241,10 @@ class Metrics:
         db: Database,
         settings: MetricsSettings | None = None,
         upstreams: Callable[[], Iterable[UpstreamState]] | None = None,
+        deliveries: Callable[[], Mapping[tuple[str, str], int] | None] | None = None,
     ) -> None:
         self.db = db
+        self._deliveries = deliveries or (lambda: None)  # (lane, status) -> rows; None: notifications are off
         cfg = settings or MetricsSettings()
         self.caps = {"tool": cfg.max_tools, "agent": cfg.max_agents}
         self._upstreams = upstreams or (lambda: ())
@@ -522,6 +529,12 @@ class Metrics:
         pending.add_metric([], int(pending_approvals))
         out.append(pending)
         out.append(self._up(upstreams, by_name.get(UP_GAUGE, {})))
+        deliveries = self._deliveries()
+        if deliveries is not None:
+            held = GaugeMetricFamily(DELIVERIES_GAUGE, DELIVERIES_HELP, labels=("lane", "status"))
+            for (lane, status), count in sorted(deliveries.items()):
+                held.add_metric([lane, status], count)
+            out.append(held)
         build = InfoMetricFamily(BUILD_INFO, BUILD_HELP)
         build.add_metric([], {"version": __version__})
         out.append(build)

@@ -4,9 +4,11 @@ A row is written in the transaction that queues or settles its approval, so a cr
 are delivered in `seq` order within their lane (`webhook`, `slack`, `email`): a worker claims the lane's head for
 a lease, delivers it, and deletes it; a failure puts the row back with a backoff (0.5 s doubling up to
 `notify.retry_max_seconds`) and later rows wait behind it, so a receiver sees deliveries in order. A row that
-failed `notify.max_attempts` times is kept as `failed` and the lane moves on. The claim is one conditional
-UPDATE, so with several workers (or instances on PostgreSQL) exactly one delivers a row at a time; a worker that
-dies mid-delivery lets its lease run out and another one delivers again (at least once: receivers dedupe by id)."""
+failed `notify.max_attempts` times is kept as `failed` and the lane moves on; an operator sees it (`GET
+/notifications/deliveries`, the `agent_mesh_notify_deliveries` gauge) and can queue it again (`retry`). The claim
+is one conditional UPDATE, so with several workers (or instances on PostgreSQL) exactly one delivers a row at a
+time; a worker that dies mid-delivery lets its lease run out and another one delivers again (at least once:
+receivers dedupe by id)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import msgspec
 
 from flux7.shared.store.db import Database
 
-__all__ = ["LANES", "Lane", "NotificationOutbox", "OutboxItem"]
+__all__ = ["LANES", "DeliveryView", "Lane", "NotificationOutbox", "OutboxItem"]
 
 Lane = Literal["webhook", "slack", "email"]
 LANES: tuple[Lane, ...] = ("webhook", "slack", "email")
@@ -33,6 +35,21 @@ class OutboxItem(msgspec.Struct, frozen=True):
     payload: dict[str, Any]
     attempts: int
     created_at: float
+
+
+class DeliveryView(msgspec.Struct, frozen=True, kw_only=True):
+    """A delivery still owed or given up, as `GET /notifications/deliveries` shows it (the payload stays inside:
+    it carries the call's arguments and, for email, signed links)."""
+
+    seq: int
+    lane: str  # webhook | slack | email
+    kind: str  # webhook | slack.post | slack.update | email
+    approval_id: str
+    status: str  # queued (being tried) | failed (given up after notify.max_attempts, or refused for good)
+    attempts: int
+    last_error: str
+    created_at: float
+    next_attempt_at: float | None = None  # queued rows: when the next try is due
 
 
 def _item(row: Any) -> OutboxItem:
@@ -112,23 +129,53 @@ class NotificationOutbox:
             row = self._db.query_one("SELECT count(*) FROM notify_outbox WHERE status = 'queued' AND lane = ?", (lane,))
         return int(row[0]) if row is not None else 0
 
-    def rows(self, lane: str | None = None) -> list[dict[str, Any]]:
-        """Every row still held (queued or failed), oldest first."""
-        sql = "SELECT seq, lane, kind, approval_id, status, attempts, last_error, created_at FROM notify_outbox"
-        params: tuple[Any, ...] = ()
+    def rows(
+        self, lane: str | None = None, status: str | None = None, limit: int = 1000, seq: int | None = None
+    ) -> list[DeliveryView]:
+        """The rows still held (queued or failed), oldest first; `lane`, `status` and `seq` narrow them."""
+        where: list[str] = []
+        params: list[Any] = []
+        if seq is not None:
+            where.append("seq = ?")
+            params.append(seq)
         if lane is not None:
-            sql += " WHERE lane = ?"
-            params = (lane,)
+            where.append("lane = ?")
+            params.append(lane)
+        if status is not None:
+            where.append("status = ?")
+            params.append(status)
+        sql = (
+            "SELECT seq, lane, kind, approval_id, status, attempts, last_error, created_at, next_attempt_at "
+            "FROM notify_outbox" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY seq LIMIT ?"
+        )
         return [
-            {
-                "seq": int(r[0]),
-                "lane": r[1],
-                "kind": r[2],
-                "approval_id": r[3],
-                "status": r[4],
-                "attempts": int(r[5]),
-                "last_error": r[6],
-                "created_at": float(r[7]),
-            }
-            for r in self._db.query(sql + " ORDER BY seq", params)
+            DeliveryView(
+                seq=int(r[0]),
+                lane=str(r[1]),
+                kind=str(r[2]),
+                approval_id=str(r[3]),
+                status=str(r[4]),
+                attempts=int(r[5]),
+                last_error=str(r[6]),
+                created_at=float(r[7]),
+                next_attempt_at=float(r[8]) if r[4] == "queued" else None,
+            )
+            for r in self._db.query(sql, (*params, limit))
         ]
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """How many rows each (lane, status) holds: the gauge's series."""
+        rows = self._db.query("SELECT lane, status, count(*) FROM notify_outbox GROUP BY lane, status")
+        return {(str(r[0]), str(r[1])): int(r[2]) for r in rows}
+
+    def retry(self, seq: int) -> DeliveryView | None:
+        """A failed row queued again, due now with its attempts reset (the receiver was fixed); None when `seq`
+        names no failed row. It goes back to its place in the lane: rows are delivered in seq order."""
+        with self._db.write() as conn:
+            row = conn.execute(
+                "UPDATE notify_outbox SET status = 'queued', attempts = 0, next_attempt_at = ?, claimed_until = NULL "
+                "WHERE seq = ? AND status = 'failed' RETURNING seq",
+                (time.time(), seq),
+            ).fetchone()
+        found = self.rows(seq=seq) if row is not None else []
+        return found[0] if found else None

@@ -156,6 +156,7 @@ class Notifications:
             lanes.append("slack")
         if self.config.email is not None:
             lanes.append("email")
+        self.lanes: tuple[Lane, ...] = tuple(lanes)
         self._workers: dict[str, _Worker] = {
             lane: _Worker(lane, self._stepper(lane), self._due(lane)) for lane in lanes
         }
@@ -165,6 +166,14 @@ class Notifications:
         approvals.add_submit_listener(lambda _a: self.kick())
         approvals.add_transaction_hook(self._on_settled)
         approvals.add_listener(lambda _a: self.kick("slack"))
+
+    def delivery_counts(self) -> dict[tuple[str, str], int]:
+        """Rows held per (lane, status), every configured lane's both statuses present (0 when empty)."""
+        counts: dict[tuple[str, str], int] = {
+            (lane, status): 0 for lane in self.lanes for status in ("queued", "failed")
+        }
+        counts.update(self.outbox.counts())
+        return counts
 
     # -- the worker threads ---------------------------------------------------------------------------------
 
