@@ -7,6 +7,7 @@ import type {
   ApprovalDetail,
   ApprovalPrecedents,
   DecisionPage,
+  Delivery,
   ApprovalSettings,
   ApprovalView,
   GrantView,
@@ -129,6 +130,13 @@ export const usePrecedents = () =>
 // Not polled: a background refetch must not overwrite a form the operator is editing.
 export const useApprovalSettings = () =>
   useQuery({ queryKey: ["approval-settings"], queryFn: ({ signal }) => mesh.get<ApprovalSettings>("/approvals/settings", undefined, signal), refetchInterval: false });
+
+export const useDeliveries = () =>
+  useQuery({
+    queryKey: ["deliveries"],
+    queryFn: ({ signal }) => mesh.get<Delivery[] | null>("/notifications/deliveries", undefined, signal).then(arr),
+    refetchInterval: POLL.grants,
+  });
 
 export const useGrants = () =>
   useQuery({

@@ -378,3 +378,16 @@ export interface SupervisorDecision {
   confidence?: number;
   evaluation_ms?: number;
 }
+
+/** A notification delivery still owed or given up (GET /notifications/deliveries, shared/notify/outbox.py). */
+export interface Delivery {
+  seq: number;
+  lane: "webhook" | "slack" | "email";
+  kind: string;
+  approval_id: string;
+  status: "queued" | "failed";
+  attempts: number;
+  last_error: string;
+  created_at: number;
+  next_attempt_at: number | null;
+}

@@ -12,6 +12,7 @@ import { decideState, fourEyes, mayWrite } from "../lib/people";
 import { precedentCounts } from "../lib/precedents";
 import { Link, navigate, pathSeg, useLocation } from "../router";
 import { DecisionsView } from "./Decisions";
+import { DeliveriesSection } from "./Deliveries";
 
 const TABS = [
   ["pending", "Pending"],
@@ -40,7 +41,18 @@ export function ApprovalsPage() {
     <>
       <h1>Approvals</h1>
       <Tabs tabs={TABS} current={tab} base="/approvals" />
-      {tab === "history" ? <History /> : tab === "precedents" ? <PrecedentsView /> : tab === "settings" ? <SettingsView /> : <Pending />}
+      {tab === "history" ? (
+        <History />
+      ) : tab === "precedents" ? (
+        <PrecedentsView />
+      ) : tab === "settings" ? (
+        <>
+          <SettingsView />
+          <DeliveriesSection />
+        </>
+      ) : (
+        <Pending />
+      )}
     </>
   );
 }
