@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from litestar import Request, get, post
 from litestar.params import FromPath, FromQuery
 
@@ -18,6 +19,11 @@ from flux7.shared.notify.service import Notifications
 __all__ = ["ROUTES"]
 
 _STATUSES = ("queued", "failed")
+
+
+class Deliveries(msgspec.Struct, kw_only=True):
+    lanes: list[str]  # the channels configured (webhook, slack, email); empty: notifications are off
+    deliveries: list[DeliveryView]  # oldest first
 
 
 def _notifications(request: Request[Any, Any, Any]) -> Notifications:
@@ -33,18 +39,23 @@ def _notifications(request: Request[Any, Any, Any]) -> Notifications:
     sync_to_thread=True,
     tags=["notifications"],
     security=ADMIN,
-    response_description="Deliveries still owed (queued) or given up (failed), oldest first",
-    responses=responses({}, 400, 401, 404),
+    response_description="The channels configured, and the deliveries still owed (queued) or given up (failed)",
+    responses=responses({}, 400, 401),
 )
 def list_deliveries(
     request: Request[Any, Any, Any], status: FromQuery[str] = "", lane: FromQuery[str] = ""
-) -> list[DeliveryView]:
-    """`?status=failed` for what was given up, `?lane=slack` for one channel."""
+) -> Deliveries:
+    """`?status=failed` for what was given up, `?lane=slack` for one channel. With notifications off, no lanes
+    and no deliveries."""
     if status and status not in _STATUSES:
         raise BadRequest(f"status is one of {', '.join(_STATUSES)}")
     if lane and lane not in LANES:
         raise BadRequest(f"lane is one of {', '.join(LANES)}")
-    return _notifications(request).outbox.rows(lane=lane or None, status=status or None)
+    notifications = mesh_of(request).notifications
+    if notifications is None:
+        return Deliveries(lanes=[], deliveries=[])
+    rows = notifications.outbox.rows(lane=lane or None, status=status or None)
+    return Deliveries(lanes=list(notifications.lanes), deliveries=rows)
 
 
 @post(

@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState, type ReactNode } from "react";
+import { lazy, Suspense, useEffect, useRef, useState, type ReactNode } from "react";
 import { ApiError } from "./api/client";
 import { useApprovals, useHealth } from "./api/queries";
 import { HaltBanner } from "./components/HaltBanner";
@@ -8,14 +8,12 @@ import { ApprovalDetailPage, ApprovalsPage } from "./pages/Approvals";
 import { CatalogPage, GovAgentPage } from "./pages/Catalog";
 import { ConnectionsPage } from "./pages/Connections";
 import { DecisionsPage } from "./pages/Decisions";
-import { DiffReplayPage } from "./pages/DiffReplay";
 import { GrantsPage } from "./pages/Grants";
 import { GraphPage } from "./pages/Graph";
 import { HaltsPage } from "./pages/Halts";
 import { LoginPage } from "./pages/Login";
 import { MemoryPage } from "./pages/Memory";
 import { OAuthConsentPage } from "./pages/OAuthConsent";
-import { OtelPage } from "./pages/Otel";
 import { OverviewPage } from "./pages/Overview";
 import { PoliciesPage } from "./pages/Policies";
 import { SessionDetailPage, SessionsPage } from "./pages/Sessions";
@@ -25,6 +23,7 @@ import { ToolsPage } from "./pages/Tools";
 import { TracesPage } from "./pages/Traces";
 import { UsersPage } from "./pages/Users";
 import { Link, match, useLocation } from "./router";
+import { Loading } from "./components/states";
 import { meshBase, useSettings } from "./settings";
 import { useTheme } from "./theme";
 
@@ -80,10 +79,14 @@ const ROUTES: Route[] = [
   ["/users", () => <UsersPage />, "Users"],
 ];
 
+// Pages few visits open load on demand, keeping the entry chunk (every first visit's download) small.
+const DiffReplayPage = lazy(() => import("./pages/DiffReplay").then((m) => ({ default: m.DiffReplayPage })));
+const OtelPage = lazy(() => import("./pages/Otel").then((m) => ({ default: m.OtelPage })));
+
 function resolve(path: string): { node: ReactNode; title: string } {
   for (const [pattern, render, title] of ROUTES) {
     const params = match(pattern, path);
-    if (params) return { node: render(params), title };
+    if (params) return { node: <Suspense fallback={<Loading what="the page" />}>{render(params)}</Suspense>, title };
   }
   return {
     node: (

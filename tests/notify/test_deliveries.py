@@ -51,10 +51,13 @@ def test_a_given_up_delivery_is_listed_counted_and_retried_once_the_receiver_is_
             wait_until(lambda: bool(mesh.notifications and mesh.notifications.outbox.rows(status="failed")), 20)
             assert len(seen) == 2  # notify.max_attempts, then given up
 
-            [failed] = http.get("/notifications/deliveries", params={"status": "failed"}, headers=ADMIN).json()
+            listed = http.get("/notifications/deliveries", params={"status": "failed"}, headers=ADMIN).json()
+            assert listed["lanes"] == ["webhook"]
+            [failed] = listed["deliveries"]
             assert failed["lane"] == "webhook" and failed["kind"] == "webhook" and failed["approval_id"] == a.id
             assert failed["attempts"] == 2 and "500" in failed["last_error"] and failed["next_attempt_at"] is None
-            assert http.get("/notifications/deliveries", params={"status": "queued"}, headers=ADMIN).json() == []
+            queued = http.get("/notifications/deliveries", params={"status": "queued"}, headers=ADMIN).json()
+            assert queued["deliveries"] == []
             as_viewer = {"Authorization": f"Bearer {viewer}"}
             assert http.get("/notifications/deliveries", headers=as_viewer).status_code == 200  # viewers read
             gauge = _gauge(http.get("/metrics", headers=ADMIN).text)
@@ -78,12 +81,13 @@ def test_a_given_up_delivery_is_listed_counted_and_retried_once_the_receiver_is_
             assert bad.status_code == 400 and "queued, failed" in bad.json()["error"]
 
 
-def test_without_notifications_the_routes_say_so_and_the_gauge_is_absent(mesh_of: Callable[..., Mesh]) -> None:
+def test_without_notifications_the_list_is_empty_a_retry_404_and_the_gauge_absent(mesh_of: Callable[..., Mesh]) -> None:
     mesh = mesh_of(auth={"admin_token": "admin-tok"})
     with TestClient(create_app(mesh)) as http:
         r = http.get("/notifications/deliveries", headers=ADMIN)
-        assert r.status_code == 404 and "no notifications are configured" in r.json()["error"]
-        assert http.post("/notifications/deliveries/1/retry", headers=ADMIN).status_code == 404
+        assert r.status_code == 200 and r.json() == {"lanes": [], "deliveries": []}
+        retry = http.post("/notifications/deliveries/1/retry", headers=ADMIN)
+        assert retry.status_code == 404 and "no notifications are configured" in retry.json()["error"]
         assert http.get("/notifications/deliveries").status_code == 401
         metrics: Any = http.get("/metrics", headers=ADMIN).text
         assert "agent_mesh_notify_deliveries" not in metrics

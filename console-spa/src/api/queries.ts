@@ -7,7 +7,7 @@ import type {
   ApprovalDetail,
   ApprovalPrecedents,
   DecisionPage,
-  Delivery,
+  Deliveries,
   ApprovalSettings,
   ApprovalView,
   GrantView,
@@ -134,7 +134,7 @@ export const useApprovalSettings = () =>
 export const useDeliveries = () =>
   useQuery({
     queryKey: ["deliveries"],
-    queryFn: ({ signal }) => mesh.get<Delivery[] | null>("/notifications/deliveries", undefined, signal).then(arr),
+    queryFn: ({ signal }) => mesh.get<Deliveries>("/notifications/deliveries", undefined, signal),
     refetchInterval: POLL.grants,
   });
 

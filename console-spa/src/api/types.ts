@@ -391,3 +391,8 @@ export interface Delivery {
   created_at: number;
   next_attempt_at: number | null;
 }
+
+export interface Deliveries {
+  lanes: Delivery["lane"][]; // the channels configured; none: notifications are off
+  deliveries: Delivery[];
+}

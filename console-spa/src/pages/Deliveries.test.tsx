@@ -13,11 +13,11 @@ const who = (role: string) => ({ actor: role === "owner" ? "owner:admin-token" :
 const given_up = { seq: 41, lane: "slack", kind: "slack.post", approval_id: "3f9c2a7b1d4e5f60", status: "failed", attempts: 20, last_error: "slack: invalid_auth", created_at: 1_796_464_800, next_attempt_at: null };
 const retrying = { seq: 42, lane: "email", kind: "email", approval_id: "aa11", status: "queued", attempts: 3, last_error: "SMTP 451", created_at: 1_796_464_801, next_attempt_at: 4_102_444_800 };
 
-async function render(role: string, deliveries: unknown = [given_up, retrying], status = 200) {
+async function render(role: string, deliveries: unknown[] = [given_up, retrying], lanes = ["slack", "email"]) {
   let rows = deliveries;
   server = await serve(({ method, path }) => {
     if (path === "/login") return { status: 200, body: { sso: false, session_hours: 12, who: who(role) } };
-    if (method === "GET" && path === "/notifications/deliveries") return status === 200 ? { status, body: rows } : { status, body: { error: "no notifications are configured" } };
+    if (method === "GET" && path === "/notifications/deliveries") return { status: 200, body: { lanes, deliveries: rows } };
     if (method === "POST" && path === "/notifications/deliveries/41/retry") {
       rows = [retrying];
       return { status: 200, body: { ...given_up, status: "queued", attempts: 0 } };
@@ -54,7 +54,7 @@ describe("notification deliveries", () => {
     await server!.close();
     server = null;
     document.body.innerHTML = "";
-    await render("admin", [], 404);
+    await render("admin", [], []);
     await screen.findByText(/No notifications are configured on this server/);
   });
 });

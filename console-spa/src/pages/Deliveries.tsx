@@ -1,7 +1,7 @@
 // Notification deliveries (docs/approvals.md "When a delivery fails"): what the outbox still owes Slack, email and
 // the webhook, and what it gave up, with Retry for an admin once the cause is fixed. Shown on Approvals → Settings.
 import { useAction } from "../api/actions";
-import { ApiError, mesh } from "../api/client";
+import { mesh } from "../api/client";
 import { isoOf } from "../api/oauth";
 import { useWho } from "../api/people";
 import { useDeliveries } from "../api/queries";
@@ -18,15 +18,15 @@ export function DeliveriesSection() {
   const writes = mayWrite(useWho());
   const retry = useAction((seq: number) => mesh.post<Delivery>(`/notifications/deliveries/${seq}/retry`, {}), [["deliveries"]]);
   if (q.isPending) return <Loading what="notification deliveries" />;
-  if (q.isError && q.error instanceof ApiError && q.error.status === 404) {
+  if (q.isError) return <ErrorNote error={q.error} what="notification deliveries" />;
+  if (q.data.lanes.length === 0) {
     return (
       <Section title="Notification deliveries">
         <p className="muted">No notifications are configured on this server (Slack, email or the approval webhook).</p>
       </Section>
     );
   }
-  if (q.isError) return <ErrorNote error={q.error} what="notification deliveries" />;
-  const rows = q.data ?? [];
+  const rows = q.data.deliveries;
   const failed = rows.filter((d) => d.status === "failed").length;
   return (
     <Section title="Notification deliveries">
