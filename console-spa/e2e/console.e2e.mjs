@@ -734,6 +734,7 @@ const SCENARIOS = {
     await polls(page, 4);
     const visible = { ...m.take(), statuses: apiStatus.splice(0) };
     await hideTab(page, true);
+    await m.settled(); // a poll sent just before the tab hid is the visible tab's
     m.take();
     const clock = await page.context().newPage();
     await clock.goto(`${base}/console/#token=${encodeURIComponent(token)}`);

@@ -21,7 +21,8 @@ export async function hideTab(page, hidden) {
   }, hidden);
 }
 
-/** Counts what a page receives through CDP; `take()` returns the tally since the last take and starts anew. */
+/** Counts what a page receives through CDP; `take()` returns the tally since the last take and starts anew;
+ *  `settled()` resolves once no request is in flight (a poll sent just before a tab hides lands after it). */
 export async function meter(page) {
   const cdp = await page.context().newCDPSession(page);
   await cdp.send("Network.enable");
@@ -31,6 +32,14 @@ export async function meter(page) {
     tally = { bytes: 0, requests: 0, notModified: 0, api: 0, apiBytes: 0, assets: 0, assetBytes: 0, byPath: {} };
   };
   reset();
+  const inflight = new Set();
+  const onSettled = [];
+  const done = (id) => {
+    inflight.delete(id);
+    if (inflight.size === 0) onSettled.splice(0).forEach((resolve) => resolve());
+  };
+  cdp.on("Network.requestWillBeSent", (e) => inflight.add(e.requestId));
+  cdp.on("Network.loadingFailed", (e) => done(e.requestId));
   cdp.on("Network.responseReceived", (e) => urls.set(e.requestId, { url: e.response.url, status: e.response.status }));
   cdp.on("Network.loadingFinished", (e) => {
     const r = urls.get(e.requestId);
@@ -51,7 +60,11 @@ export async function meter(page) {
     p.requests += 1;
     p.bytes += e.encodedDataLength;
   });
+  cdp.on("Network.loadingFinished", (e) => done(e.requestId)); // after the tally above: a settled take sees it
   return {
+    settled() {
+      return inflight.size === 0 ? Promise.resolve() : new Promise((resolve) => onSettled.push(resolve));
+    },
     take() {
       const t = tally;
       reset();
@@ -93,6 +106,7 @@ export async function measure({ base, token, seconds, route = "#/", executablePa
     await idle(seconds * 1000);
     const visible = perHour(m.take());
     await hideTab(page, true);
+    await m.settled();
     m.take();
     await idle(seconds * 1000);
     const hidden = perHour(m.take());
