@@ -174,10 +174,21 @@ const SCENARIOS = {
     return { header, blind, summary, diff, args, fourEyes: { before, after, mine }, phone, actors, agents };
   },
 
-  /** dave follows an email link while signed out: the approval's page sends him to sign in and back to it, the
-   *  decision the link chose still pre-selected, and he confirms it there (docs/approvals.md "Email"). */
+  /** dave reads the approval email (its HTML part, as a mail client shows it) and follows its Approve link while
+   *  signed out: the approval's page sends him to sign in and back to it, the decision the link chose still
+   *  pre-selected, and he confirms it there (docs/approvals.md "Email"). */
   async emailLink(page) {
-    await open(page, `#/approvals/${params.approval}?decision=approve`);
+    where = "the email";
+    await page.setViewportSize({ width: 760, height: 600 });
+    await page.setContent(params.email);
+    const email = squash(await page.locator("body").innerText());
+    await shot(page, "approval-email");
+    const approveLink = page.getByRole("link", { name: "Approve…" });
+    const link = await approveLink.getAttribute("href");
+    await page.setViewportSize({ width: 1280, height: 860 });
+    await approveLink.click();
+    await page.waitForURL((u) => u.hash.startsWith(`#/approvals/${params.approval}`), { timeout: WAIT });
+    where = "the approval, signed out";
     await page.locator("header").getByRole("link", { name: "Log in" }).click();
     await page.getByText("After signing in you go back to the page that sent you here.").waitFor();
     const loginHash = new URL(page.url()).hash;
@@ -197,7 +208,7 @@ const SCENARIOS = {
     await page.getByRole("button", { name: "Approve", exact: true }).click();
     // The page reloads the approval once decided: the form gives way to its outcome.
     await page.getByText("This approval is approved; nothing to decide.").waitFor();
-    return { loginHash, header, landed, focused };
+    return { email, link, loginHash, header, landed, focused };
   },
 
   /** bob (a viewer) and carol (an approver for other tools) see the four-eyes call but may not decide it; eve,

@@ -10,6 +10,7 @@ import html
 import json
 import smtplib
 import ssl
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from typing import Any
@@ -71,22 +72,85 @@ def approval_email(
     msg["Message-ID"] = make_msgid(domain=sender.rpartition("@")[2] or None)
     msg["X-Flux7-Approval"] = approval.id
     msg.set_content(text)
-    e = html.escape
     msg.add_alternative(
-        "<html><body>"
-        + (f"<p><strong>Escalated:</strong> {e(escalated_from)}</p>" if escalated_from else "")
-        + f"<p>The agent <code>{e(approval.agent_id)}</code> wants to call <code>{e(approval.tool)}</code> "
-        f"(policy rule <code>{e(approval.policy_rule)}</code>). Decide before {e(approval.expires_at)}.</p>"
-        + ("<p><strong>The arguments look like a prompt injection.</strong></p>" if approval.injection_risk else "")
-        + f"<pre>{e(arguments)}</pre>"
-        + (f"<pre>{e(diff)}</pre>" if diff else "")
-        + (f"<p>Precedents: {e(precedents)}</p>" if precedents else "")
-        + f'<p><a href="{e(approve_url)}">Approve…</a> &nbsp; <a href="{e(deny_url)}">Deny…</a></p>'
-        + "<p>Each link opens the approval in the flux7 console with that decision selected; you log in and "
-        "confirm there. A link works once and expires with the approval.</p></body></html>",
+        _html_body(
+            approval,
+            arguments=arguments,
+            diff=diff,
+            precedents=precedents,
+            approve_url=approve_url,
+            deny_url=deny_url,
+            escalated_from=escalated_from,
+        ),
         subtype="html",
     )
     return msg
+
+
+_BUTTON = "display:inline-block;padding:10px 18px;border-radius:6px;font-weight:600;text-decoration:none;color:#fff;"
+_CELL = "padding:4px 12px 4px 0;vertical-align:top;"
+
+
+def _deadline(expires_at: str) -> str:
+    """`2026-12-05 23:00 UTC` for the person reading; the stored ISO string when it does not parse."""
+    try:
+        return datetime.fromisoformat(expires_at).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        return expires_at
+
+
+def _html_body(
+    approval: Any,
+    *,
+    arguments: str,
+    diff: str,
+    precedents: str,
+    approve_url: str,
+    deny_url: str,
+    escalated_from: str,
+) -> str:
+    """The HTML part: what a mail client shows. Inline styles only (mail clients drop style sheets); every value
+    escaped, since the arguments come from an agent."""
+    e = html.escape
+    rows = [
+        ("Agent", f"<code>{e(approval.agent_id)}</code>"),
+        ("Tool", f"<code>{e(approval.tool)}</code>"),
+        ("Policy rule", f"<code>{e(approval.policy_rule)}</code>"),
+        ("Decide by", f"{e(_deadline(approval.expires_at))} (then the call is denied)"),
+    ]
+    if approval.required_approvals > 1:
+        rows.append(("Approvals", f"{approval.required_approvals} people must approve"))
+    if precedents:
+        rows.append(("Precedents", e(precedents)))
+    pre = "background:#f4f5f7;border:1px solid #d8dbe0;border-radius:6px;padding:10px;white-space:pre-wrap;"
+    parts = ['<html><body style="font-family:system-ui,sans-serif;font-size:15px;color:#1d2129;max-width:640px">']
+    if escalated_from:
+        parts.append(f'<p style="color:#8a4b00"><strong>Escalated:</strong> {e(escalated_from)}</p>')
+    parts.append(f'<h2 style="margin:0 0 12px">{e(approval.agent_id)} asks to call {e(approval.tool)}</h2>')
+    if approval.injection_risk:
+        parts.append(
+            '<p style="background:#fdecea;border-left:4px solid #c62828;padding:8px 12px"><strong>The arguments '
+            "look like a prompt injection.</strong> Read them before approving.</p>"
+        )
+    parts.append(
+        '<table role="presentation" style="border-collapse:collapse;margin-bottom:12px">'
+        + "".join(
+            f'<tr><th style="{_CELL}text-align:left;color:#5b6270">{k}</th><td style="{_CELL}">{v}</td></tr>'
+            for k, v in rows
+        )
+        + "</table>"
+    )
+    parts.append(f'<p style="margin:0 0 4px"><strong>Arguments</strong></p><pre style="{pre}">{e(arguments)}</pre>')
+    if diff:
+        parts.append(f'<pre style="{pre}">{e(diff)}</pre>')
+    parts.append(
+        f'<p style="margin:16px 0"><a href="{e(approve_url)}" style="{_BUTTON}background:#1b7f3b">Approve…</a>'
+        f' &nbsp; <a href="{e(deny_url)}" style="{_BUTTON}background:#b3261e">Deny…</a></p>'
+        '<p style="color:#5b6270;font-size:13px">Each link opens this approval in the flux7 console with that '
+        "decision selected; you log in and confirm there. A link works once and expires with the approval.</p>"
+        "</body></html>"
+    )
+    return "".join(parts)
 
 
 def send_email(settings: EmailSettings, message: EmailMessage) -> None:

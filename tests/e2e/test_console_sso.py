@@ -30,6 +30,7 @@ from tests.e2e.test_console import CONSOLE, browser_installed  # noqa: F401 - th
 from tests.support.http import free_port, wait_until
 from tests.support.mesh import pets_mesh_config
 from tests.support.server import Server, running_server
+from tests.notify.smtp import Mailbox, smtp_server
 from tests.upstreams.servers.http_backend import Backend
 
 SCRIPT = CONSOLE / "e2e" / "sso.e2e.mjs"
@@ -94,7 +95,26 @@ def provider(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def server(tmp_path: Path, backend: Backend, provider: str, engine_configs: str) -> Iterator[Server]:
+def mailbox() -> Iterator[Mailbox]:
+    """An SMTP server on loopback; a test that asks for it gets a server that mails dave its approvals."""
+    with smtp_server() as box:
+        yield box
+
+
+@pytest.fixture
+def server(
+    tmp_path: Path, backend: Backend, provider: str, engine_configs: str, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    port = free_port()
+    mail = ""
+    if "mailbox" in request.fixturenames:
+        box: Mailbox = request.getfixturevalue("mailbox")
+        mail = (
+            "notify:\n"
+            f"  public_url: http://127.0.0.1:{port}\n"
+            f"  email: {{smtp_host: 127.0.0.1, smtp_port: {box.port}, starttls: false, from: flux7@example.com,"
+            " to: [dave@example.com]}\n"
+        )
     auth = (
         "auth:\n"
         f"  admin_token: {TOKEN}\n"
@@ -114,9 +134,9 @@ def server(tmp_path: Path, backend: Backend, provider: str, engine_configs: str)
         approval_timeout=120,
         admin_token=None,
         memory="{enabled: true, hybrid: false}",
-        extra=auth,
+        extra=auth + mail,
     )
-    with running_server(cfg) as s:
+    with running_server(cfg, port=port) as s:
         yield s
 
 
@@ -278,10 +298,11 @@ def test_people_sign_in_through_the_provider_and_each_decides_only_what_their_ro
     assert "eve has no flux7 role" in others["eve"]["text"] and "contractors" in others["eve"]["text"]
 
 
-def test_a_sign_in_goes_back_to_the_page_that_asked_for_it_and_nowhere_else(server: Server) -> None:
-    """An email link's approval page, opened signed out: dave signs in through the provider in Chromium, lands back
-    on that approval with the link's decision pre-selected, and confirms it. Over plain HTTP, the route to come
-    back to survives the provider's round trip, and one that could leave the console is dropped."""
+def test_a_sign_in_goes_back_to_the_page_that_asked_for_it_and_nowhere_else(server: Server, mailbox: Mailbox) -> None:
+    """dave opens the approval email in Chromium and follows its Approve link while signed out: he signs in
+    through the provider, lands back on that approval with the link's decision pre-selected, and confirms it. Over
+    plain HTTP, the route to come back to survives the provider's round trip, and one that could leave the console
+    is dropped."""
     post = lambda: httpx.post(  # noqa: E731
         f"{server.url}/tool/create_pet", json={"params": {"name": "Ivy"}}, headers=AGENT, timeout=150, trust_env=False
     )
@@ -289,13 +310,19 @@ def test_a_sign_in_goes_back_to_the_page_that_asked_for_it_and_nowhere_else(serv
         call: Future[httpx.Response] = pool.submit(post)
         approval = pending(server, "create_pet", set())
         try:
-            seen = drive(server, "emailLink", approval=approval)
+            mail = mailbox.to("dave@example.com")[0]
+            assert mail["X-Flux7-Approval"] == approval
+            html = mail.get_body(("html",))
+            assert html is not None
+            seen = drive(server, "emailLink", approval=approval, email=html.get_content())
             ran = call.result(timeout=30)
         finally:
             if not call.done():
                 httpx.post(f"{server.url}/approvals/{approval}/deny", headers=ADMIN, json={}, trust_env=False)
     assert ran.status_code == 200, ran.text
     route = f"/approvals/{approval}?decision=approve"
+    assert "create_pet" in seen["email"] and "Ivy" in seen["email"], seen["email"]
+    assert seen["link"].startswith(f"{server.url}/integrations/email/")
     assert seen["loginHash"] == "#/login?" + urlencode({"next": route})
     assert seen["landed"] == f"#{route}"
     assert seen["header"] == "dave approver Log out" and seen["focused"] == "Approve"
