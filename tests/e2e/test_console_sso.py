@@ -27,10 +27,10 @@ import httpx
 import pytest
 
 from tests.e2e.test_console import CONSOLE, browser_installed  # noqa: F401 - the fixture fails without a browser
+from tests.notify.smtp import Mailbox, smtp_server
 from tests.support.http import free_port, wait_until
 from tests.support.mesh import pets_mesh_config
 from tests.support.server import Server, running_server
-from tests.notify.smtp import Mailbox, smtp_server
 from tests.upstreams.servers.http_backend import Backend
 
 SCRIPT = CONSOLE / "e2e" / "sso.e2e.mjs"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from flux7.shared.memory.config import MemoryConfig
 from flux7.shared.memory.service import MemoryService
 from flux7.shared.store.db import Database
 from tests.memory.stores import Stores
+from tests.support.http import free_port
 from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,12 +41,6 @@ class Clock:
 def eventually(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
     """Poll until `check()` is truthy; fail after `timeout` seconds."""
     return wait_until(check, timeout, what)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

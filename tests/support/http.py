@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import random
 import socket
 import ssl
 import threading
@@ -19,10 +21,31 @@ __all__ = ["free_port", "serve_json", "wait_until"]
 Handler = Callable[[str, str, dict[str, str], bytes], tuple[Any, ...]]
 
 
+# Ports a test hands to a server it starts. bind(0) would choose from the kernel's ephemeral range, where, between
+# closing the probe and the server binding, another xdist worker's bind(0) or any outgoing connection may take the
+# same port. So each worker takes ports in turn from its own block below that range (32768-60999 on Linux),
+# from a random start (two runs side by side rarely meet), skipping any port in use.
+_BLOCK_START, _BLOCK_SIZE, _BLOCKS = 20_000, 1_500, 8
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+_block = int(_worker) % _BLOCKS if _worker.isdigit() else 0
+_next_offset = random.randrange(_BLOCK_SIZE)
+_port_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on, which no other test worker will be handed."""
+    global _next_offset
+    with _port_lock:
+        for _ in range(_BLOCK_SIZE):
+            port = _BLOCK_START + _block * _BLOCK_SIZE + _next_offset
+            _next_offset = (_next_offset + 1) % _BLOCK_SIZE
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue  # in use (or lingering): the next one
+                return port
+    raise RuntimeError(f"no free port in this worker's block {_block}")
 
 
 @contextmanager

@@ -11,18 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.support.http import free_port
 from tests.support.waiting import eventually as _eventually
 from tests.support.waiting import wait_until
 
 __all__ = ["MCP_ECHO", "McpHttpProcess", "eventually", "free_port", "stdio_server_config", "wait_port"]
 
 MCP_ECHO = Path(__file__).with_name("mcp_echo.py")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(port: int, timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None) -> None:
