@@ -171,11 +171,16 @@ class _Bridge:
         a 401): read that body when its declared length is within the app's cap. granian keeps a connection alive
         after such an answer only if the unread bytes had already arrived, and otherwise closes it and says
         `connection: close`: which one a client saw depended on packet timing. Read, the connection is kept every
-        time. A body over the cap is left unread (refused without taking it in)."""
+        time. A body over the cap is left unread (refused without taking it in), and the answer says
+        `connection: close` every time: the connection cannot carry another request after unread bytes."""
         if self.body is not _UNREAD:
             return
         length = self.scope.headers.get("content-length")
-        if length is None or not length.isdigit() or not 0 < int(length) <= self.body_cap:
+        if length is None or not length.isdigit() or int(length) == 0:
+            return
+        if int(length) > self.body_cap:
+            if self.body_cap and all(k.lower() != "connection" for k, _ in self.headers):
+                self.headers.append(("connection", "close"))
             return
         self.body = None
         with contextlib.suppress(ProtocolClosed, ProtocolError):  # the client went away: nothing to keep
