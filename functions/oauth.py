@@ -98,7 +98,8 @@ def _form(request: Request[Any, Any, Any], body: bytes) -> dict[str, list[str]] 
     summary="OAuth authorization server metadata",
 )
 def server_metadata(request: Request[Any, Any, Any]) -> Response[bytes]:
-    doc = authorization_server_metadata(public_base(request))
+    settings = mesh_of(request).settings.oauth
+    doc = authorization_server_metadata(public_base(request), metadata_documents=settings.client_metadata_documents)
     return Response(msgspec.json.encode(doc), media_type="application/json", headers={"Cache-Control": "max-age=300"})
 
 

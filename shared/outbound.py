@@ -1,6 +1,7 @@
 """Requests the service sends on a caller's behalf go only to globally routable addresses (docs/security.md).
 
-One guard for every URL a caller supplies (today: the `X-Callback-URL` of an approval); URLs from the operator's
+One guard for every URL a caller supplies (the `X-Callback-URL` of an approval, an OAuth client's metadata
+document: shared/auth/client_metadata.py, with its own `oauth.client_metadata_networks`); URLs from the operator's
 config (upstreams, `notify_url`, memory, OTLP) are trusted and do not pass through it.
 
 - An address passes when `ipaddress` calls it global and it is not multicast or reserved, or when it lies in a

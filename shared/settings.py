@@ -124,6 +124,12 @@ class OAuthSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     # Desktop apps' own redirect schemes accepted at registration (shared/auth/oauth_clients.py), beside https,
     # loopback http and reverse-domain schemes
     redirect_schemes: tuple[str, ...] = APP_SCHEMES
+    # Client ID Metadata Documents (shared/auth/client_metadata.py): an https URL as a client id, its document
+    # fetched through the outbound guard; the networks beside the public internet it may be fetched from, and a
+    # private CA for its host
+    client_metadata_documents: bool = True
+    client_metadata_networks: tuple[str, ...] = ()
+    client_metadata_ca_file: str = ""
 
 
 class TlsSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -570,6 +576,16 @@ def _validate(file: str, s: Settings) -> None:
     for i, scheme in enumerate(s.oauth.redirect_schemes):
         if problem := app_scheme_problem(scheme):
             raise ConfigError(file, f"oauth.redirect_schemes[{i}]", f"{scheme!r}: {problem}")
+    for i, network in enumerate(s.oauth.client_metadata_networks):
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError:
+            raise ConfigError(
+                file, f"oauth.client_metadata_networks[{i}]", f"{network!r}: a network such as 10.0.0.0/8"
+            ) from None
+    ca_file = s.oauth.client_metadata_ca_file
+    if ca_file and not Path(ca_file).is_file():
+        raise ConfigError(file, "oauth.client_metadata_ca_file", f"{ca_file}: no such file")
     if s.auth.jwt is not None and not s.auth.jwt.jwks_url:
         raise ConfigError(file, "auth.jwt.jwks_url", "required when auth.jwt is set")
     if s.auth.oidc is not None:

@@ -47,8 +47,9 @@ _REQUEST_KEYS = (
 )
 
 
-def authorization_server_metadata(issuer: str) -> dict[str, Any]:
-    """RFC 8414 metadata of this server, whose issuer is the public base URL (no path)."""
+def authorization_server_metadata(issuer: str, *, metadata_documents: bool = True) -> dict[str, Any]:
+    """RFC 8414 metadata of this server, whose issuer is the public base URL (no path); `metadata_documents`:
+    whether an https URL is taken as a client id (shared/auth/client_metadata.py)."""
     return {
         "issuer": issuer,
         "authorization_endpoint": f"{issuer}/oauth/authorize",
@@ -63,7 +64,7 @@ def authorization_server_metadata(issuer: str) -> dict[str, Any]:
         "revocation_endpoint_auth_methods_supported": list(AUTH_METHODS),
         "code_challenge_methods_supported": ["S256"],
         "authorization_response_iss_parameter_supported": True,  # RFC 9207: every redirect carries `iss`
-        "client_id_metadata_document_supported": False,
+        "client_id_metadata_document_supported": metadata_documents,
     }
 
 

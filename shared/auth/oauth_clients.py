@@ -153,10 +153,31 @@ class ClientStore:
         return _client({**row, "secret_hash": _hash(secret) if secret else None})
 
     def get(self, client_id: str) -> OAuthClient | None:
-        if not isinstance(client_id, str) or not client_id.startswith(CLIENT_PREFIX) or len(client_id) > 100:
+        """A registered client (`f7c_…`), or the last fetched copy of a metadata document's (an https URL:
+        shared/auth/client_metadata.py fetches it)."""
+        if not isinstance(client_id, str):
+            return None
+        registered = client_id.startswith(CLIENT_PREFIX) and len(client_id) <= 100
+        if not registered and not (client_id.startswith("https://") and len(client_id) <= 2000):
             return None
         row = self._db.query_one("SELECT * FROM oauth_clients WHERE client_id = ?", (client_id,))
         return _client(row) if row is not None else None
+
+    def store_document(self, url: str, metadata: dict[str, Any], *, now: float) -> OAuthClient:
+        """Keep a metadata document's client (checked by shared/auth/client_metadata.py), its `created_at` the
+        time of this fetch: a public client, no secret."""
+        metadata = {**metadata, "client_id": url}
+        name = str(metadata.get("client_name") or "")
+        with self._db.write() as conn:
+            conn.execute(
+                "INSERT INTO oauth_clients (client_id, secret_hash, name, metadata, created_at) "
+                "VALUES (?, NULL, ?, ?, ?) ON CONFLICT (client_id) DO UPDATE SET "
+                "name = excluded.name, metadata = excluded.metadata, created_at = excluded.created_at",
+                (url, name, json.dumps(metadata), now),
+            )
+        return _client(
+            {"client_id": url, "name": name, "metadata": json.dumps(metadata), "created_at": now, "secret_hash": None}
+        )
 
     def list(self) -> list[OAuthClient]:
         return [_client(r) for r in self._db.query("SELECT * FROM oauth_clients ORDER BY created_at, client_id")]

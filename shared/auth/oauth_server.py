@@ -26,9 +26,10 @@ from authlib.oauth2.rfc6749 import (
 )
 from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
 from authlib.oauth2.rfc7009 import RevocationEndpoint
-from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidClientMetadataError, InvalidRedirectURIError
+from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
 
+from flux7.shared.auth.client_metadata import ClientMetadataDocuments, client_metadata, is_metadata_url
 from flux7.shared.auth.oauth import OAuthAnswer
 from flux7.shared.auth.oauth_clients import AUTH_METHODS, GRANT_TYPES, ClientStore, OAuthClient
 from flux7.shared.auth.oauth_connections import (
@@ -40,7 +41,6 @@ from flux7.shared.auth.oauth_connections import (
     RefreshRecord,
     new_token,
 )
-from flux7.shared.auth.redirect_uris import redirect_uri_problem
 from flux7.shared.errors import BadRequest, NotFound
 from flux7.shared.settings import OAuthSettings
 
@@ -275,10 +275,6 @@ class _Revocation(RevocationEndpoint):
         self.server.on_client_revoke(token.connection, request.client)
 
 
-_STRINGS = ("client_name", "client_uri", "logo_uri", "tos_uri", "policy_uri", "software_id", "software_version")
-_LISTS = ("redirect_uris", "grant_types", "response_types", "contacts")
-
-
 class _Registration(ClientRegistrationEndpoint):
     """Open registration: anyone may register a client, which may do nothing until a human consents."""
 
@@ -295,29 +291,7 @@ class _Registration(ClientRegistrationEndpoint):
         }
 
     def extract_client_metadata(self, request: Any) -> dict[str, Any]:
-        data = request.payload.data
-        for key in _STRINGS:
-            if key in data and not (isinstance(data[key], str) and len(data[key]) <= 2000):
-                raise InvalidClientMetadataError(f"{key}: a string of at most 2000 characters")
-        for key in _LISTS:
-            value = data.get(key)
-            if key in data and not (
-                isinstance(value, list) and len(value) <= 10 and all(isinstance(v, str) for v in value)
-            ):
-                raise InvalidClientMetadataError(f"{key}: a list of at most 10 strings")
-        if "client_name" in data and len(data["client_name"]) > 200:
-            raise InvalidClientMetadataError("client_name: at most 200 characters")
-        uris = data.get("redirect_uris") or []
-        if not uris:
-            raise InvalidRedirectURIError("redirect_uris: at least one redirect URI is required")
-        for uri in uris:
-            problem = redirect_uri_problem(uri, self.server.settings.redirect_schemes)
-            if problem:
-                raise InvalidRedirectURIError(problem)
-        data = dict(data)
-        data.setdefault("grant_types", list(GRANT_TYPES))
-        data.setdefault("response_types", ["code"])
-        request.payload = _JsonPayload(data)
+        request.payload = _JsonPayload(client_metadata(request.payload.data, self.server.settings.redirect_schemes))
         metadata: dict[str, Any] = super().extract_client_metadata(request)
         return metadata
 
@@ -365,6 +339,7 @@ class TokenServer(AuthorizationServer):
         self.resource = resource
         self.on_reuse = on_reuse
         self.on_client_revoke = on_client_revoke
+        self.documents = ClientMetadataDocuments(settings, clients) if settings.client_metadata_documents else None
         self.register_grant(_CodeGrant, [_Pkce(required=True), _ResourceIndicator(resource)])
         self.register_grant(_RefreshGrant)
         self.register_endpoint(_Revocation)
@@ -391,6 +366,8 @@ class TokenServer(AuthorizationServer):
         return token
 
     def query_client(self, client_id: str) -> OAuthClient | None:
+        if is_metadata_url(client_id):  # a Client ID Metadata Document: fetched, or refused with the reason
+            return self.documents.client(client_id) if self.documents is not None else None
         return self.clients.get(client_id)
 
     def save_token(self, token: dict[str, Any], request: Any) -> None:

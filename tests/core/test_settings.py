@@ -238,3 +238,20 @@ def test_oauth_redirect_schemes_name_apps_never_what_a_browser_runs(tmp_path: Pa
         with pytest.raises(ConfigError) as e:
             load_settings(write(tmp_path, f"oauth: {{redirect_schemes: [cursor, {bad}]}}\n"), env={})
         assert e.value.key == "oauth.redirect_schemes[1]" and why in e.value.fault, e.value
+
+
+def test_client_metadata_documents_are_on_with_the_public_internet_only(tmp_path: Path) -> None:
+    default = load_settings(None, env={}).oauth
+    assert default.client_metadata_documents and default.client_metadata_networks == ()
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-")
+    cfg = f"oauth: {{client_metadata_networks: [10.0.0.0/8, 'fd00::/8'], client_metadata_ca_file: '{ca}'}}\n"
+    chosen = load_settings(write(tmp_path, cfg), env={}).oauth
+    assert chosen.client_metadata_networks == ("10.0.0.0/8", "fd00::/8") and chosen.client_metadata_ca_file == str(ca)
+    for bad, key, why in (
+        ("{client_metadata_networks: [intranet]}", "oauth.client_metadata_networks[0]", "a network such as"),
+        ("{client_metadata_ca_file: /nowhere/ca.pem}", "oauth.client_metadata_ca_file", "no such file"),
+    ):
+        with pytest.raises(ConfigError) as e:
+            load_settings(write(tmp_path, f"oauth: {bad}\n"), env={})
+        assert e.value.key == key and why in e.value.fault, e.value

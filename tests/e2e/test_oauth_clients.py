@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import queue
 import shutil
+import ssl
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,6 +29,7 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
+from tests.notify.smtp import self_signed
 from tests.support.http import free_port, serve_json
 from tests.support.mesh import pets_mesh_config
 from tests.support.oauth import ADMIN, query_of
@@ -51,12 +54,33 @@ rules:
 """
 
 
+class Site:
+    """A client's website over HTTPS on loopback, publishing its Client ID Metadata Document (`answer`)."""
+
+    def __init__(self, base: str, ca_file: Path) -> None:
+        self.base, self.ca_file = base, ca_file
+        self.answer: tuple[int, Any] = (404, {})
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Iterator[Server]:
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    cert, key = self_signed(tmp_path_factory.mktemp("client-site"))
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    box: list[Site] = []
+    with serve_json(lambda *_: box[0].answer, tls=tls) as (url, _):
+        box.append(Site(url, cert))
+        yield box[0]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, module_database_url: str, site: Site) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("oauth-clients")
     # Claims and anonymous calls refused even on loopback, as off it: the 401 is what starts an OAuth client.
+    # Client metadata documents may come from loopback here, and the site's certificate is trusted.
     extra = "auth: {admin_token: adm1n, allow_claimed_identity: false}\n"
-    extra += f"oauth: {{access_token_seconds: {SECONDS}}}"
+    extra += f"oauth: {{access_token_seconds: {SECONDS}, client_metadata_networks: [127.0.0.0/8], "
+    extra += f"client_metadata_ca_file: '{site.ca_file}'}}"
     if module_database_url:
         extra += f"\ndatabase: {module_database_url}"
     with running_backend() as backend:
@@ -209,6 +233,62 @@ async def test_the_python_sdk_connects_by_oauth_and_is_governed_as_the_consented
         assert any(isinstance(e, PermissionError) for e in leaves(refused.value)), refused.value
         assert answers[-1]["error"] == "access_denied" and len(human.seen) == 2
         assert len(connections(server)) == 1  # nothing was granted
+
+
+async def test_the_python_sdk_connects_by_its_client_metadata_document(server: Server, site: Site) -> None:
+    """A client that publishes its metadata (Client ID Metadata Documents, the MCP spec of 2025-11-25) does not
+    register: the SDK sees `client_id_metadata_document_supported`, sends its document's URL as client_id, flux7
+    fetches the document, the human approves what it names, and the connection is governed as the agent chosen."""
+    human = Human(server, decisions=["approve:py-cimd"])
+    storage = MemoryStorage()
+    document_url = f"{site.base}/oauth/flux7-sdk-test.json"
+    with serve_json(lambda *_: (200, {"ok": True})) as (callback, hits):
+        site.answer = (
+            200,
+            {
+                "client_id": document_url,
+                "client_name": "flux7 CIMD test",
+                "redirect_uris": [f"{callback}/callback"],
+                "grant_types": ["authorization_code", "refresh_token"],
+                "response_types": ["code"],
+                "token_endpoint_auth_method": "none",
+            },
+        )
+        answers: list[dict[str, str]] = []
+
+        async def redirect_handler(url: str) -> None:
+            answers.append(human.authorize(url))
+
+        async def callback_handler() -> AuthorizationCodeResult:
+            await eventually(lambda: len(hits) == len(answers), 30, "the browser at the callback")
+            answer = answers[-1]
+            return AuthorizationCodeResult(code=answer["code"], state=answer["state"], iss=answer["iss"])
+
+        provider = OAuthClientProvider(
+            server_url=f"{server.url}/mcp",
+            client_metadata=OAuthClientMetadata(
+                client_name="flux7 CIMD test",
+                redirect_uris=[f"{callback}/callback"],  # type: ignore[list-item]
+                grant_types=["authorization_code", "refresh_token"],
+                token_endpoint_auth_method="none",
+            ),
+            storage=storage,
+            redirect_handler=redirect_handler,
+            callback_handler=callback_handler,
+            client_metadata_url=document_url,
+        )
+        http = httpx2.AsyncClient(auth=provider, timeout=30)
+        async with http, Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client:
+            [page] = human.seen
+            assert page["client"]["client_id"] == document_url  # the consent page names where it is published
+            assert page["client"]["client_name"] == "flux7 CIMD test" and page["proposed_agent"] == "flux7-cimd-test"
+            assert storage.client is not None and storage.client.client_id == document_url
+            assert (await client.call_tool("list_pets", {})).is_error is False
+            assert "list_pets" in traced_tools(server, "py-cimd")
+    mine = [c for c in connections(server) if c["client_id"] == document_url]
+    assert [(c["agent_id"], c["state"]) for c in mine] == [("py-cimd", "active")]
+    registered = httpx.get(f"{server.url}/oauth/clients", headers=ADMIN, trust_env=False).json()
+    assert not [c for c in registered if c["client_name"] == "flux7 CIMD test" and c["client_id"] != document_url]
 
 
 def leaves(error: BaseException) -> list[BaseException]:

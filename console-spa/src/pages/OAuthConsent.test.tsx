@@ -15,10 +15,10 @@ afterEach(async () => {
   server = null;
 });
 
-const view = (agent: string) => ({
+const view = (agent: string, clientId = "f7c_1") => ({
   id: "orq_1",
   state: "pending",
-  client: { client_id: "f7c_1", client_name: "Claude", redirect_uris: ["https://claude.ai/api/mcp/auth_callback"], redirect_hosts: ["claude.ai"], token_endpoint_auth_method: "none", created_at: 1_700_000_000 },
+  client: { client_id: clientId, client_name: "Claude", redirect_uris: ["https://claude.ai/api/mcp/auth_callback"], redirect_hosts: ["claude.ai"], token_endpoint_auth_method: "none", created_at: 1_700_000_000 },
   redirect_uri: "https://claude.ai/api/mcp/auth_callback",
   redirect_host: "claude.ai",
   agent,
@@ -32,9 +32,9 @@ const view = (agent: string) => ({
   expires_at: 1_700_000_900,
 });
 
-const start = async () => {
+const start = async (clientId = "f7c_1") => {
   server = await serve(({ method, path, query }) => {
-    if (method === "GET" && path === "/oauth/requests/orq_1") return { status: 200, body: view(query.get("agent") || "claude") };
+    if (method === "GET" && path === "/oauth/requests/orq_1") return { status: 200, body: view(query.get("agent") || "claude", clientId) };
     if (method === "POST" && path === "/oauth/requests/orq_1/approve") {
       return { status: 200, body: { id: "orq_1", state: "approved", agent: "claude-ops", redirect_to: "https://claude.ai/api/mcp/auth_callback?code=c0de&state=s" } };
     }
@@ -49,6 +49,22 @@ const start = async () => {
 };
 
 describe("the OAuth consent page", () => {
+  it("names the site that publishes a client's metadata document, and when it was fetched", async () => {
+    await start("https://claude.ai/oauth/mcp-client.json");
+    expect(screen.getByText("Published by")).toBeTruthy();
+    expect(screen.getByText("https://claude.ai/oauth/mcp-client.json")).toBeTruthy();
+    expect(screen.getByText("Fetched")).toBeTruthy();
+    expect(screen.queryByText("Registered")).toBeNull();
+    expect(screen.queryByText("Client id")).toBeNull();
+  });
+
+  it("shows a registered client's id and registration time", async () => {
+    await start();
+    expect(screen.getByText("Registered")).toBeTruthy();
+    expect(screen.getByText("f7c_1")).toBeTruthy();
+    expect(screen.queryByText("Published by")).toBeNull();
+  });
+
   it("shows the client, where it sends the browser, the proposed agent and its policies", async () => {
     await start();
     expect(screen.getAllByText("claude.ai").length).toBeGreaterThan(0);

@@ -57,6 +57,7 @@ export function OAuthConsentPage() {
   const problem = agentIdProblem(chosen.trim());
   const client = r.client;
   const name = client.client_name || client.client_id;
+  const published = client.client_id.startsWith("https://") ? new URL(client.client_id).host : "";
   return (
     <>
       <h1>Connect {name}?</h1>
@@ -87,7 +88,19 @@ export function OAuthConsentPage() {
               <strong className="mono">{r.redirect_host}</strong>
               <div className="mono small muted">{r.redirect_uri}</div>
             </dd>
-            <dt>Registered</dt>
+            {published ? (
+              <>
+                {/* a Client ID Metadata Document: the site that serves it vouches for the name */}
+                <dt>Published by</dt>
+                <dd>
+                  <strong className="mono">{published}</strong>
+                  <div className="mono small muted">{client.client_id}</div>
+                </dd>
+                <dt>Fetched</dt>
+              </>
+            ) : (
+              <dt>Registered</dt>
+            )}
             <dd>{client.deleted ? <span className="muted">deleted since</span> : <Time ts={isoOf(client.created_at)} />}</dd>
             {client.client_uri ? (
               <>
@@ -101,8 +114,12 @@ export function OAuthConsentPage() {
                 <dd className="mono small">{client.software_id} {client.software_version ?? ""}</dd>
               </>
             ) : null}
-            <dt>Client id</dt>
-            <dd className="mono small">{client.client_id}</dd>
+            {published ? null : (
+              <>
+                <dt>Client id</dt>
+                <dd className="mono small">{client.client_id}</dd>
+              </>
+            )}
             <dt>Asked</dt>
             <dd><Time ts={isoOf(r.created_at)} /> (expires <Time ts={isoOf(r.expires_at)} />)</dd>
           </dl>
