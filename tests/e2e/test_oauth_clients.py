@@ -316,9 +316,15 @@ def node() -> str:
 class NodeClient:
     """tests/mcp_ts/oauth_client.mjs as a process: its lines out, the test's go-aheads in."""
 
-    def __init__(self, node: str, mcp_url: str) -> None:
+    def __init__(self, node: str, mcp_url: str, port: int = 0, metadata_url: str = "") -> None:
         self.proc = subprocess.Popen(
-            [node, str(TS / "oauth_client.mjs"), mcp_url, str(free_port())],
+            [
+                node,
+                str(TS / "oauth_client.mjs"),
+                mcp_url,
+                str(port or free_port()),
+                *([metadata_url] if metadata_url else []),
+            ],
             cwd=TS,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -390,5 +396,33 @@ def test_the_typescript_sdk_connects_by_oauth_refreshes_and_is_cut_off(server: S
         assert revoked["step"] == "revoked" and "thrown" in revoked["result"], revoked
         denied = human.authorize(again["authorize"], follow=False)  # the client has gone; the human says no
         assert denied["error"] == "access_denied"
+    finally:
+        ts.close()
+
+
+def test_the_typescript_sdk_connects_by_its_client_metadata_document(server: Server, site: Site, node: str) -> None:
+    """The TypeScript SDK given `clientMetadataUrl`: no registration, its document's URL is its client id."""
+    human = Human(server, decisions=["approve:ts-cimd"])
+    port = free_port()
+    document_url = f"{site.base}/oauth/flux7-ts-sdk-test.json"
+    site.answer = (
+        200,
+        {
+            "client_id": document_url,
+            "client_name": "flux7 TS CIMD test",
+            "redirect_uris": [f"http://127.0.0.1:{port}/callback"],
+            "token_endpoint_auth_method": "none",
+        },
+    )
+    ts = NodeClient(node, f"{server.url}/mcp", port, document_url)
+    try:
+        authorize = ts.next()["authorize"]
+        assert query_of(authorize)["client_id"] == document_url
+        human.authorize(authorize)
+        connected = ts.next()
+        assert connected["step"] == "connected" and connected["client_id"] == document_url, connected
+        assert not connected["result"].get("isError"), connected["result"]
+        assert human.seen[0]["client"]["client_name"] == "flux7 TS CIMD test"
+        assert "list_pets" in traced_tools(server, "ts-cimd")
     finally:
         ts.close()

@@ -1,6 +1,8 @@
 // The official TypeScript MCP SDK's OAuth client against flux7's /mcp, driven by tests/e2e/test_oauth_clients.py,
 // which plays the browser and the human.
-// Usage: node oauth_client.mjs <mcp url> <callback port>
+// Usage: node oauth_client.mjs <mcp url> <callback port> [client metadata document URL]
+// With a document URL the SDK uses it as its client id where the server takes one (Client ID Metadata Documents)
+// instead of registering.
 // One JSON object a line on stdout; the test answers on stdin when the next step may run:
 //   {"authorize": url}             the SDK sent the browser there; the test approves or denies, then follows the
 //                                  redirect to this script's loopback callback
@@ -15,7 +17,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-const [url, port] = process.argv.slice(2);
+const [url, port, metadataUrl] = process.argv.slice(2);
 const redirectUrl = `http://127.0.0.1:${port}/callback`;
 const emit = (o) => process.stdout.write(JSON.stringify(o) + "\n");
 
@@ -45,6 +47,9 @@ class MemoryProvider {
   }
   get redirectUrl() {
     return redirectUrl;
+  }
+  get clientMetadataUrl() {
+    return metadataUrl;
   }
   get clientMetadata() {
     return {
