@@ -315,6 +315,22 @@ def delete_client(request: Request[Any, Any, Any], client_id: FromPath[str]) -> 
     return _client(mesh_of(request).oauth.delete_client(client_id, actor_of(request)))
 
 
+@delete(
+    "/oauth/clients",
+    guards=[oauth_on, control_plane],
+    status_code=200,
+    sync_to_thread=True,
+    tags=["oauth"],
+    security=ADMIN,
+    summary="Delete an OAuth client named in the query, a metadata document's URL included, and revoke its connections",
+    responses=responses({200: ok(ClientView, "Deleted")}, 400, 401, 403, 404),
+)
+def delete_client_named(request: Request[Any, Any, Any], client_id: FromQuery[str]) -> dict[str, Any]:
+    """The same as DELETE /oauth/clients/{client_id}, for an id a path cannot carry (an https URL: its next
+    request fetches its document again)."""
+    return _client(mesh_of(request).oauth.delete_client(client_id, actor_of(request)))
+
+
 ROUTES = [
     server_metadata,
     register,
@@ -328,4 +344,5 @@ ROUTES = [
     revoke_connection,
     list_clients,
     delete_client,
+    delete_client_named,
 ]

@@ -218,3 +218,10 @@ def test_a_client_known_by_its_document_connects_without_registering(
         wrong = oauth.authorize(site.client_id, Pkce(), redirect_uri="http://127.0.0.1:5555/elsewhere")
         assert wrong.status_code == 400 and "location" not in wrong.headers, wrong.text
         assert len(site.seen) == 1  # one fetch served the whole flow
+        # deleted (its id in the query: a path cannot carry a URL): its connection is revoked, its copy forgotten
+        gone = http.delete("/oauth/clients", params={"client_id": site.client_id}, headers=ADMIN)
+        assert gone.status_code == 200 and gone.json()["client_id"] == site.client_id, gone.text
+        assert [c["state"] for c in http.get("/oauth/tokens", headers=ADMIN).json()] == ["revoked"]
+        assert http.delete("/oauth/clients", params={"client_id": site.client_id}, headers=ADMIN).status_code == 404
+        oauth.consent_request(site.client_id, Pkce())  # it comes back: the document is fetched anew
+        assert len(site.seen) == 2

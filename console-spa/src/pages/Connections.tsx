@@ -18,7 +18,8 @@ export function ConnectionsPage() {
   const clients = useOAuthClients();
   const revoke = useAction((id: string) => mesh.del<OAuthConnection>(`/oauth/tokens/${seg(id)}`), [["oauth-connections"]]);
   const remove = useAction(
-    (id: string) => mesh.del<OAuthClient>(`/oauth/clients/${seg(id)}`),
+    // in the query: a metadata document's client id is an https URL, which a path segment cannot carry
+    (id: string) => mesh.del<OAuthClient>(`/oauth/clients?client_id=${seg(id)}`),
     [["oauth-clients"], ["oauth-connections"]],
   );
   return (
@@ -80,9 +81,9 @@ export function ConnectionsPage() {
           )}
         </QueryState>
       </Section>
-      <Section title="Registered clients">
+      <Section title="Clients">
         {remove.error ? <ErrorNote error={remove.error} /> : null}
-        <QueryState query={clients} what="clients" isEmpty={(d) => d.length === 0} empty="No client has registered.">
+        <QueryState query={clients} what="clients" isEmpty={(d) => d.length === 0} empty="No client has registered or been fetched by its metadata document.">
           {(d) => (
             <div className="table-wrap">
               <table className="stack">
@@ -90,7 +91,7 @@ export function ConnectionsPage() {
                   <tr>
                     <th scope="col">Client</th>
                     <th scope="col">Sends codes to</th>
-                    <th scope="col" className="hide-narrow">Registered</th>
+                    <th scope="col" className="hide-narrow">Registered or fetched</th>
                     <th scope="col"><span className="sr-only">Actions</span></th>
                   </tr>
                 </thead>
@@ -106,7 +107,8 @@ export function ConnectionsPage() {
                           className="btn btn-small btn-ghost"
                           disabled={remove.isPending}
                           onClick={() => {
-                            if (window.confirm(`Delete ${c.client_name || c.client_id}? Its connections are revoked and it must register again.`)) remove.mutate(c.client_id);
+                            const again = c.client_id.startsWith("https://") ? "its document is fetched again when it next asks" : "it must register again";
+                            if (window.confirm(`Delete ${c.client_name || c.client_id}? Its connections are revoked and ${again}.`)) remove.mutate(c.client_id);
                           }}
                         >
                           Delete
