@@ -5,20 +5,22 @@ registration: flux7 fetches the document when the client first asks, and keeps i
 A client is still what its redirect URIs are (shared/auth/redirect_uris.py), now published by the host that
 serves the document; the consent page shows that URL as the client id. The fetch goes through the outbound guard
 (shared/outbound.py): globally routable addresses only unless `oauth.client_metadata_networks` opens others, no
-redirects, at most 5 kB, five seconds. `oauth.client_metadata_documents: false` refuses URL client ids."""
+redirects, at most 5 kB, five seconds, four at a time. `oauth.client_metadata_documents: false` refuses URL client
+ids."""
 
 from __future__ import annotations
 
 import json
 import logging
 import ssl
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from authlib.oauth2.rfc6749 import InvalidClientError
+from authlib.oauth2.rfc6749 import InvalidClientError, OAuth2Error
 from authlib.oauth2.rfc7591 import InvalidClientMetadataError, InvalidRedirectURIError
 
 from flux7.shared.auth.oauth_clients import GRANT_TYPES, ClientStore, OAuthClient
@@ -29,6 +31,7 @@ from flux7.shared.settings import OAuthSettings
 
 __all__ = [
     "ClientMetadataDocuments",
+    "TemporarilyUnavailableError",
     "client_metadata",
     "is_metadata_url",
     "metadata_url_problem",
@@ -40,6 +43,9 @@ FRESH_SECONDS = 3600.0  # a document is fetched again after this long
 STALE_SECONDS = 86400.0  # ...and, while its host cannot be reached, the last one is used this long
 MAX_BYTES = 5120  # the draft's suggested limit: a document is a few hundred bytes
 TIMEOUT_SECONDS = 5.0
+# Fetches at a time: each holds a request thread up to TIMEOUT_SECONDS, and anyone may send a client id URL, so a
+# flood of slow documents must not take every thread the other routes need.
+MAX_FETCHES = 4
 _MAX_URL = 2000
 
 _STRINGS = ("client_name", "client_uri", "logo_uri", "tos_uri", "policy_uri", "software_id", "software_version")
@@ -102,6 +108,13 @@ def client_metadata(data: Any, redirect_schemes: tuple[str, ...]) -> dict[str, A
     return checked
 
 
+class TemporarilyUnavailableError(OAuth2Error):
+    """RFC 6749 section 4.1.2.1: the server cannot take the request now (too many documents being fetched)."""
+
+    error = "temporarily_unavailable"
+    status_code = 503
+
+
 class _Unreachable(Exception):
     """The document could not be fetched this time (the host down, a timeout): the last one may stand in."""
 
@@ -123,6 +136,7 @@ class ClientMetadataDocuments:
         self._guard = guard or OutboundGuard(allow_networks=settings.client_metadata_networks)
         self._ssl = ssl.create_default_context(cafile=settings.client_metadata_ca_file or None)
         self._clock = clock
+        self._slots = threading.BoundedSemaphore(MAX_FETCHES)
 
     def client(self, url: str) -> OAuthClient:
         """The client `url` names, from its document. InvalidClientError (401, so a client may try again) says
@@ -134,6 +148,11 @@ class ClientMetadataDocuments:
         age = self._clock() - cached.created_at if cached is not None else 0.0
         if cached is not None and age < FRESH_SECONDS:
             return cached
+        if not self._slots.acquire(blocking=False):
+            if cached is not None and age < STALE_SECONDS:
+                return cached
+            log.warning("client metadata %s not fetched: %d fetches already under way", url, MAX_FETCHES)
+            raise TemporarilyUnavailableError(description="too many client metadata documents are being fetched")
         try:
             metadata = self._fetch(url)
         except _Unreachable as e:
@@ -141,6 +160,8 @@ class ClientMetadataDocuments:
                 log.warning("client metadata %s: %s; using the copy fetched %.0f s ago", url, e, age)
                 return cached
             raise InvalidClientError(description=f"the client's metadata document could not be fetched: {e}") from None
+        finally:
+            self._slots.release()
         return self._clients.store_document(url, metadata, now=self._clock())
 
     def _fetch(self, url: str) -> dict[str, Any]:

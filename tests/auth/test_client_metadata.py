@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import ssl
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,10 @@ from litestar.testing import TestClient
 from flux7.functions.app import create_app
 from flux7.shared.auth.client_metadata import (
     FRESH_SECONDS,
+    MAX_FETCHES,
     STALE_SECONDS,
     ClientMetadataDocuments,
+    TemporarilyUnavailableError,
     metadata_url_problem,
 )
 from flux7.shared.auth.oauth_clients import ClientStore
@@ -29,6 +32,7 @@ from tests.functions.conftest import make_config
 from tests.notify.smtp import self_signed
 from tests.support.http import serve_json
 from tests.support.oauth import ADMIN, REDIRECT, OAuthPlayer, Pkce, query_of
+from tests.support.waiting import wait_until
 from tests.upstreams.servers.http_backend import Backend
 
 PATH = "/oauth/client.json"
@@ -40,7 +44,13 @@ class Site:
     def __init__(self, url: str, seen: list[dict[str, Any]], ca_file: Path) -> None:
         self.base, self.seen, self.ca_file = url, seen, ca_file
         self.client_id = url + PATH
-        self.answer: tuple[Any, ...] = (200, self.document())
+        self.answer: Any = (200, self.document())  # or answer(path) -> the answer
+        self.hold: threading.Event | None = None  # set: each request waits for it
+
+    def handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[Any, ...]:
+        if self.hold is not None:
+            self.hold.wait(30)
+        return self.answer(path) if callable(self.answer) else self.answer  # type: ignore[no-any-return]
 
     def document(self, **changes: Any) -> dict[str, Any]:
         doc = {
@@ -61,7 +71,7 @@ def site(tmp_path: Path) -> Iterator[Site]:
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     tls.load_cert_chain(cert, key)
     box: list[Site] = []
-    with serve_json(lambda *_: box[0].answer, tls=tls) as (url, seen):
+    with serve_json(lambda *request: box[0].handle(*request), tls=tls) as (url, seen):
         box.append(Site(url, seen, cert))
         yield box[0]
 
@@ -176,6 +186,30 @@ def test_an_unreachable_host_falls_back_to_the_last_copy_until_it_is_a_day_old(t
     assert "could not be fetched" in refusal(docs, gone)
     never = gone.replace("client.json", "never-fetched.json")
     assert "could not be fetched" in refusal(docs, never)
+
+
+def test_a_flood_of_slow_documents_takes_four_threads_and_no_more(tmp_path: Path, site: Site) -> None:
+    """Anyone may send a client id URL, and a fetch holds a request thread up to five seconds: while four are
+    under way, a fifth is refused at once (temporarily_unavailable), and accepted once they are done."""
+    docs, _ = documents(tmp_path, site, Clock())
+    site.answer = lambda path: (200, site.document(client_id=site.base + path))
+    site.hold = threading.Event()
+    urls = [f"{site.base}/oauth/client-{i}.json" for i in range(MAX_FETCHES + 1)]
+    got: list[str] = []
+    threads = [threading.Thread(target=lambda u=u: got.append(docs.client(u).client_id)) for u in urls[:-1]]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: len(site.seen) == MAX_FETCHES, 10, "four fetches waiting on the site")
+        with pytest.raises(TemporarilyUnavailableError) as refused:
+            docs.client(urls[-1])
+        assert refused.value.status_code == 503 and len(site.seen) == MAX_FETCHES
+    finally:
+        site.hold.set()
+        for t in threads:
+            t.join(10)
+    assert sorted(got) == sorted(urls[:-1])
+    assert docs.client(urls[-1]).client_id == urls[-1]
 
 
 def test_with_documents_off_a_url_client_id_is_an_unknown_client(tmp_path: Path, backend: Backend) -> None:
