@@ -7,8 +7,9 @@ a lease, delivers it, and deletes it; a failure puts the row back with a backoff
 failed `notify.max_attempts` times is kept as `failed` and the lane moves on; an operator sees it (`GET
 /notifications/deliveries`, the `agent_mesh_notify_deliveries` gauge) and can queue it again (`retry`). The claim
 is one conditional UPDATE, so with several workers (or instances on PostgreSQL) exactly one delivers a row at a
-time; a worker that dies mid-delivery lets its lease run out and another one delivers again (at least once:
-receivers dedupe by id)."""
+time. A worker that dies mid-delivery leaves its lease behind: a worker on the same machine that sees the holder
+is gone (a restart after kill -9) takes the row at once; elsewhere the lease runs out first. Either way the row is
+delivered again (at least once: receivers dedupe by id)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from flux7.shared.notify.claimant import is_gone, this_process
 from flux7.shared.store.db import Database
 
 __all__ = ["LANES", "DeliveryView", "Lane", "NotificationOutbox", "OutboxItem"]
@@ -85,16 +87,30 @@ class NotificationOutbox:
             self.enqueue(conn, lane, kind, approval_id, payload)
 
     def claim(self, lane: Lane) -> OutboxItem | None:
-        """The lane's head, claimed for a lease, when it is due and nobody holds it; else None."""
+        """The lane's head, claimed for a lease, when it is due and nobody living holds it; else None."""
         now = time.time()
+        # A holder proven gone is matched by name, so of two workers taking over the same row only one wins.
+        gone_holder = self._gone_holder(lane, now)
         with self._db.write() as conn:
             row = conn.execute(
-                "UPDATE notify_outbox SET claimed_until = ? WHERE seq = ("
+                "UPDATE notify_outbox SET claimed_until = ?, claimed_by = ? WHERE seq = ("
                 "SELECT seq FROM notify_outbox WHERE lane = ? AND status = 'queued' ORDER BY seq LIMIT 1) "
-                "AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ?) RETURNING *",
-                (now + LEASE_SECONDS, lane, now, now),
+                "AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until <= ? OR claimed_by = ?) "
+                "RETURNING *",
+                (now + LEASE_SECONDS, this_process() or None, lane, now, now, gone_holder),
             ).fetchone()
         return _item(row) if row is not None else None
+
+    def _gone_holder(self, lane: Lane, now: float) -> str | None:
+        """Who holds the lane's head under a live lease, when that process is provably gone."""
+        row = self._db.query_one(
+            "SELECT claimed_until, claimed_by FROM notify_outbox WHERE lane = ? AND status = 'queued' "
+            "ORDER BY seq LIMIT 1",
+            (lane,),
+        )
+        if row is None or row[0] is None or float(row[0]) <= now or not is_gone(row[1]):
+            return None
+        return str(row[1])
 
     def delivered(self, item: OutboxItem) -> None:
         self._db.execute("DELETE FROM notify_outbox WHERE seq = ?", (item.seq,))
@@ -105,22 +121,27 @@ class NotificationOutbox:
         give_up = permanent or attempts >= self.max_attempts
         delay = min(self.retry_max, FIRST_RETRY_S * 2 ** min(attempts - 1, 20))
         self._db.execute(
-            "UPDATE notify_outbox SET attempts = ?, last_error = ?, claimed_until = NULL, next_attempt_at = ?, "
+            "UPDATE notify_outbox SET attempts = ?, last_error = ?, claimed_until = NULL, claimed_by = NULL, "
+            "next_attempt_at = ?, "
             "status = ? WHERE seq = ?",
             (attempts, error[:500], time.time() + delay, "failed" if give_up else "queued", item.seq),
         )
         return not give_up
 
     def next_due(self, lane: Lane) -> float | None:
-        """When the lane's head may be tried (epoch seconds), None when the lane is empty."""
+        """When the lane's head may be tried (epoch seconds), None when the lane is empty. A lease whose holder is
+        provably gone does not count."""
         row = self._db.query_one(
-            "SELECT next_attempt_at, claimed_until FROM notify_outbox WHERE lane = ? AND status = 'queued' "
+            "SELECT next_attempt_at, claimed_until, claimed_by FROM notify_outbox WHERE lane = ? AND status = 'queued' "
             "ORDER BY seq LIMIT 1",
             (lane,),
         )
         if row is None:
             return None
-        return max(float(row[0]), float(row[1] or 0.0))
+        lease = float(row[1] or 0.0)
+        if lease > time.time() and is_gone(row[2]):
+            lease = 0.0
+        return max(float(row[0]), lease)
 
     def pending(self, lane: str | None = None) -> int:
         if lane is None:
@@ -173,7 +194,8 @@ class NotificationOutbox:
         names no failed row. It goes back to its place in the lane: rows are delivered in seq order."""
         with self._db.write() as conn:
             row = conn.execute(
-                "UPDATE notify_outbox SET status = 'queued', attempts = 0, next_attempt_at = ?, claimed_until = NULL "
+                "UPDATE notify_outbox SET status = 'queued', attempts = 0, next_attempt_at = ?, claimed_until = NULL, "
+                "claimed_by = NULL "
                 "WHERE seq = ? AND status = 'failed' RETURNING seq",
                 (time.time(), seq),
             ).fetchone()
