@@ -187,11 +187,13 @@ def _terminal_confirm(err: TextIO, keys: Keys) -> Confirm:
     """Asks at the terminal, in the main thread, so Ctrl-C answers no at once. A local yes never resolves a mesh
     approval."""
 
-    async def confirm(question: Question) -> str:
+    def ask(question: Question) -> None:
         err.write(_question_line(question))
         err.flush()
+
+    async def confirm(question: Question) -> str:
         try:
-            return _answer(keys.read_line(""))
+            return _answer(keys.read_line("", ask=lambda: ask(question)))
         except (EOFError, KeyboardInterrupt):
             err.write("no\n")
             return "no"

@@ -58,20 +58,26 @@ class Keys:
             return
         raise KeyboardInterrupt
 
-    def read_line(self, prompt: str) -> str:
+    def read_line(self, prompt: str, *, ask: Callable[[], None] | None = None) -> str:
         """One line, read here in the main thread (EOFError at the end of input; KeyboardInterrupt for Ctrl-C,
-        with `interrupted_empty` saying whether the line was empty)."""
+        with `interrupted_empty` saying whether the line was empty). `ask` writes the question first, once a
+        Ctrl-C already answers it: a key pressed as soon as the question shows must not reach the run instead."""
         if "\n" in self.typed_ahead:  # a line typed while the agent worked: read now, as a terminal would
             line, self.typed_ahead = self.typed_ahead.split("\n", 1)
+            if ask is not None:
+                ask()
             sys.stdout.write(prompt + line + "\n")
             sys.stdout.flush()
             return line
         watching = self._saved_mode is not None
         if watching:
             self._cooked()
-        self.reading = True
-        hook = self._prefill()
+        hook = False
         try:
+            self.reading = True
+            if ask is not None:
+                ask()
+            hook = self._prefill()
             return input(prompt)
         finally:
             self.reading = False
