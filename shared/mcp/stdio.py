@@ -11,12 +11,13 @@ Newline-delimited JSON-RPC on stdin/stdout; every log line goes to stderr. Two m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
 import sys
 import threading
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 import msgspec
 
@@ -332,7 +333,8 @@ async def _standalone(
 
 
 def main(apps: WebApps, config: str | None, port: int | None, agent: str = "claude", session_id: str = "") -> int:
-    """The `mesh7 --mcp` entry point; returns the exit status."""
+    """The `mesh7 --mcp` entry point; returns the exit status, except after a standalone session, which ends the
+    process itself (`_leave`)."""
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="[%(levelname)s] %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per relayed message is noise
     try:
@@ -369,4 +371,16 @@ def main(apps: WebApps, config: str | None, port: int | None, agent: str = "clau
         print(f"mesh7 --mcp: config error: {e}", file=sys.stderr)
         return 2
     token = os.environ.get("MESH_AGENT_TOKEN", "")
-    return asyncio.run(_standalone(apps, settings, port, agent, session_id, token))
+    _leave(asyncio.run(_standalone(apps, settings, port, agent, session_id, token)))
+
+
+def _leave(code: int) -> NoReturn:
+    """Exit at once, without finalizing the interpreter. granian's embedded server may still have a Rust thread
+    winding down; one that takes the GIL while the interpreter finalizes is ended with pthread_exit, which Rust
+    turns into an abort (exit -6, "panic in a function that cannot unwind"), seen in CI after a clean session.
+    Nothing is left to finalize: `_standalone` stopped the mesh (upstreams, traces, database) before returning."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
