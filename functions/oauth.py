@@ -19,7 +19,7 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.params import FromPath, FromQuery, RawBody
 
 from flux7.functions.approvals import json_object, text_field
-from flux7.functions.auth import actor_of, control_plane, mesh_of
+from flux7.functions.auth import actor_of, control_plane, mesh_of, peer_of
 from flux7.functions.oauth_openapi import (
     FORM,
     ClientView,
@@ -114,7 +114,7 @@ def server_metadata(request: Request[Any, Any, Any]) -> Response[bytes]:
     operation_class=json_body(RegistrationRequest, required=True, description="The client's metadata"),
     responses={
         201: ok(RegisteredClient, "Registered: a client id (and a secret for a confidential client, shown once)"),
-        **oauth_errors(400, 404),
+        **oauth_errors(400, 404, 429),
     },
 )
 def register(request: Request[Any, Any, Any], body: RawBody) -> Response[bytes]:
@@ -122,7 +122,8 @@ def register(request: Request[Any, Any, Any], body: RawBody) -> Response[bytes]:
         data = decode(body) if body.strip() else None
     except msgspec.DecodeError:
         return _invalid("the body is a JSON object of client metadata")
-    return _send(mesh_of(request).oauth.register(public_base(request), _credentials(request), data))
+    oauth = mesh_of(request).oauth
+    return _send(oauth.register(public_base(request), _credentials(request), data, peer=peer_of(request)))
 
 
 @get(

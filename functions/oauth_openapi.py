@@ -167,6 +167,8 @@ _OAUTH_WHY = {
     400: "An OAuth error: invalid_request, invalid_grant, invalid_target, invalid_redirect_uri, …",
     401: "invalid_client: the client is unknown (deleted: register again) or failed to authenticate",
     404: "OAuth is off (`oauth.enabled: false`)",
+    429: "too_many_requests: this address registered `oauth.registrations_per_minute` clients in the last minute "
+    "(Retry-After says when to try again)",
 }
 
 

@@ -130,6 +130,8 @@ class OAuthSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     client_metadata_documents: bool = True
     client_metadata_networks: tuple[str, ...] = ()
     client_metadata_ca_file: str = ""
+    # Registration is open: how many clients one address may register in a minute (0: no limit)
+    registrations_per_minute: int = 20
 
 
 class TlsSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -573,6 +575,8 @@ def _validate(file: str, s: Settings) -> None:
     for key in ("access_token_seconds", "refresh_token_seconds", "consent_seconds"):
         if not 1 <= getattr(s.oauth, key) <= 10 * 365 * 86400:
             raise ConfigError(file, f"oauth.{key}", "seconds: at least 1, at most ten years")
+    if s.oauth.registrations_per_minute < 0:
+        raise ConfigError(file, "oauth.registrations_per_minute", "a count: 0 (no limit) or more")
     for i, scheme in enumerate(s.oauth.redirect_schemes):
         if problem := app_scheme_problem(scheme):
             raise ConfigError(file, f"oauth.redirect_schemes[{i}]", f"{scheme!r}: {problem}")

@@ -152,8 +152,8 @@ class OAuth:
             answer = OAuthAnswer(401, answer.body, answer.headers)
         return answer
 
-    def register(self, issuer: str, headers: Mapping[str, str], data: Any) -> OAuthAnswer:
-        """RFC 7591 registration of a client from its JSON metadata."""
+    def register(self, issuer: str, headers: Mapping[str, str], data: Any, *, peer: str = "") -> OAuthAnswer:
+        """RFC 7591 registration of a client from its JSON metadata, sent from address `peer`."""
 
         from authlib.oauth2.rfc6749 import InvalidRequestError
 
@@ -162,7 +162,7 @@ class OAuth:
         def run() -> OAuthAnswer:
             if not isinstance(data, dict) or not data:
                 raise InvalidRequestError("the body is a JSON object of client metadata")
-            request = OAuthJsonRequest(issuer, "/oauth/register", headers, data)
+            request = OAuthJsonRequest(issuer, "/oauth/register", headers, data, peer=peer)
             answer: OAuthAnswer = self.server.create_endpoint_response("client_registration", request)
             if answer.status == 201 and isinstance(answer.body, dict):
                 log.info(

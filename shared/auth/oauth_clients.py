@@ -28,6 +28,7 @@ __all__ = [
     "SCOPE",
     "ClientStore",
     "OAuthClient",
+    "RegistrationLimitError",
     "proposed_agent_id",
     "redirect_uri_problem",
 ]
@@ -39,6 +40,14 @@ CLIENT_PREFIX = "f7c_"
 _MAX_REDIRECT_URIS = 10
 # A client nobody consented to is forgotten after this long (registration is open: the table must not grow).
 _UNUSED_SECONDS = 86400.0
+
+
+class RegistrationLimitError(Exception):
+    """The address registered as many clients in the last minute as `oauth.registrations_per_minute` allows."""
+
+    def __init__(self, limit: int, retry_after: int) -> None:
+        super().__init__(f"at most {limit} client registrations a minute from one address; try again later")
+        self.retry_after = retry_after
 
 
 def _hash(secret: str) -> str:
@@ -133,11 +142,28 @@ class ClientStore:
     def new_client_id() -> str:
         return CLIENT_PREFIX + secrets.token_hex(16)
 
-    def register(self, client_id: str, metadata: dict[str, Any], secret: str | None) -> OAuthClient:
-        """Store a client whose metadata the registration endpoint validated (shared/auth/oauth_server.py)."""
+    def register(
+        self,
+        client_id: str,
+        metadata: dict[str, Any],
+        secret: str | None,
+        *,
+        registered_from: str = "",
+        per_minute: int = 0,
+    ) -> OAuthClient:
+        """Store a client whose metadata the registration endpoint validated (shared/auth/oauth_server.py).
+        RegistrationLimitError when `registered_from` already registered `per_minute` clients in the last minute
+        (0: no limit); counted in the same transaction, so concurrent registrations cannot slip past it."""
         now = time.time()
         name = str(metadata.get("client_name") or "")
         with self._db.write() as conn:
+            if per_minute > 0:
+                recent = conn.execute(
+                    "SELECT count(*), min(created_at) FROM oauth_clients WHERE registered_from = ? AND created_at > ?",
+                    (registered_from, now - 60.0),
+                ).fetchone()
+                if int(recent[0]) >= per_minute:
+                    raise RegistrationLimitError(per_minute, max(1, int(float(recent[1]) + 60.0 - now) + 1))
             # Forget clients nobody consented to, while we hold the writer anyway.
             conn.execute(
                 "DELETE FROM oauth_clients WHERE created_at < ? AND client_id NOT IN "
@@ -146,8 +172,9 @@ class ClientStore:
                 (now - _UNUSED_SECONDS, now),
             )
             conn.execute(
-                "INSERT INTO oauth_clients (client_id, secret_hash, name, metadata, created_at) VALUES (?, ?, ?, ?, ?)",
-                (client_id, _hash(secret) if secret else None, name, json.dumps(metadata), now),
+                "INSERT INTO oauth_clients (client_id, secret_hash, name, metadata, created_at, registered_from) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (client_id, _hash(secret) if secret else None, name, json.dumps(metadata), now, registered_from),
             )
         row = {"client_id": client_id, "name": name, "metadata": json.dumps(metadata), "created_at": now}
         return _client({**row, "secret_hash": _hash(secret) if secret else None})

@@ -31,7 +31,13 @@ from authlib.oauth2.rfc7636 import CodeChallenge
 
 from flux7.shared.auth.client_metadata import ClientMetadataDocuments, client_metadata, is_metadata_url
 from flux7.shared.auth.oauth import OAuthAnswer
-from flux7.shared.auth.oauth_clients import AUTH_METHODS, GRANT_TYPES, ClientStore, OAuthClient
+from flux7.shared.auth.oauth_clients import (
+    AUTH_METHODS,
+    GRANT_TYPES,
+    ClientStore,
+    OAuthClient,
+    RegistrationLimitError,
+)
 from flux7.shared.auth.oauth_connections import (
     ACCESS_PREFIX,
     REFRESH_PREFIX,
@@ -124,12 +130,30 @@ class _JsonPayload(JsonPayload):
 
 
 class OAuthJsonRequest(JsonRequest):
-    """A registration request (RFC 7591): its JSON object."""
+    """A registration request (RFC 7591): its JSON object, and the address it came from (`peer`)."""
 
-    def __init__(self, issuer: str, path: str, headers: Mapping[str, str], data: dict[str, Any]) -> None:
+    def __init__(
+        self, issuer: str, path: str, headers: Mapping[str, str], data: dict[str, Any], *, peer: str = ""
+    ) -> None:
         super().__init__("POST", issuer + path, _Headers(headers))
         self.issuer = issuer
+        self.peer = peer
         self.payload = _JsonPayload(data)
+
+
+class TooManyRegistrationsError(OAuth2Error):
+    """429 with Retry-After: RFC 7591 names no error for it, so the error says what it is."""
+
+    error = "too_many_requests"
+    status_code = 429
+
+    def __init__(self, description: str, retry_after: int) -> None:
+        super().__init__(description=description)
+        self.retry_after = retry_after
+
+    def get_headers(self) -> list[tuple[str, str]]:
+        headers: list[tuple[str, str]] = super().get_headers()
+        return [*headers, ("Retry-After", str(self.retry_after))]
 
 
 def same_resource(given: str, expected: str) -> bool:
@@ -306,9 +330,16 @@ class _Registration(ClientRegistrationEndpoint):
         answered = {**client_metadata, **{k: v for k, v in client_info.items() if k != "client_secret"}}
         if client_info.get("client_secret") is None:
             answered.pop("client_secret_expires_at", None)
-        client: OAuthClient = self.server.clients.register(
-            client_info["client_id"], answered, client_info.get("client_secret")
-        )
+        try:
+            client: OAuthClient = self.server.clients.register(
+                client_info["client_id"],
+                answered,
+                client_info.get("client_secret"),
+                registered_from=request.peer,
+                per_minute=self.server.settings.registrations_per_minute,
+            )
+        except RegistrationLimitError as e:
+            raise TooManyRegistrationsError(str(e), e.retry_after) from None
         return client
 
     def create_registration_response(self, request: Any) -> tuple[int, dict[str, Any], list[tuple[str, str]]]:

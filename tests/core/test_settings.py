@@ -255,3 +255,14 @@ def test_client_metadata_documents_are_on_with_the_public_internet_only(tmp_path
         with pytest.raises(ConfigError) as e:
             load_settings(write(tmp_path, f"oauth: {bad}\n"), env={})
         assert e.value.key == key and why in e.value.fault, e.value
+
+
+def test_registrations_are_limited_per_address_by_default_and_a_negative_limit_is_refused(tmp_path: Path) -> None:
+    assert load_settings(None, env={}).oauth.registrations_per_minute == 20
+    assert (
+        load_settings(write(tmp_path, "oauth: {registrations_per_minute: 0}\n"), env={}).oauth.registrations_per_minute
+        == 0
+    )
+    with pytest.raises(ConfigError) as e:
+        load_settings(write(tmp_path, "oauth: {registrations_per_minute: -1}\n"), env={})
+    assert e.value.key == "oauth.registrations_per_minute" and "0 (no limit)" in e.value.fault, e.value

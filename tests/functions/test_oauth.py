@@ -118,6 +118,30 @@ def test_registration_wants_a_json_object(http: TestClient[Any]) -> None:
         assert r.status_code == 400 and r.json()["error"] == "invalid_request", body
 
 
+def test_registrations_from_one_address_are_limited_per_minute(tmp_path: Path, backend: Backend) -> None:
+    cfg = make_config(tmp_path, backend, "auth: {admin_token: adm1n}\noauth: {registrations_per_minute: 3}")
+    with _client(cfg) as http:
+        oauth = OAuthPlayer(http, BASE)
+        assert http.post("/oauth/register", json={"redirect_uris": []}).status_code == 400  # a refusal is not counted
+        made = [oauth.register(client_name=f"c{n}")["client_id"] for n in range(3)]
+        r = http.post("/oauth/register", json={"redirect_uris": [REDIRECT], "client_name": "c3"})
+        assert r.status_code == 429 and r.json()["error"] == "too_many_requests", r.text
+        assert "3 client registrations a minute" in r.json()["error_description"]
+        assert 1 <= int(r.headers["retry-after"]) <= 61 and r.headers["cache-control"] == "no-store"
+        listed = {c["client_id"] for c in http.get("/oauth/clients", headers=ADMIN).json()}
+        assert listed == set(made)  # nothing stored for the refused one
+        mesh = http.app.state.mesh
+        # Another address has its own count; a limit of 0 is none.
+        other = mesh.oauth.clients.register(
+            "f7c_" + "0" * 32, {"redirect_uris": [REDIRECT]}, None, per_minute=3, registered_from="192.0.2.7"
+        )
+        assert other.client_id == "f7c_" + "0" * 32
+        for n in range(5):
+            mesh.oauth.clients.register(
+                f"f7c_{n + 1:032d}", {"redirect_uris": [REDIRECT]}, None, per_minute=0, registered_from="testclient"
+            )
+
+
 # --- authorization -------------------------------------------------------------------------------------------
 
 
