@@ -209,8 +209,8 @@ async def test_a_flush_waits_for_another_process_off_the_loop_and_takes_what_que
 
     def release_once_seen_waiting() -> None:  # the other worker ends its write once this one waits (or after 5 s)
         seen_waiting.wait(5)
+        released.set()  # before the unlock: the flush can finish only after it, so the flag is set by then
         fcntl.flock(other, fcntl.LOCK_UN)
-        released.set()
 
     threading.Thread(target=release_once_seen_waiting, daemon=True).start()
     first = asyncio.ensure_future(tracer.store.begin_grouped(TraceEntry(agent_id="a", tool="t", params={"i": 0})))
