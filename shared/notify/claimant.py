@@ -43,8 +43,12 @@ def _machine() -> str | None:
 
 def this_process() -> str:
     """This process's identity, as written beside a lease; '' where it cannot be proven (then leases just expire)."""
+    return _identity(os.getpid())  # by PID: a forked worker is another process
+
+
+@functools.cache
+def _identity(pid: int) -> str:
     machine = _machine()
-    pid = os.getpid()
     started = _start_time(pid)
     return f"{machine}/{pid}/{started}" if machine and started else ""
 

@@ -14,7 +14,7 @@ delivered again (at least once: receivers dedupe by id)."""
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -66,6 +66,15 @@ def _item(row: Any) -> OutboxItem:
     )
 
 
+class _Head(NamedTuple):
+    """A lane's head row: when it is next due, until when a living holder's lease runs (0: none), and the name
+    of a holder proven gone (its lease no longer counts)."""
+
+    next_attempt_at: float
+    leased_until: float
+    gone_holder: str | None
+
+
 class NotificationOutbox:
     def __init__(self, db: Database, *, retry_max: float = 300.0, max_attempts: int = 20) -> None:
         self._db = db
@@ -89,8 +98,14 @@ class NotificationOutbox:
     def claim(self, lane: Lane) -> OutboxItem | None:
         """The lane's head, claimed for a lease, when it is due and nobody living holds it; else None."""
         now = time.time()
-        # A holder proven gone is matched by name, so of two workers taking over the same row only one wins.
-        gone_holder = self._gone_holder(lane, now)
+        item = self._claim(lane, now, gone_holder=None)
+        if item is None and (head := self._head(lane)) is not None and head.gone_holder is not None:
+            item = self._claim(lane, now, gone_holder=head.gone_holder)  # a restart after a kill takes over
+        return item
+
+    def _claim(self, lane: Lane, now: float, *, gone_holder: str | None) -> OutboxItem | None:
+        # One conditional UPDATE; a holder proven gone is matched by name, so of two workers taking over the same
+        # row only one wins.
         with self._db.write() as conn:
             row = conn.execute(
                 "UPDATE notify_outbox SET claimed_until = ?, claimed_by = ? WHERE seq = ("
@@ -100,17 +115,6 @@ class NotificationOutbox:
                 (now + LEASE_SECONDS, this_process() or None, lane, now, now, gone_holder),
             ).fetchone()
         return _item(row) if row is not None else None
-
-    def _gone_holder(self, lane: Lane, now: float) -> str | None:
-        """Who holds the lane's head under a live lease, when that process is provably gone."""
-        row = self._db.query_one(
-            "SELECT claimed_until, claimed_by FROM notify_outbox WHERE lane = ? AND status = 'queued' "
-            "ORDER BY seq LIMIT 1",
-            (lane,),
-        )
-        if row is None or row[0] is None or float(row[0]) <= now or not is_gone(row[1]):
-            return None
-        return str(row[1])
 
     def delivered(self, item: OutboxItem) -> None:
         self._db.execute("DELETE FROM notify_outbox WHERE seq = ?", (item.seq,))
@@ -131,6 +135,10 @@ class NotificationOutbox:
     def next_due(self, lane: Lane) -> float | None:
         """When the lane's head may be tried (epoch seconds), None when the lane is empty. A lease whose holder is
         provably gone does not count."""
+        head = self._head(lane)
+        return None if head is None else max(head.next_attempt_at, head.leased_until)
+
+    def _head(self, lane: Lane) -> _Head | None:
         row = self._db.query_one(
             "SELECT next_attempt_at, claimed_until, claimed_by FROM notify_outbox WHERE lane = ? AND status = 'queued' "
             "ORDER BY seq LIMIT 1",
@@ -140,8 +148,8 @@ class NotificationOutbox:
             return None
         lease = float(row[1] or 0.0)
         if lease > time.time() and is_gone(row[2]):
-            lease = 0.0
-        return max(float(row[0]), lease)
+            return _Head(float(row[0]), 0.0, str(row[2]))
+        return _Head(float(row[0]), lease, None)
 
     def pending(self, lane: str | None = None) -> int:
         if lane is None:
